@@ -1,0 +1,116 @@
+"""SQS through boto3: queue bootstrap and verification, DLQ reads for the redrive runbook, probes.
+
+Celery sends and consumes the job messages itself (kombu's SQS transport); this module is for what
+Celery does not do.
+"""
+import json
+from functools import lru_cache
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+from django.conf import settings
+
+AWSError = (BotoCoreError, ClientError)
+
+
+@lru_cache(maxsize=4)
+def _client(endpoint: str, region: str, key: str, secret: str):
+    kwargs = {"region_name": region, "config": Config(retries={"max_attempts": 2}, connect_timeout=3, read_timeout=25)}
+    if endpoint:
+        kwargs["endpoint_url"] = endpoint
+    if key:
+        kwargs.update(aws_access_key_id=key, aws_secret_access_key=secret)
+    return boto3.client("sqs", **kwargs)
+
+
+def client():
+    return _client(settings.AWS_ENDPOINT_URL, settings.AWS_REGION, settings.AWS_ACCESS_KEY_ID,
+                   settings.AWS_SECRET_ACCESS_KEY)
+
+
+def queue_reachable() -> bool:
+    try:
+        client().get_queue_attributes(QueueUrl=settings.MARKET_JOBS_QUEUE_URL, AttributeNames=["QueueArn"])
+        return True
+    except AWSError:
+        return False
+
+
+def queue_attributes(url: str) -> dict:
+    return client().get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+
+
+def desired_attributes(dlq_arn: str) -> dict:
+    return {
+        "VisibilityTimeout": str(settings.QUEUE_VISIBILITY_TIMEOUT_SECONDS),
+        "MessageRetentionPeriod": str(4 * 24 * 3600),
+        "RedrivePolicy": json.dumps(
+            {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(settings.MARKET_JOBS_MAX_RECEIVE_COUNT)}
+        ),
+    }
+
+
+def ensure_queues() -> list[str]:
+    """Create the DLQ and the market-jobs queue if missing and bring their attributes to the desired
+    values. Idempotent. Returns what it did, a line each."""
+    sqs = client()
+    done = []
+    dlq_url = sqs.create_queue(QueueName=settings.MARKET_JOBS_DLQ,
+                               Attributes={"MessageRetentionPeriod": str(14 * 24 * 3600)})["QueueUrl"]
+    done.append(f"dlq ready: {settings.MARKET_JOBS_DLQ}")
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    url = sqs.create_queue(QueueName=settings.MARKET_JOBS_QUEUE)["QueueUrl"]
+    # set_queue_attributes, not create_queue(Attributes=...): changing attributes of an existing queue
+    # through create_queue raises QueueAlreadyExists.
+    sqs.set_queue_attributes(QueueUrl=url, Attributes=desired_attributes(dlq_arn))
+    done.append(f"queue ready: {settings.MARKET_JOBS_QUEUE} (visibility {settings.QUEUE_VISIBILITY_TIMEOUT_SECONDS}s)")
+    return done
+
+
+def verify_queues() -> list[str]:
+    """Problems with the deployed queues, without changing anything (empty when all is well)."""
+    problems = []
+    try:
+        main = queue_attributes(settings.MARKET_JOBS_QUEUE_URL)
+        dlq = queue_attributes(settings.MARKET_JOBS_DLQ_URL)
+    except AWSError as exc:
+        return [f"queue unreachable: {type(exc).__name__}"]
+    if int(main.get("VisibilityTimeout", 0)) != settings.QUEUE_VISIBILITY_TIMEOUT_SECONDS:
+        problems.append(f"VisibilityTimeout is {main.get('VisibilityTimeout')}, expected "
+                        f"{settings.QUEUE_VISIBILITY_TIMEOUT_SECONDS}")
+    policy = json.loads(main.get("RedrivePolicy") or "{}")
+    if policy.get("deadLetterTargetArn") != dlq.get("QueueArn"):
+        problems.append("RedrivePolicy does not point at the DLQ")
+    return problems
+
+
+def set_readiness(value: str) -> None:
+    """Local bootstrap: write the readiness parameter (SSM lives beside SQS in the local moto server)."""
+    from jobs.clients import ssm
+
+    ssm.put_parameter(settings.READINESS_PARAMETER, value)
+
+
+def receive(url: str, *, max_messages: int = 10, wait: int = 0, visibility: int = 60) -> list[dict]:
+    return client().receive_message(
+        QueueUrl=url, MaxNumberOfMessages=max_messages, WaitTimeSeconds=wait, VisibilityTimeout=visibility,
+        AttributeNames=["All"],
+    ).get("Messages", [])
+
+
+def delete(url: str, receipt_handle: str) -> None:
+    client().delete_message(QueueUrl=url, ReceiptHandle=receipt_handle)
+
+
+def send_raw(url: str, body: str, *, delay: int = 0) -> str:
+    return client().send_message(QueueUrl=url, MessageBody=body, DelaySeconds=delay)["MessageId"]
+
+
+def approximate_counts(url: str) -> dict:
+    attrs = client().get_queue_attributes(
+        QueueUrl=url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+                        "ApproximateNumberOfMessagesDelayed"],
+    )["Attributes"]
+    return {k.replace("ApproximateNumberOfMessages", "") or "Visible": int(v) for k, v in attrs.items()}

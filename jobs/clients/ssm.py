@@ -1,0 +1,30 @@
+"""SSM Parameter Store through boto3 (the consumer-readiness parameter)."""
+from functools import lru_cache
+
+import boto3
+from botocore.config import Config
+from django.conf import settings
+
+
+@lru_cache(maxsize=4)
+def _client(endpoint: str, region: str, key: str, secret: str):
+    kwargs = {"region_name": region, "config": Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=3)}
+    if endpoint:
+        kwargs["endpoint_url"] = endpoint
+    if key:
+        kwargs.update(aws_access_key_id=key, aws_secret_access_key=secret)
+    return boto3.client("ssm", **kwargs)
+
+
+def client():
+    return _client(settings.AWS_ENDPOINT_URL, settings.AWS_REGION, settings.AWS_ACCESS_KEY_ID,
+                   settings.AWS_SECRET_ACCESS_KEY)
+
+
+def get_parameter(name: str) -> str:
+    """The parameter's value. Raises botocore errors (ParameterNotFound included) to the caller."""
+    return client().get_parameter(Name=name)["Parameter"]["Value"]
+
+
+def put_parameter(name: str, value: str) -> None:
+    client().put_parameter(Name=name, Value=value, Type="String", Overwrite=True)

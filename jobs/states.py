@@ -1,0 +1,76 @@
+"""The one job state machine: statuses, allowed transitions, and the only function that changes status.
+
+    IN_PROGRESS --complete--> COMPLETED
+    IN_PROGRESS --fail------> FAILED
+    IN_PROGRESS --cancel----> CANCELLED
+    FAILED      --reauth----> IN_PROGRESS   (only when awaiting re-authorisation; see jobs.services)
+    any terminal --replace--> IN_PROGRESS   (the producer reuses the deterministic id for a fresh job)
+
+Every change is one conditional UPDATE naming the expected current status (and, for a worker, its
+lease token): zero rows means someone else moved the job first, and the caller must stop.
+"""
+from django.utils import timezone
+
+from jobs.models import AsyncJob, JobEvent, JobStatus
+
+IN_PROGRESS = JobStatus.IN_PROGRESS
+COMPLETED = JobStatus.COMPLETED
+FAILED = JobStatus.FAILED
+CANCELLED = JobStatus.CANCELLED
+TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
+
+ALLOWED = {
+    IN_PROGRESS: frozenset({COMPLETED, FAILED, CANCELLED}),
+    FAILED: frozenset({IN_PROGRESS}),
+    COMPLETED: frozenset({IN_PROGRESS}),
+    CANCELLED: frozenset({IN_PROGRESS}),
+}
+
+
+class IllegalTransition(ValueError):
+    pass
+
+
+def error_doc(code: str, message: str, *, retryable: bool = False, needs_reauth: bool = False) -> dict:
+    return {"code": code, "message": message, "retryable": retryable, "needsReauth": needs_reauth}
+
+
+def transition(
+    job_id,
+    *,
+    to: str,
+    expect: str | frozenset = IN_PROGRESS,
+    lease_token=None,
+    event: str,
+    actor: str = "",
+    detail: str = "",
+    extra_filter: dict | None = None,
+    **fields,
+) -> bool:
+    """Move a job to `to` if it is in `expect` (and holds `lease_token` when given). True when it moved.
+
+    Terminal states clear the lease and set `ended_at`; IN_PROGRESS clears `ended_at`. The event row is
+    written in the same transaction as the caller's (call it inside `atomic()` to make both one unit).
+    """
+    expected = {expect} if isinstance(expect, str) else set(expect)
+    if any(to not in ALLOWED[s] for s in expected):
+        raise IllegalTransition(f"{sorted(expected)} -> {to}")
+    now = timezone.now()
+    values = {"status": to, "updated_at": now, **fields}
+    if to in TERMINAL:
+        values.update(lease_token=None, lease_expires_at=None, ended_at=now)
+    else:
+        values.update(ended_at=None)
+    qs = AsyncJob.objects.filter(id=job_id, status__in=expected, **(extra_filter or {}))
+    if lease_token is not None:
+        qs = qs.filter(lease_token=lease_token)
+    moved = qs.update(**values) == 1
+    if moved:
+        JobEvent.objects.create(job_id=job_id, kind=event, actor=actor, detail=detail[:500], at=now)
+    return moved
+
+
+def record(job_id, kind: str, *, actor: str = "", detail: str = "") -> None:
+    """Append an event that is not a status change (lease claim/loss, retry, checkpoint)."""
+    JobEvent.objects.create(job_id=job_id, kind=kind, actor=actor, detail=detail[:500])
+

@@ -1,0 +1,9 @@
+"""Markets: organizations, brands, sites, markets, onboarding and the market-generation job handler."""
+from django.apps import AppConfig
+
+
+class MarketsConfig(AppConfig):
+    name = "markets"
+
+    def ready(self):
+        from markets import handler  # noqa: F401  (registers the market-generation job handler)

@@ -1,0 +1,1 @@
+"""The market-generation job handler (registered with the job runner at start-up)."""

@@ -1,0 +1,97 @@
+"""Shared HTTP plumbing for the client modules: one error taxonomy, timeouts and bounded retries.
+
+Clients raise exactly three kinds of failure and callers decide from the class, never from a message:
+`TransientError` (timeout, network, 429, 5xx: safe to retry later), `ReauthRequired` (401/403: the
+credential is no longer good) and `PermanentError` (any other 4xx, or a payload we cannot use).
+"""
+import logging
+import random
+import time
+from email.utils import parsedate_to_datetime
+
+import httpx
+
+log = logging.getLogger(__name__)
+
+
+class ClientError(Exception):
+    """Base of every client failure. `status` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None):
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class TransientError(ClientError):
+    """Timeouts, network errors, 429 and 5xx: the same call may succeed later."""
+
+
+class PermanentError(ClientError):
+    """Other 4xx or an unusable payload: retrying the same call will not help."""
+
+
+class ReauthRequired(ClientError):
+    """401/403: the credential used is not (or no longer) accepted."""
+
+
+def _retry_after_seconds(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+def classify(response: httpx.Response, what: str) -> None:
+    """Raise the taxonomy error for a non-2xx response; return for 2xx."""
+    status = response.status_code
+    if status < 300:
+        return
+    if status in (401, 403):
+        raise ReauthRequired(f"{what}: HTTP {status}", status=status)
+    if status == 429 or status >= 500:
+        raise TransientError(f"{what}: HTTP {status}", status=status, retry_after=_retry_after_seconds(response))
+    raise PermanentError(f"{what}: HTTP {status}", status=status)
+
+
+def request(
+    client: httpx.Client,
+    method: str,
+    url: str,
+    *,
+    what: str,
+    deadline: float | None = None,
+    max_attempts: int = 4,
+    base_delay: float = 0.25,
+    **kwargs,
+) -> httpx.Response:
+    """Send one request, retrying transient failures with jittered exponential backoff.
+
+    Honours `Retry-After`, never sleeps past `deadline` (a `time.monotonic()` value) and gives up after
+    `max_attempts`. Returns the 2xx response; raises TransientError / PermanentError / ReauthRequired.
+    """
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            response = client.request(method, url, **kwargs)
+            classify(response, what)
+            return response
+        except httpx.TimeoutException as exc:
+            error: ClientError = TransientError(f"{what}: timeout ({type(exc).__name__})")
+        except httpx.TransportError as exc:
+            error = TransientError(f"{what}: network error ({type(exc).__name__})")
+        except TransientError as exc:
+            error = exc
+        delay = error.retry_after if error.retry_after is not None else base_delay * 2 ** (attempt - 1)
+        delay = min(delay, 30.0) * (1 + random.random() * 0.1)
+        if attempt >= max_attempts or (deadline is not None and time.monotonic() + delay >= deadline):
+            raise error
+        log.info("retrying after transient error", extra={"call": what, "attempt": attempt, "reason": str(error)})
+        time.sleep(delay)

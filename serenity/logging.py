@@ -1,0 +1,84 @@
+"""Structured JSON log lines, with request/job ids and token values redacted as defence in depth.
+
+Code never logs a token on purpose; the redaction filter is the second line: it scrubs bearer headers,
+JWT-shaped strings and `token=`-style pairs from the message, its arguments and its extra fields.
+"""
+import json
+import logging
+import re
+from datetime import UTC, datetime
+
+from serenity import context
+
+REDACTED = "[REDACTED]"
+_PATTERNS = [
+    # Authorization headers and bare "Bearer <value>".
+    (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+"), f"Bearer {REDACTED}"),
+    # JWT-shaped values: three base64url segments, the first a JSON header.
+    (re.compile(r"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+"), REDACTED),
+    # key=value / "key": "value" pairs whose key names a secret.
+    (
+        re.compile(
+            r"(?i)([\"']?(?:promise_token|access_token|refresh_token|id_token|client_secret|x-promise-token|"
+            r"authorization|token)[\"']?\s*[:=]\s*[\"']?)[^\"'\s,;&}]+"
+        ),
+        rf"\g<1>{REDACTED}",
+    ),
+]
+
+
+def redact(text: str) -> str:
+    """Return `text` with anything token-shaped replaced by a marker."""
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+
+
+class RedactingFilter(logging.Filter):
+    """Render the message once, redact it, and redact string extras; never drops a record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed format string still gets logged, redacted
+            message = f"{record.msg} {record.args}"
+        record.msg, record.args = redact(message), None
+        for key, value in list(vars(record).items()):
+            if key not in _STANDARD and isinstance(value, (str, dict, list)):
+                setattr(record, key, json.loads(redact(json.dumps(value, default=str))))
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True
+
+
+class ContextFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = getattr(record, "request_id", None) or context.request_id.get()
+        record.job_id = getattr(record, "job_id", None) or context.job_id.get()
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line. EMF metric lines (a `_aws` extra) are emitted as the bare EMF document."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        emf = getattr(record, "emf", None)
+        if emf is not None:
+            return json.dumps(emf, separators=(",", ":"), default=str)
+        doc = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and key != "emf" and value is not None:
+                doc[key] = value
+        if record.exc_info or record.exc_text:
+            doc["exc"] = record.exc_text or self.formatException(record.exc_info)
+        return json.dumps(doc, default=str)

@@ -1,0 +1,167 @@
+"""RFC 9457 problem details: the one error shape of the API, and the exception handler that builds it.
+
+A `DomainError` declares `status`, `code` and `title` as class attributes (like DRF's APIException).
+The handler builds on DRF's own, so `WWW-Authenticate`, `Retry-After` and the transaction rollback are
+kept; anything it does not know stays an ordinary logged 500 with a body that leaks nothing.
+"""
+import logging
+
+from django.http import JsonResponse
+from rest_framework import exceptions as drf_exceptions
+from rest_framework import status as http
+from rest_framework.views import exception_handler as drf_exception_handler
+
+log = logging.getLogger(__name__)
+
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+TYPE_BASE = "https://errors.serenity.example/"
+
+
+class DomainError(Exception):
+    """Base for errors the API answers deliberately. Subclasses set the three class attributes."""
+
+    status: int = http.HTTP_400_BAD_REQUEST
+    code: str = "bad_request"
+    title: str = "Bad request"
+
+    def __init__(self, detail: str | None = None, *, errors: list[dict] | None = None, headers=None):
+        super().__init__(detail or self.title)
+        self.detail = detail or self.title
+        self.errors = errors
+        self.headers = headers or {}
+
+
+class NotFound(DomainError):
+    status, code, title = 404, "not_found", "Not found"
+
+
+class Forbidden(DomainError):
+    status, code, title = 403, "forbidden", "Forbidden"
+
+
+class Conflict(DomainError):
+    status, code, title = 409, "conflict", "Conflict"
+
+
+class InvalidInput(DomainError):
+    status, code, title = 400, "invalid", "Invalid request"
+
+
+class UpstreamUnavailable(DomainError):
+    status, code, title = 502, "upstream_unavailable", "An upstream service did not answer"
+
+
+def problem(status: int, code: str, title: str, detail: str | None = None, **extra) -> dict:
+    doc = {"type": TYPE_BASE + code.replace("_", "-"), "title": title, "status": status}
+    if detail:
+        doc["detail"] = detail
+    doc["code"] = code
+    doc.update({k: v for k, v in extra.items() if v is not None})
+    return doc
+
+
+def problem_response(doc: dict, headers: dict | None = None):
+    from rest_framework.response import Response
+
+    response = Response(doc, status=doc["status"], headers=headers, content_type=PROBLEM_CONTENT_TYPE)
+    return response
+
+
+# DRF exception class -> (code, title). The `code` is stable; clients may branch on it.
+_DRF_CODES = {
+    drf_exceptions.NotAuthenticated: ("not_authenticated", "Authentication required"),
+    drf_exceptions.AuthenticationFailed: ("authentication_failed", "Invalid credentials"),
+    drf_exceptions.PermissionDenied: ("forbidden", "Forbidden"),
+    drf_exceptions.NotFound: ("not_found", "Not found"),
+    drf_exceptions.MethodNotAllowed: ("method_not_allowed", "Method not allowed"),
+    drf_exceptions.NotAcceptable: ("not_acceptable", "Not acceptable"),
+    drf_exceptions.UnsupportedMediaType: ("unsupported_media_type", "Unsupported media type"),
+    drf_exceptions.ParseError: ("malformed_request", "Malformed request body"),
+    drf_exceptions.Throttled: ("throttled", "Too many requests"),
+    drf_exceptions.ValidationError: ("invalid", "Invalid request"),
+}
+
+
+def _pointer(path: list) -> str:
+    return "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in path) if path else ""
+
+
+def validation_errors(detail, path=None) -> list[dict]:
+    """Flatten DRF's nested ValidationError detail into [{pointer, code, message}], one per failure."""
+    path = path or []
+    if isinstance(detail, dict):
+        out = []
+        for key, value in detail.items():
+            sub = path if key == "non_field_errors" else [*path, key]
+            out += validation_errors(value, sub)
+        return out
+    if isinstance(detail, list):
+        if all(isinstance(d, (drf_exceptions.ErrorDetail, str)) for d in detail):
+            return [
+                {"pointer": _pointer(path), "code": getattr(d, "code", "invalid"), "message": str(d)}
+                for d in detail
+            ]
+        out = []
+        for index, value in enumerate(detail):
+            out += validation_errors(value, [*path, index])
+        return out
+    return [{"pointer": _pointer(path), "code": getattr(detail, "code", "invalid"), "message": str(detail)}]
+
+
+def problem_exception_handler(exc, context):
+    """DRF EXCEPTION_HANDLER: DomainError and every APIException become problem+json."""
+    if isinstance(exc, DomainError):
+        exc_for_drf = drf_exceptions.APIException(exc.detail)
+        exc_for_drf.status_code = exc.status
+        response = drf_exception_handler(exc_for_drf, context)  # rollback + standard headers
+        doc = problem(exc.status, exc.code, exc.title, exc.detail, errors=exc.errors)
+        return problem_response(doc, headers={**dict(response.headers), **exc.headers} if response else exc.headers)
+
+    from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+    from django.http import Http404
+
+    if isinstance(exc, Http404):
+        exc = drf_exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = drf_exceptions.PermissionDenied()
+
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None  # unknown: Django logs it and answers the generic 500 below
+    code, title = next(
+        (v for cls, v in _DRF_CODES.items() if isinstance(exc, cls)), ("error", "Request failed")
+    )
+    errors = None
+    detail = None
+    if isinstance(exc, drf_exceptions.ValidationError):
+        errors = validation_errors(exc.detail)
+        detail = "The request body has invalid fields; see `errors`."
+    elif isinstance(exc.detail, str):
+        detail = str(exc.detail)
+    headers = {k: v for k, v in response.headers.items() if k in ("WWW-Authenticate", "Retry-After", "Allow")}
+    return problem_response(problem(response.status_code, code, title, detail, errors=errors), headers)
+
+
+def _plain_problem(status: int, code: str, title: str, request=None):
+    doc = problem(status, code, title)
+    rid = getattr(request, "request_id", None)
+    if rid:
+        doc["requestId"] = rid
+    return JsonResponse(doc, status=status, content_type=PROBLEM_CONTENT_TYPE)
+
+
+def handler404(request, exception=None):
+    return _plain_problem(404, "not_found", "Not found", request)
+
+
+def handler500(request):
+    # The exception was already logged by Django with the request id; the body names only the id.
+    return _plain_problem(500, "internal_error", "Internal server error", request)
+
+
+def handler400(request, exception=None):
+    return _plain_problem(400, "bad_request", "Bad request", request)
+
+
+def handler403(request, exception=None):
+    return _plain_problem(403, "forbidden", "Forbidden", request)

@@ -1,0 +1,2 @@
+"""Routes of the local drs simulator."""
+urlpatterns = []

@@ -1,0 +1,2 @@
+"""Routes of the local semrush simulator."""
+urlpatterns = []

@@ -1,0 +1,8 @@
+"""The local simulators, each under its own prefix: /sandbox/ims/, /sandbox/semrush/, /sandbox/drs/."""
+from django.urls import include, path
+
+urlpatterns = [
+    path("ims/", include("serenity.sandbox.ims.urls")),
+    path("semrush/", include("serenity.sandbox.semrush.urls")),
+    path("drs/", include("serenity.sandbox.drs.urls")),
+]

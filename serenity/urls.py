@@ -1,0 +1,27 @@
+"""Root URL configuration. Every dynamic path parameter is classified in serenity/routes.py."""
+from django.conf import settings
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from serenity import health
+
+urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("v2/", include("markets.urls")),
+    path("admin/", admin.site.urls),
+    path("api/schema", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"),
+    path(
+        "api/docs",
+        SpectacularSwaggerView.as_view(url_name="schema", authentication_classes=[], permission_classes=[]),
+        name="swagger-ui",
+    ),
+]
+if settings.SANDBOX_ENABLED:
+    urlpatterns.append(path("sandbox/", include("serenity.sandbox.urls")))
+
+handler400 = "serenity.problems.handler400"
+handler403 = "serenity.problems.handler403"
+handler404 = "serenity.problems.handler404"
+handler500 = "serenity.problems.handler500"

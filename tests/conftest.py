@@ -1,0 +1,102 @@
+"""Shared fixtures: PostgreSQL only, the local SQS (moto server mode), the simulators over real HTTP,
+and a real Celery worker consuming the market-jobs queue."""
+import base64
+import json
+import logging
+import os
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+
+def pytest_collection_modifyitems(config, items):
+    # Fail fast and clearly when the suite is pointed at anything but PostgreSQL.
+    if connection.vendor != "postgresql":
+        pytest.exit("The test suite runs on PostgreSQL only: set DATABASE_URL=postgres://USER@HOST:PORT/NAME", 2)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def moto_server():
+    """The local SQS/SSM endpoint for the whole session, with the queues and readiness flag bootstrapped."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(os.environ["SERENITY_TEST_MOTO_PORT"]), verbose=False)
+    server.start()
+    from jobs.clients import sqs
+
+    sqs.ensure_queues()
+    sqs.set_readiness("true")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def queues(moto_server):
+    """Empty market-jobs queue and DLQ before (and after) the test; returns a small reader."""
+    from jobs.clients import sqs
+
+    reader = QueueReader(sqs)
+    reader.purge()
+    yield reader
+    reader.purge()
+
+
+class QueueReader:
+    def __init__(self, sqs):
+        self.sqs = sqs
+        self.url = settings.MARKET_JOBS_QUEUE_URL
+        self.dlq_url = settings.MARKET_JOBS_DLQ_URL
+
+    def purge(self):
+        for url in (self.url, self.dlq_url):
+            while self.sqs.receive(url, max_messages=10, visibility=0):
+                for m in self.sqs.receive(url, max_messages=10, visibility=30):
+                    self.sqs.delete(url, m["ReceiptHandle"])
+            self.sqs.client().purge_queue(QueueUrl=url)
+
+    def drain(self, url=None, *, delete=True) -> list[dict]:
+        """Every visible message, decoded to the Celery task call `{task, args, kwargs, raw}`."""
+        url = url or self.url
+        out = []
+        while True:
+            batch = self.sqs.receive(url, max_messages=10, visibility=60)
+            if not batch:
+                return out
+            for m in batch:
+                out.append(decode_celery_message(m["Body"]))
+                if delete:
+                    self.sqs.delete(url, m["ReceiptHandle"])
+
+
+def decode_celery_message(body: str) -> dict:
+    envelope = json.loads(base64.b64decode(body))
+    args, kwargs, _embed = json.loads(base64.b64decode(envelope["body"]))
+    return {"task": envelope["headers"]["task"], "args": args, "kwargs": kwargs, "raw": body, "envelope": envelope}
+
+
+@pytest.fixture
+def sims(live_server, transactional_db, settings):
+    """The simulators served over real HTTP by the live server; product settings point at them."""
+    base = live_server.url
+    settings.IMS_HOST = f"{base}/sandbox/ims"
+    settings.IMS_JWKS_URL = f"{base}/sandbox/ims/ims/keys"
+    settings.SEMRUSH_API_BASE = f"{base}/sandbox/semrush"
+    settings.DRS_HTTP_URL = f"{base}/sandbox/drs/invoke"
+    from jobs import readiness
+
+    readiness.reset_cache()
+    return live_server
+
+
+@pytest.fixture
+def celery_worker(sims, queues):
+    """A real Celery worker (thread pool) in this process, consuming the market-jobs queue on moto."""
+    from celery.contrib.testing.worker import start_worker
+
+    from serenity.celery import app
+
+    with start_worker(app, pool="threads", concurrency=4, perform_ping_check=False, loglevel="WARNING",
+                      shutdown_timeout=30) as worker:
+        yield worker

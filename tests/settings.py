@@ -1,0 +1,32 @@
+"""Test settings: the product's settings on PostgreSQL, with the local SQS (moto) and the simulators
+(served by pytest-django's live server) on ports chosen once per test session.
+
+Ports go into the environment before the product settings load, so worker subprocesses started by a
+test inherit the same endpoints.
+"""
+import os
+import socket
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+os.environ.setdefault("SERENITY_ENVIRONMENT", "test")
+os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/serenity")
+os.environ.setdefault("SERENITY_TEST_MOTO_PORT", str(_free_port()))
+os.environ.setdefault("SERENITY_TEST_LIVE_PORT", str(_free_port()))
+os.environ.setdefault("DJANGO_LIVE_TEST_SERVER_ADDRESS", f"127.0.0.1:{os.environ['SERENITY_TEST_LIVE_PORT']}")
+os.environ.setdefault("AWS_ENDPOINT_URL", f"http://127.0.0.1:{os.environ['SERENITY_TEST_MOTO_PORT']}")
+os.environ.setdefault("LOCAL_BASE_URL", f"http://127.0.0.1:{os.environ['SERENITY_TEST_LIVE_PORT']}")
+# Short waits so a stopped test worker never leaves a long poll that swallows a message.
+os.environ.setdefault("SQS_WAIT_TIME_SECONDS", "0")
+os.environ.setdefault("SQS_POLLING_INTERVAL", "0.1")
+os.environ.setdefault("SERENITY_ASYNC_PROMPT_GEN", "false")
+
+from serenity.settings import *  # noqa: E402,F403
+
+DATABASES["default"]["TEST"] = {"NAME": os.environ.get("SERENITY_TEST_DB_NAME", "test_serenity")}  # noqa: F405
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,0 +1,19 @@
+"""Token errors the rest of the product decides on."""
+from serenity.clients.http import ReauthRequired
+from serenity.problems import DomainError
+
+
+class NeedsReauth(ReauthRequired):
+    """IMS refused the promise token (401/403 on exchange): the user must re-authorise the job."""
+
+
+class PromisePairRequired(DomainError):
+    status, code, title = 400, "PROMISE_PAIR_REQUIRED", "The Semrush client pair is required"
+
+
+class InvalidAudience(DomainError):
+    status, code, title = 400, "invalid_promise_audience", "Unknown x-promise-audience"
+
+
+class GrantMissing(Exception):
+    """The job has no stored credential (already ended, or purged)."""

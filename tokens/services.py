@@ -1,0 +1,113 @@
+"""Promise grants: obtain a job's credential, store it encrypted, rotate it, end it.
+
+Callers own the transactions around grant writes (a grant is written with its job, in the same unit).
+"""
+import json
+import logging
+from datetime import timedelta
+
+from django.utils import timezone
+
+from serenity.clients.http import ClientError
+from tokens import crypto
+from tokens.clients import ims
+from tokens.models import PromiseGrant
+from tokens.pairs import ClientPair, get_pair
+from tokens.types import AccessToken, InvalidPromiseToken, PromiseToken
+
+log = logging.getLogger(__name__)
+
+# A token the browser forwards as a bare header value carries no lifetime; IMS promise tokens live
+# 24 h, so that is what we assume (the grant's expiry is informative only: IMS is the judge).
+FORWARDED_PROMISE_TTL = 24 * 3600
+
+
+def promise_from_header(value: str) -> PromiseToken:
+    """Type an `x-promise-token` header: a JSON object `{promise_token, token_type, expires_in}`, or the raw
+    token value (typed here as a `promise_token` with IMS's default lifetime). Raises InvalidPromiseToken."""
+    value = (value or "").strip()
+    if value.startswith("{"):
+        try:
+            return PromiseToken.parse(json.loads(value))
+        except ValueError:
+            raise InvalidPromiseToken("x-promise-token is not a valid typed token") from None
+    return PromiseToken(promise_token=value, token_type="promise_token", expires_in=FORWARDED_PROMISE_TTL)
+
+
+def promise_obtain(*, bearer: str, pair: ClientPair, forwarded: str | None) -> PromiseToken:
+    """The forwarded token when the browser sent one, else a fresh one minted from the caller's bearer.
+
+    Raises InvalidPromiseToken, or a client error from the mint.
+    """
+    if forwarded is not None:
+        return promise_from_header(forwarded)
+    return ims.mint(bearer=bearer, pair=pair)
+
+
+def grant_store(*, job_id, pair: ClientPair, token: PromiseToken) -> PromiseGrant:
+    """Create or replace the job's grant. Runs inside the caller's transaction."""
+    if not isinstance(token, PromiseToken):
+        raise InvalidPromiseToken("a grant stores typed promise tokens only")
+    now = timezone.now()
+    grant, _ = PromiseGrant.objects.update_or_create(
+        job_id=job_id,
+        defaults={
+            "pair": pair.name,
+            "ciphertext": crypto.seal(token),
+            "expires_at": now + timedelta(seconds=token.expires_in),
+            "updated_at": now,
+            "rotations": 0,
+        },
+    )
+    return grant
+
+
+def grant_load(job_id) -> tuple[ClientPair, PromiseToken] | None:
+    """The job's pair and token, or None when it has no grant."""
+    grant = PromiseGrant.objects.filter(job_id=job_id).first()
+    if grant is None:
+        return None
+    return get_pair(grant.pair), crypto.unseal(grant.ciphertext)
+
+
+def grant_rotate(*, job_id, token: PromiseToken) -> int:
+    """Replace the stored token after an exchange rotated it. Callers fence this on their lease."""
+    now = timezone.now()
+    return PromiseGrant.objects.filter(job_id=job_id).update(
+        ciphertext=crypto.seal(token),
+        expires_at=now + timedelta(seconds=token.expires_in),
+        updated_at=now,
+    )
+
+
+def grant_delete(job_id) -> int:
+    return PromiseGrant.objects.filter(job_id=job_id).delete()[0]
+
+
+def promise_exchange(*, pair: ClientPair, token: PromiseToken) -> tuple[AccessToken, PromiseToken]:
+    """Exchange at IMS. Raises NeedsReauth, InvalidPromiseToken, TransientError, PermanentError."""
+    return ims.exchange(promise=token, pair=pair)
+
+
+def promise_invalidate_quietly(*, pair: ClientPair, token: PromiseToken, job_id=None) -> bool:
+    """Best-effort invalidation at IMS: True when IMS confirmed, False (logged) otherwise."""
+    try:
+        ims.invalidate(promise=token, pair=pair)
+        return True
+    except ClientError as exc:
+        log.warning("promise token invalidation failed", extra={"job_id": str(job_id) if job_id else None,
+                                                               "reason": type(exc).__name__, "status": exc.status})
+        return False
+
+
+def grant_end(job_id) -> None:
+    """Invalidate the job's token at IMS (best effort) and delete its grant. Safe to call twice."""
+    try:
+        loaded = grant_load(job_id)
+    except (crypto.InvalidToken, InvalidPromiseToken):
+        log.error("stored grant cannot be opened; deleting it", extra={"job_id": str(job_id)})
+        loaded = None
+    if loaded is not None:
+        pair, token = loaded
+        promise_invalidate_quietly(pair=pair, token=token, job_id=job_id)
+    grant_delete(job_id)
