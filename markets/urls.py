@@ -1,2 +1,7 @@
 """Routes of the product API under /v2/. Dynamic parameters are classified in serenity/routes.py."""
-urlpatterns = []
+from django.urls import include, path
+
+urlpatterns = [
+    path("", include("markets.onboarding_urls")),
+    path("", include("markets.generation_urls")),
+]

@@ -1,0 +1,2 @@
+"""Routes of the onboarding entry points (SPEC §3)."""
+urlpatterns = []
