@@ -17,7 +17,7 @@ from jobs import registry, states
 from jobs.exceptions import LeaseLost, RetryableJobError, TerminalJobError
 from jobs.leases import JobRun, lease_claim, lease_release, lease_release_stale
 from jobs.models import AsyncJob
-from serenity import context
+from serenity import context, metrics
 from serenity.problems import DomainError
 from tokens import services as grants
 from tokens.pairs import ClientPair
@@ -158,6 +158,15 @@ def retry_delay(attempt: int) -> int:
     return int(min(settings.JOB_RETRY_MAX_SECONDS, 900, settings.JOB_RETRY_BASE_SECONDS * math.pow(2, attempt - 1)))
 
 
+def _count_outcome(outcome: str) -> None:
+    """Per-outcome count (EMF): JobsCompleted / JobsFailed / JobsRetried / JobsDropped / JobsStopped."""
+    kind = outcome.split(":", 1)[0]
+    name = {"completed": "JobsCompleted", "failed": "JobsFailed", "retry": "JobsRetried",
+            "dropped": "JobsDropped", "stopped": "JobsStopped"}.get(kind)
+    if name:
+        metrics.emit(**{name: (1, metrics.COUNT)})
+
+
 def job_run(job_id, message_type: str | None, *, worker: str = "") -> str:
     """Run one delivery of a job message. Returns what happened (for logs and tests).
 
@@ -170,7 +179,9 @@ def job_run(job_id, message_type: str | None, *, worker: str = "") -> str:
     """
     token = context.job_id.set(str(job_id))
     try:
-        return _job_run(job_id, message_type, worker=worker)
+        outcome = _job_run(job_id, message_type, worker=worker)
+        _count_outcome(outcome)
+        return outcome
     finally:
         context.job_id.reset(token)
 

@@ -1,0 +1,348 @@
+"""Semrush client: brand-topic catalogue, sub-workspaces, AI projects, tags, prompt writes and publish.
+
+The only code that talks to Semrush. JSON over HTTPS on SEMRUSH_API_BASE with `Authorization: Bearer
+<IMS access token>`; the wire contract is documented in docs/simulators/semrush.md. Every method raises
+only the shared taxonomy from serenity.clients.http: TransientError (timeout, network, 429, 5xx, retried
+here with bounded backoff inside the caller's deadline), ReauthRequired (401/403) and PermanentError
+(other 4xx, or a payload we cannot use). The bearer never reaches a log line or an error message.
+"""
+import hashlib
+import json
+import logging
+import time
+import uuid
+from datetime import UTC, datetime
+from urllib.parse import quote
+
+import httpx
+from django.conf import settings
+
+from serenity.clients import http
+
+log = logging.getLogger(__name__)
+
+# Semrush accepts at most this many prompts per write and returns at most this many per page.
+PROMPT_BATCH_SIZE = 100
+PAGE_SIZE = 100
+# A runaway cursor (a server that never stops paging) must not loop forever.
+MAX_PAGES = 1000
+
+
+class _DeadlineClient(httpx.Client):
+    """An httpx client whose every attempt, retries included, ends by the caller's deadline."""
+
+    def __init__(self, *, deadline: float | None, **kwargs):
+        super().__init__(**kwargs)
+        self._deadline = deadline
+
+    def request(self, method, url, **kwargs):
+        if self._deadline is not None:
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                # Raised as a timeout so the retry loop classifies it as transient and stops at once.
+                raise httpx.TimeoutException("deadline reached before the request was sent")
+            kwargs["timeout"] = min(settings.SEMRUSH_TIMEOUT_SECONDS, remaining)
+        return super().request(method, url, **kwargs)
+
+
+def _segment(value, name: str) -> str:
+    """One path segment: a non-empty id, percent-encoded. A missing id is a caller bug -> PermanentError."""
+    if not isinstance(value, str) or not value.strip():
+        raise http.PermanentError(f"semrush: {name} is required")
+    return quote(value, safe="")
+
+
+def _json(response: httpx.Response, what: str) -> dict:
+    try:
+        body = response.json()
+    except ValueError:
+        raise http.PermanentError(f"{what}: response is not JSON", status=response.status_code) from None
+    if not isinstance(body, dict):
+        raise http.PermanentError(f"{what}: response is not an object", status=response.status_code)
+    return body
+
+
+def _items(body: dict, what: str) -> list:
+    items = body.get("items")
+    if not isinstance(items, list):
+        raise http.PermanentError(f"{what}: response has no `items` list")
+    return items
+
+
+def _project(raw, what: str) -> dict:
+    if not isinstance(raw, dict) or not isinstance(raw.get("id"), str) or not raw["id"]:
+        raise http.PermanentError(f"{what}: project without an id")
+    return {
+        "id": raw["id"],
+        "name": raw.get("name"),
+        "geoTargetId": raw.get("geoTargetId"),
+        "languageCode": raw.get("languageCode"),
+        "published": bool(raw.get("published")),
+    }
+
+
+def _is_conflict(exc: http.ClientError) -> bool:
+    return isinstance(exc, http.PermanentError) and exc.status == 409
+
+
+class SemrushClient:
+    """One caller's view of Semrush. `bearer` is an IMS access token (never logged, never in a message).
+
+    `deadline` is a `time.monotonic()` value: no attempt or backoff runs past it, and a call that cannot
+    finish in time raises TransientError.
+    """
+
+    def __init__(self, bearer: str, *, deadline: float | None = None):
+        self._bearer = bearer
+        self._deadline = deadline
+
+    def __repr__(self) -> str:  # never the bearer
+        return f"SemrushClient(deadline={self._deadline})"
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def _http(self) -> httpx.Client:
+        if not isinstance(self._bearer, str) or not self._bearer.strip():
+            raise http.ReauthRequired("semrush: no bearer to call with")
+        return _DeadlineClient(
+            deadline=self._deadline,
+            base_url=settings.SEMRUSH_API_BASE.rstrip("/"),
+            timeout=settings.SEMRUSH_TIMEOUT_SECONDS,
+            headers={"Authorization": f"Bearer {self._bearer}", "Accept": "application/json"},
+        )
+
+    def _call(self, client: httpx.Client, method: str, url: str, *, what: str, **kwargs) -> dict:
+        response = http.request(client, method, url, what=what, deadline=self._deadline, **kwargs)
+        return _json(response, what)
+
+    # -- catalogue --------------------------------------------------------------------------------
+
+    def brand_topics(self, *, workspace_id: str, domain: str, country: str) -> list[dict]:
+        """Raw catalogue items as Semrush returns them: [{"topic": str|None, "volume": any,
+        "examplePrompts": [str|None, ...]}]. Nothing is filtered or ranked here; entries that are not
+        objects are dropped. Read-only, safe to retry."""
+        path = f"/v1/workspaces/{_segment(workspace_id, 'workspace_id')}/brand-topics"
+        params = {"domain": _segment(domain, "domain"), "country": _segment(country, "country")}
+        with self._http() as client:
+            body = self._call(client, "GET", path, what="semrush.brand_topics", params=params)
+        return [item for item in _items(body, "semrush.brand_topics") if isinstance(item, dict)]
+
+    # -- workspaces and projects ------------------------------------------------------------------
+
+    def create_workspace(self, *, name: str, parent_id: str) -> str:
+        """Create a sub-workspace under `parent_id`; returns its id.
+
+        The request carries an Idempotency-Key, so a retry after a lost answer returns the same workspace
+        instead of a second one. Two separate calls create two workspaces."""
+        _segment(name, "name")
+        _segment(parent_id, "parent_id")
+        payload = {"name": name, "parentId": parent_id}
+        with self._http() as client:
+            body = self._call(
+                client, "POST", "/v1/workspaces", what="semrush.create_workspace", json=payload,
+                headers={"Idempotency-Key": f"ws-{uuid.uuid4()}"},
+            )
+        workspace_id = body.get("id")
+        if not isinstance(workspace_id, str) or not workspace_id:
+            raise http.PermanentError("semrush.create_workspace: response has no id")
+        return workspace_id
+
+    def find_project(self, *, workspace_id: str, geo_target_id: int, language_code: str) -> dict | None:
+        """The workspace's AI project for (geo target, language), or None.
+        Returns {"id", "name", "geoTargetId", "languageCode", "published"}."""
+        with self._http() as client:
+            return self._find_project(client, workspace_id, geo_target_id, language_code)
+
+    def _find_project(self, client, workspace_id, geo_target_id, language_code) -> dict | None:
+        path = f"/v1/workspaces/{_segment(workspace_id, 'workspace_id')}/ai-projects"
+        params = {"geoTargetId": int(geo_target_id), "languageCode": language_code}
+        body = self._call(client, "GET", path, what="semrush.find_project", params=params)
+        for raw in _items(body, "semrush.find_project"):
+            project = _project(raw, "semrush.find_project")
+            # Filter here too: a server that ignores the query must not hand us another market's project.
+            if project["geoTargetId"] == int(geo_target_id) and project["languageCode"] == language_code:
+                return project
+        return None
+
+    def create_project(self, *, workspace_id: str, name: str, geo_target_id: int, language_code: str) -> dict:
+        """Create the AI project for (geo target, language). If it already exists (a concurrent or
+        earlier create: Semrush answers 409), the existing project is returned. Safe to retry."""
+        path = f"/v1/workspaces/{_segment(workspace_id, 'workspace_id')}/ai-projects"
+        payload = {"name": name, "geoTargetId": int(geo_target_id), "languageCode": language_code}
+        with self._http() as client:
+            try:
+                body = self._call(client, "POST", path, what="semrush.create_project", json=payload)
+            except http.PermanentError as exc:
+                if not _is_conflict(exc):
+                    raise
+                existing = self._find_project(client, workspace_id, geo_target_id, language_code)
+                if existing is None:
+                    raise http.PermanentError("semrush.create_project: 409 but no project to re-read") from None
+                log.info("semrush project already existed", extra={"project_id": existing["id"]})
+                return existing
+        return _project(body, "semrush.create_project")
+
+    # -- tags -------------------------------------------------------------------------------------
+
+    def ensure_tags(self, *, workspace_id: str, wanted: dict[str, list[str]]) -> dict[tuple[str, str], str]:
+        """Make sure every `root: value` tag exists in the workspace; returns {(root, value): tag_id}.
+
+        Names match exactly (case-sensitive). Missing roots and values are created; a duplicate create
+        that lost a race (409) is absorbed by re-reading the taxonomy, so concurrent callers get the same
+        ids. Safe to retry."""
+        ws = _segment(workspace_id, "workspace_id")
+        for root, values in wanted.items():
+            _segment(root, "tag root")
+            for value in values:
+                _segment(value, "tag value")
+        result: dict[tuple[str, str], str] = {}
+        with self._http() as client:
+            taxonomy = self._tags(client, ws)
+            for root, values in wanted.items():
+                if root not in taxonomy:
+                    taxonomy = self._create_tag_root(client, ws, root, taxonomy)
+                root_id, known = taxonomy[root]
+                for value in dict.fromkeys(values):
+                    if value not in known:
+                        taxonomy = self._create_tag_value(client, ws, root, root_id, value, taxonomy)
+                        root_id, known = taxonomy[root]
+                    result[(root, value)] = known[value]
+        return result
+
+    def _tags(self, client, ws: str) -> dict[str, tuple[str, dict[str, str]]]:
+        """{root name: (root id, {value: value id})}."""
+        body = self._call(client, "GET", f"/v1/workspaces/{ws}/tags", what="semrush.list_tags")
+        taxonomy = {}
+        for root in _items(body, "semrush.list_tags"):
+            if not (isinstance(root, dict) and isinstance(root.get("id"), str) and isinstance(root.get("name"), str)):
+                raise http.PermanentError("semrush.list_tags: tag root without id or name")
+            values = {}
+            for value in root.get("values") or []:
+                if not isinstance(value, dict) or not isinstance(value.get("id"), str):
+                    raise http.PermanentError("semrush.list_tags: tag value without id")
+                values[value.get("value")] = value["id"]
+            taxonomy[root["name"]] = (root["id"], values)
+        return taxonomy
+
+    def _create_tag_root(self, client, ws, root, taxonomy):
+        try:
+            body = self._call(
+                client, "POST", f"/v1/workspaces/{ws}/tags", what="semrush.create_tag", json={"name": root}
+            )
+        except http.PermanentError as exc:
+            if not _is_conflict(exc):
+                raise
+            taxonomy = self._tags(client, ws)
+            if root not in taxonomy:
+                raise http.PermanentError("semrush.create_tag: 409 but no tag root to re-read") from None
+            return taxonomy
+        if not isinstance(body.get("id"), str) or not body["id"]:
+            raise http.PermanentError("semrush.create_tag: response has no id")
+        return {**taxonomy, root: (body["id"], {})}
+
+    def _create_tag_value(self, client, ws, root, root_id, value, taxonomy):
+        path = f"/v1/workspaces/{ws}/tags/{quote(root_id, safe='')}/values"
+        try:
+            body = self._call(client, "POST", path, what="semrush.create_tag_value", json={"value": value})
+        except http.PermanentError as exc:
+            if not _is_conflict(exc):
+                raise
+            taxonomy = self._tags(client, ws)
+            if value not in taxonomy.get(root, ("", {}))[1]:
+                raise http.PermanentError("semrush.create_tag_value: 409 but no tag value to re-read") from None
+            return taxonomy
+        if not isinstance(body.get("id"), str) or not body["id"]:
+            raise http.PermanentError("semrush.create_tag_value: response has no id")
+        root_id, known = taxonomy[root]
+        return {**taxonomy, root: (root_id, {**known, value: body["id"]})}
+
+    # -- prompts ----------------------------------------------------------------------------------
+
+    def list_prompts(self, *, project_id: str) -> list[dict]:
+        """Every prompt of the project, all pages, in write order:
+        [{"id", "text", "tagIds", "createdBy", "createdAt", "updatedBy", "updatedAt"}]. Safe to retry."""
+        path = f"/v1/ai-projects/{_segment(project_id, 'project_id')}/prompts"
+        keys = ("id", "text", "tagIds", "createdBy", "createdAt", "updatedBy", "updatedAt")
+        prompts, cursor = [], None
+        with self._http() as client:
+            for _ in range(MAX_PAGES):
+                params = {"limit": PAGE_SIZE, **({"cursor": cursor} if cursor else {})}
+                body = self._call(client, "GET", path, what="semrush.list_prompts", params=params)
+                for raw in _items(body, "semrush.list_prompts"):
+                    if not isinstance(raw, dict) or not isinstance(raw.get("id"), str):
+                        raise http.PermanentError("semrush.list_prompts: prompt without an id")
+                    prompts.append({key: raw.get(key) for key in keys})
+                cursor = body.get("nextCursor")
+                if not cursor:
+                    return prompts
+        raise http.PermanentError("semrush.list_prompts: too many pages")
+
+    def write_prompts(
+        self, *, project_id: str, prompts: list[dict], user_id: str, at: datetime | None = None
+    ) -> list[str]:
+        """Create `prompts` ([{"text", "tagIds"}]) in the project, in batches of PROMPT_BATCH_SIZE, each
+        stamped createdBy/updatedBy = `user_id` and createdAt/updatedAt = `at` (default: now, UTC).
+        Returns the created ids in input order.
+
+        Each batch carries an Idempotency-Key derived from (project, user, texts, tag ids): re-sending
+        the same batch, after a lost answer or a job retry, returns the first write's ids instead of
+        writing duplicates. The caller drops empty and duplicate texts (nothing is filtered here)."""
+        path = f"/v1/ai-projects/{_segment(project_id, 'project_id')}/prompts"
+        _segment(user_id, "user_id")
+        if not all(_is_prompt(p) for p in prompts):
+            raise http.PermanentError("semrush.write_prompts: each prompt needs a text and a tagIds list")
+        at = at or datetime.now(UTC)
+        stamp = (at if at.tzinfo else at.replace(tzinfo=UTC)).isoformat()
+        created: list[str] = []
+        with self._http() as client:
+            for start in range(0, len(prompts), PROMPT_BATCH_SIZE):
+                batch = [
+                    {"text": p["text"], "tagIds": list(p["tagIds"]), "createdBy": user_id, "createdAt": stamp,
+                     "updatedBy": user_id, "updatedAt": stamp}
+                    for p in prompts[start:start + PROMPT_BATCH_SIZE]
+                ]
+                body = self._call(
+                    client, "POST", path, what="semrush.write_prompts", json={"prompts": batch},
+                    headers={"Idempotency-Key": _batch_key(project_id, user_id, batch)},
+                )
+                items = _items(body, "semrush.write_prompts")
+                ids = [item.get("id") if isinstance(item, dict) else None for item in items]
+                if len(ids) != len(batch) or not all(isinstance(i, str) and i for i in ids):
+                    raise http.PermanentError("semrush.write_prompts: response does not list one id per prompt")
+                created += ids
+        return created
+
+    # -- publish ----------------------------------------------------------------------------------
+
+    def publish(self, *, project_id: str) -> dict:
+        """Publish the project's current prompts. Returns {"published": True, "publishedAt": str}.
+        Idempotent: publishing a published project is harmless."""
+        path = f"/v1/ai-projects/{_segment(project_id, 'project_id')}/publish"
+        with self._http() as client:
+            body = self._call(client, "POST", path, what="semrush.publish", json={})
+        if body.get("published") is not True:
+            raise http.PermanentError("semrush.publish: the project was not published")
+        return {"published": True, "publishedAt": body.get("publishedAt")}
+
+    def publish_status(self, *, project_id: str) -> str:
+        """"published" when the project's prompts are all published, "draft" when it has unpublished
+        changes (or was never published). Read-only."""
+        path = f"/v1/ai-projects/{_segment(project_id, 'project_id')}"
+        with self._http() as client:
+            body = self._call(client, "GET", path, what="semrush.publish_status")
+        status = body.get("status")
+        if status not in ("published", "draft"):
+            raise http.PermanentError("semrush.publish_status: unknown project status")
+        return status
+
+
+def _is_prompt(prompt) -> bool:
+    if not isinstance(prompt, dict) or not isinstance(prompt.get("text"), str):
+        return False
+    tag_ids = prompt.get("tagIds")
+    return isinstance(tag_ids, list) and all(isinstance(t, str) for t in tag_ids)
+
+
+def _batch_key(project_id: str, user_id: str, batch: list[dict]) -> str:
+    content = json.dumps([project_id, user_id, [[p["text"], p["tagIds"]] for p in batch]], separators=(",", ":"))
+    return "prompts-" + hashlib.sha256(content.encode()).hexdigest()

@@ -1,0 +1,252 @@
+"""HTTP interface of generation jobs: poll a job, and re-authorise one that awaits a fresh credential (SPEC §7).
+
+Both views read the job through `job_get_for_caller`, the one scoping rule of the product, so any job the
+caller may not see answers exactly like a job that does not exist.
+"""
+import hashlib
+import logging
+import uuid
+
+from django.http import HttpResponseNotModified
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status as http
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from jobs import services as job_services
+from jobs import states
+from jobs.models import AsyncJob
+from markets import constants
+from markets.dto import GenerationJobDto, ProblemDto, ReauthAcceptedDto, job_dto
+from markets.selectors import JobNotFound, job_get_for_caller
+from serenity.clients.http import ClientError
+from serenity.problems import PROBLEM_CONTENT_TYPE, DomainError, InvalidInput, UpstreamUnavailable
+from tokens import pairs
+from tokens.exceptions import InvalidAudience, PromisePairRequired
+from tokens.services import promise_obtain
+from tokens.types import InvalidPromiseToken
+
+log = logging.getLogger(__name__)
+
+GENERATION_JOB_TYPES = (constants.MARKET_GENERATION_JOB_TYPE,)
+
+# How long a poller should wait before asking again, by the phase the job last reached. Generation is one
+# DRS call of up to 300 s, so polling it every other second only burns requests; writing and publishing
+# take seconds, so the UI should notice the end quickly.
+RETRY_AFTER_SECONDS = {
+    constants.PHASE_QUEUED: 10,
+    constants.PHASE_GENERATING: 15,
+    constants.PHASE_GENERATED: 5,
+    constants.PHASE_WRITING: 3,
+    constants.PHASE_WRITTEN: 2,
+    constants.PHASE_PUBLISHED: 2,
+}
+DEFAULT_RETRY_AFTER_SECONDS = 5
+
+
+class InvalidForwardedToken(DomainError):
+    status, code, title = 400, "invalid_promise_token", "x-promise-token is not a usable promise token"
+
+
+class CredentialUnavailable(UpstreamUnavailable):
+    code, title = "credential_unavailable", "IMS did not issue a credential"
+
+
+def retry_after_seconds(phase: str) -> int:
+    return RETRY_AFTER_SECONDS.get(phase, DEFAULT_RETRY_AFTER_SECONDS)
+
+
+def parse_ids(**ids: str) -> list[uuid.UUID]:
+    """The path ids as UUIDs, in the order given. Any malformed one -> 400 naming every bad parameter."""
+    parsed, errors = [], []
+    for name, value in ids.items():
+        try:
+            parsed.append(uuid.UUID(value))
+        except ValueError:
+            errors.append({"parameter": name, "code": "invalid_uuid", "message": "Must be a UUID."})
+    if errors:
+        raise InvalidInput("Path parameters must be UUIDs; see `errors`.", errors=errors)
+    return parsed
+
+
+def etag_for(body: dict) -> str:
+    """A strong validator over the exact bytes served: any visible change (status, updatedAt, a public
+    message) changes it, and nothing invisible does."""
+    return '"' + hashlib.sha256(JSONRenderer().render(body)).hexdigest()[:32] + '"'
+
+
+def if_none_match(header: str | None, etag: str) -> bool:
+    """RFC 9110 §13.1.2: weak comparison against a list of entity tags, or `*`."""
+    if not header:
+        return False
+    tags = [tag.strip() for tag in header.split(",")]
+    return "*" in tags or etag in {tag.removeprefix("W/") for tag in tags}
+
+
+def semrush_pair_from(header: str | None) -> pairs.ClientPair:
+    """Re-authorisation writes to Semrush, so only the Semrush pair will do: unknown -> 400, absent -> 400."""
+    try:
+        pair = pairs.pair_from_audience(header)
+    except pairs.UnknownAudience:
+        raise InvalidAudience("x-promise-audience must be `semrush`.") from None
+    if pair.name != pairs.SEMRUSH:
+        raise PromisePairRequired("Send `x-promise-audience: semrush` to re-authorise a generation job.")
+    return pair
+
+
+# --- OpenAPI description -----------------------------------------------------------------------------
+
+class ImsBearerScheme(OpenApiAuthenticationExtension):
+    """Describes serenity.auth.ImsBearerAuthentication in the schema (registered on import of this module,
+    which the URL configuration loads before any schema is generated)."""
+
+    target_class = "serenity.auth.ImsBearerAuthentication"
+    name = "imsBearer"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
+                "description": "An IMS user access token (RS256 JWT) listing the organization in `org_ids`."}
+
+
+def _problem(description: str) -> OpenApiResponse:
+    return OpenApiResponse(response=ProblemDto, description=description)
+
+
+PATH_IDS = [
+    OpenApiParameter("orgId", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The organization."),
+    OpenApiParameter("brandId", OpenApiTypes.UUID, OpenApiParameter.PATH, description="A brand of the organization."),
+    OpenApiParameter("jobId", OpenApiTypes.UUID, OpenApiParameter.PATH,
+                     description="The job id from `promptGeneration.jobId` of an entry point's response."),
+]
+COMMON_PROBLEMS = {
+    (400, PROBLEM_CONTENT_TYPE): _problem("A path id is not a UUID."),
+    (401, PROBLEM_CONTENT_TYPE): _problem("Missing, invalid or expired bearer token."),
+    (404, PROBLEM_CONTENT_TYPE): _problem(
+        "No such job for this caller: missing, of another organization, brand or site, or of another type. "
+        "Every case answers the same body."
+    ),
+}
+RETRY_AFTER_HEADER = OpenApiParameter(
+    "Retry-After", OpenApiTypes.INT, OpenApiParameter.HEADER,
+    description="While the job is IN_PROGRESS: seconds to wait before polling again (depends on the phase).",
+)
+ETAG_HEADER = OpenApiParameter("ETag", OpenApiTypes.STR, OpenApiParameter.HEADER,
+                               description="Validator of this representation; send it back in If-None-Match.")
+
+
+# --- Views -------------------------------------------------------------------------------------------
+
+class GenerationJobDetailApi(APIView):
+    """Poll a generation job. Reads one row; never calls anything external."""
+
+    @extend_schema(
+        operation_id="getGenerationJob",
+        summary="Poll a prompt generation job",
+        tags=["generation jobs"],
+        parameters=[
+            *PATH_IDS,
+            OpenApiParameter("If-None-Match", OpenApiTypes.STR, OpenApiParameter.HEADER,
+                             description="The ETag of the last response; 304 when nothing changed."),
+        ],
+        responses={
+            200: OpenApiResponse(
+                response=GenerationJobDto, description="The job.", headers=[ETAG_HEADER, RETRY_AFTER_HEADER],
+                examples=[
+                    OpenApiExample("provisioning", value={
+                        "jobId": "fb4b4490-6cba-43ac-87bb-42249acaac23", "jobType": "generateSemrushMarket",
+                        "status": "IN_PROGRESS", "result": None, "error": None,
+                        "createdAt": "2026-01-05T10:00:00Z", "updatedAt": "2026-01-05T10:00:12Z"}),
+                    OpenApiExample("authorization required", value={
+                        "jobId": "fb4b4490-6cba-43ac-87bb-42249acaac23", "jobType": "generateSemrushMarket",
+                        "status": "FAILED", "result": None,
+                        "error": {"code": "NEEDS_REAUTH",
+                                  "message": "Authorisation to write to Semrush has expired. Re-authorise to continue.",
+                                  "retryable": False, "needsReauth": True},
+                        "createdAt": "2026-01-05T10:00:00Z", "updatedAt": "2026-01-05T10:03:40Z"}),
+                ],
+            ),
+            304: OpenApiResponse(description="Not modified since the ETag in If-None-Match (no body).",
+                                 headers=[ETAG_HEADER, RETRY_AFTER_HEADER]),
+            **COMMON_PROBLEMS,
+        },
+    )
+    def get(self, request, orgId: str, brandId: str, jobId: str):  # noqa: N803  (the route's names)
+        org_id, brand_id, job_id = parse_ids(orgId=orgId, brandId=brandId, jobId=jobId)
+        job = job_get_for_caller(caller=request.user, org_id=org_id, brand_id=brand_id, job_id=job_id,
+                                 allowed_types=GENERATION_JOB_TYPES)
+        body = job_dto(job)
+        etag = etag_for(body)
+        # Private: the body is per caller. no-cache: any cache must revalidate, which If-None-Match makes cheap.
+        headers = {"ETag": etag, "Cache-Control": "private, no-cache", "Vary": "Authorization"}
+        if job.status == states.IN_PROGRESS:
+            headers["Retry-After"] = str(retry_after_seconds(job.phase))
+        if if_none_match(request.headers.get("If-None-Match"), etag):
+            not_modified = HttpResponseNotModified()
+            for name, value in headers.items():
+                not_modified[name] = value
+            return not_modified
+        return Response(body, headers=headers)
+
+
+class GenerationJobReauthApi(APIView):
+    """Give a job awaiting re-authorisation a fresh credential and queue the same job again."""
+
+    @extend_schema(
+        operation_id="reauthorizeGenerationJob",
+        summary="Re-authorise a prompt generation job",
+        description=(
+            "Only for a job that is `FAILED` with `NEEDS_REAUTH`, and only by the user who started it. The credential "
+            "is the forwarded `x-promise-token`, or one minted from the caller's bearer. Of concurrent calls exactly "
+            "one wins; the others get 409 and obtain nothing. If IMS does not issue the credential the job stays "
+            "`FAILED` `NEEDS_REAUTH` (502)."
+        ),
+        tags=["generation jobs"],
+        request=None,
+        parameters=[
+            *PATH_IDS,
+            OpenApiParameter("x-promise-audience", OpenApiTypes.STR, OpenApiParameter.HEADER, required=True,
+                             enum=["semrush"], description="The IMS client pair: must be `semrush`."),
+            OpenApiParameter("x-promise-token", OpenApiTypes.STR, OpenApiParameter.HEADER,
+                             description="A promise token the browser already holds (a typed JSON object "
+                                         "`{promise_token, token_type, expires_in}` or the bare value). Absent: "
+                                         "one is minted from the bearer."),
+        ],
+        responses={
+            202: OpenApiResponse(response=ReauthAcceptedDto, description="Accepted: the same job id is queued again."),
+            (400, PROBLEM_CONTENT_TYPE): _problem(
+                "A path id is not a UUID, x-promise-audience is not `semrush`, or x-promise-token is unusable."
+            ),
+            (401, PROBLEM_CONTENT_TYPE): COMMON_PROBLEMS[(401, PROBLEM_CONTENT_TYPE)],
+            (403, PROBLEM_CONTENT_TYPE): _problem("The caller is not the user who started the job."),
+            (404, PROBLEM_CONTENT_TYPE): COMMON_PROBLEMS[(404, PROBLEM_CONTENT_TYPE)],
+            (409, PROBLEM_CONTENT_TYPE): _problem("The job is not awaiting re-authorisation."),
+            (502, PROBLEM_CONTENT_TYPE): _problem("IMS did not issue a credential; the job still awaits "
+                                                  "re-authorisation."),
+        },
+    )
+    def post(self, request, orgId: str, brandId: str, jobId: str):  # noqa: N803  (the route's names)
+        org_id, brand_id, job_id = parse_ids(orgId=orgId, brandId=brandId, jobId=jobId)
+        pair = semrush_pair_from(request.headers.get("x-promise-audience"))
+        caller = request.user
+        job = job_get_for_caller(caller=caller, org_id=org_id, brand_id=brand_id, job_id=job_id,
+                                 allowed_types=GENERATION_JOB_TYPES)
+        forwarded = request.headers.get("x-promise-token")
+        try:
+            job = job_services.job_reauthorize(
+                job_id=job.id, user_id=caller.user_id, pair=pair,
+                obtain_token=lambda: promise_obtain(bearer=caller.bearer, pair=pair, forwarded=forwarded),
+            )
+        except ClientError as exc:
+            # The transaction in job_reauthorize rolled back: the job still awaits re-authorisation.
+            log.warning("re-authorisation credential not issued",
+                        extra={"job_id": str(job_id), "reason": type(exc).__name__, "status": exc.status})
+            raise CredentialUnavailable("The job still awaits re-authorisation; try again.") from None
+        except InvalidPromiseToken:
+            raise InvalidForwardedToken() from None
+        except AsyncJob.DoesNotExist:
+            # Purged between the scoped read and the row lock.
+            raise JobNotFound() from None
+        return Response(ReauthAcceptedDto(job).data, status=http.HTTP_202_ACCEPTED)
