@@ -111,9 +111,10 @@ class JobRun:
         another delivery took over. Raises LeaseLost.
         """
         with transaction.atomic():
-            if not self._fenced().select_for_update().exists():
-                raise self.lost("fenced write")
-            yield
+            if self._fenced().select_for_update().exists():
+                yield
+                return
+        raise self.lost("fenced write")  # outside the transaction, so the event row is kept
 
     @contextlib.contextmanager
     def heartbeat(self, every: float | None = None):

@@ -1,0 +1,251 @@
+"""The job runner: drops, dispatch on the stored type, the lease claim, outcomes, retries (SPEC §5.1-5.3, §5.8)."""
+import threading
+import time
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import DatabaseError, connection
+from django.utils import timezone
+
+from jobs import registry, services
+from jobs.exceptions import LeaseLost, RetryableJobError, TerminalJobError
+from jobs.leases import JobRun, lease_claim
+from jobs.models import AsyncJob, JobEvent
+from tests.jobs.factories import AsyncJobFactory
+
+
+class Handler:
+    """A test job handler whose behaviour each test sets; records every call."""
+
+    def __init__(self):
+        self.calls = []
+        self.behaviour = lambda run: {"ok": True}
+
+    def run(self, run):
+        self.calls.append(run.job.id)
+        return self.behaviour(run)
+
+
+@pytest.fixture
+def handler():
+    h = Handler()
+    registry.register("testEcho", h)
+    yield h
+    registry._handlers.pop("testEcho", None)
+
+
+def test_a_message_carries_only_the_job_id_and_type(db, queues):
+    job = AsyncJobFactory(params={"secret": "never-in-a-message"})
+    assert services.job_publish(job.id, job.job_type) is True
+    (message,) = queues.drain()
+    assert message["task"] == "jobs.run"
+    assert message["args"] == []
+    assert message["kwargs"] == {"jobId": str(job.id), "type": "testEcho"}
+    assert "never-in-a-message" not in message["raw"]
+    job.refresh_from_db()
+    assert job.message_sent_at is not None
+
+
+def test_a_message_for_a_missing_job_is_dropped(db, handler):
+    assert services.job_run(uuid.uuid4(), "testEcho") == "dropped:missing"
+    assert handler.calls == []
+
+
+def test_a_message_with_a_malformed_job_id_is_dropped(db, handler):
+    assert services.job_run("not-a-uuid", "testEcho") == "dropped:malformed"
+
+
+@pytest.mark.parametrize("status", ["COMPLETED", "FAILED", "CANCELLED"])
+def test_a_message_for_a_finished_job_is_dropped_and_the_job_left_alone(db, handler, status):
+    job = AsyncJobFactory(status=status)
+    before = AsyncJob.objects.get(id=job.id).updated_at
+    assert services.job_run(job.id, "testEcho") == "dropped:not_in_progress"
+    assert handler.calls == []
+    assert AsyncJob.objects.get(id=job.id).updated_at == before
+
+
+def test_a_message_whose_type_contradicts_the_stored_type_is_dropped_without_touching_the_job(db, handler, caplog):
+    job = AsyncJobFactory()
+    assert services.job_run(job.id, "somethingElse") == "dropped:type_mismatch"
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.lease_token) == ("IN_PROGRESS", 0, None)
+    assert handler.calls == []
+    assert any(r.levelname == "ERROR" and "contradicts" in r.getMessage() for r in caplog.records)
+
+
+def test_a_job_type_without_a_handler_fails_with_unknown_job_type(db):
+    job = AsyncJobFactory(job_type="noSuchType")
+    assert services.job_run(job.id, "noSuchType") == "failed:UNKNOWN_JOB_TYPE"
+    job.refresh_from_db()
+    assert job.status == "FAILED"
+    assert job.error == {"code": "UNKNOWN_JOB_TYPE", "message": "No handler for this job type.",
+                         "retryable": False, "needsReauth": False}
+    assert job.ended_at is not None
+
+
+def test_a_successful_run_completes_with_the_result_and_clears_the_lease(db, handler):
+    job = AsyncJobFactory()
+    handler.behaviour = lambda run: {"promptCount": 3}
+    assert services.job_run(job.id, "testEcho") == "completed"
+    job.refresh_from_db()
+    assert (job.status, job.result, job.lease_token, job.lease_expires_at) == ("COMPLETED", {"promptCount": 3}, None, None)
+    assert job.attempts == 1 and job.lease_epoch == 1 and job.ended_at is not None and job.started_at is not None
+    assert list(JobEvent.objects.filter(job=job).values_list("kind", flat=True)) == ["lease_claimed", "completed"]
+
+
+def test_a_terminal_error_fails_the_job_with_its_code(db, handler):
+    job = AsyncJobFactory()
+
+    def fail(run):
+        raise TerminalJobError("PROMPT_GENERATION_HELD", "held by the language gate")
+
+    handler.behaviour = fail
+    assert services.job_run(job.id, "testEcho") == "failed:PROMPT_GENERATION_HELD"
+    job.refresh_from_db()
+    assert job.status == "FAILED" and job.error_code == "PROMPT_GENERATION_HELD" and job.lease_token is None
+
+
+def test_a_live_lease_refuses_a_second_claim_and_an_expired_one_is_taken_over(db):
+    job = AsyncJobFactory()
+    first = lease_claim(job.id)
+    assert first is not None
+    assert lease_claim(job.id) is None
+    AsyncJob.objects.filter(id=job.id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    second = lease_claim(job.id)
+    assert second not in (None, first)
+    job.refresh_from_db()
+    assert job.lease_token == second and job.lease_epoch == 2
+
+
+def test_a_worker_whose_lease_was_taken_over_cannot_write_a_checkpoint_or_a_result(db):
+    job = AsyncJobFactory()
+    old = lease_claim(job.id)
+    AsyncJob.objects.filter(id=job.id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    new = lease_claim(job.id)
+    stale = JobRun(AsyncJob.objects.get(id=job.id), old)
+    with pytest.raises(LeaseLost):
+        stale.checkpoint(phase="generated", batch={"prompts": []})
+    with pytest.raises(LeaseLost):
+        stale.renew()
+    with pytest.raises(LeaseLost), stale.fenced_atomic():
+        pass
+    from jobs import states
+
+    assert states.transition(job.id, to="COMPLETED", lease_token=old, event="completed", result={"x": 1}) is False
+    job.refresh_from_db()
+    assert job.status == "IN_PROGRESS" and job.lease_token == new and job.checkpoints == {} and job.result is None
+    assert JobEvent.objects.filter(job=job, kind="lease_lost").count() == 3
+
+
+def test_a_heartbeat_keeps_a_slow_worker_s_lease_alive(transactional_db, settings):
+    settings.JOB_LEASE_TTL_SECONDS = 1
+    job = AsyncJobFactory()
+    run = JobRun(AsyncJob.objects.get(id=job.id), lease_claim(job.id, ttl=1))
+    with run.heartbeat(every=0.2):
+        time.sleep(1.5)  # longer than the lease TTL
+    assert lease_claim(job.id) is None  # still ours
+    job.refresh_from_db()
+    assert job.lease_expires_at > timezone.now()
+
+
+def test_a_heartbeat_that_finds_the_lease_gone_raises_lease_lost_after_the_slow_call(transactional_db):
+    job = AsyncJobFactory()
+    run = JobRun(AsyncJob.objects.get(id=job.id), lease_claim(job.id))
+    with pytest.raises(LeaseLost), run.heartbeat(every=0.1):
+        AsyncJob.objects.filter(id=job.id).update(lease_token=uuid.uuid4())
+        time.sleep(0.4)
+
+
+def test_a_retryable_error_releases_the_lease_and_queues_a_delayed_retry(db, handler, queues, settings):
+    settings.JOB_RETRY_BASE_SECONDS = 5
+    job = AsyncJobFactory()
+
+    def flaky(run):
+        raise RetryableJobError("DRS_TRANSIENT", "timeout")
+
+    handler.behaviour = flaky
+    assert services.job_run(job.id, "testEcho") == "retry:DRS_TRANSIENT"
+    job.refresh_from_db()
+    assert (job.status, job.lease_token, job.attempts) == ("IN_PROGRESS", None, 1)
+    assert job.message_sent_at is not None
+    assert queues.drain() == []  # delayed: not visible yet
+    counts = queues.sqs.approximate_counts(queues.url)
+    assert counts["Delayed"] == 1
+    assert JobEvent.objects.filter(job=job, kind="retry_scheduled").count() == 1
+
+
+def test_retries_are_bounded_and_end_failed_and_retryable(db, handler, queues, settings):
+    settings.JOB_MAX_ATTEMPTS = 2
+    job = AsyncJobFactory()
+
+    def flaky(run):
+        raise RetryableJobError("SEMRUSH_UNAVAILABLE", "503")
+
+    handler.behaviour = flaky
+    assert services.job_run(job.id, "testEcho") == "retry:SEMRUSH_UNAVAILABLE"
+    assert services.job_run(job.id, "testEcho") == "failed:RETRIES_EXHAUSTED"
+    job.refresh_from_db()
+    assert job.status == "FAILED"
+    assert job.error == {"code": "RETRIES_EXHAUSTED", "message": "SEMRUSH_UNAVAILABLE: 503", "retryable": True,
+                         "needsReauth": False}
+
+
+def test_a_job_redelivered_past_its_attempt_budget_fails_without_running(db, handler, settings):
+    settings.JOB_MAX_ATTEMPTS = 2
+    job = AsyncJobFactory(attempts=2)
+    assert services.job_run(job.id, "testEcho") == "failed:RETRIES_EXHAUSTED"
+    assert handler.calls == []
+
+
+@pytest.mark.parametrize(("attempt", "expected"), [(1, 30), (2, 60), (3, 120), (5, 480), (6, 900), (12, 900)])
+def test_retry_delay_doubles_and_never_exceeds_the_sqs_limit(settings, attempt, expected):
+    settings.JOB_RETRY_BASE_SECONDS = 30
+    assert services.retry_delay(attempt) == expected
+
+
+def test_a_claim_that_errors_propagates_so_the_message_is_redelivered(db, handler, monkeypatch):
+    job = AsyncJobFactory()
+
+    def broken(*args, **kwargs):
+        raise DatabaseError("connection reset")
+
+    monkeypatch.setattr(services, "lease_claim", broken)
+    with pytest.raises(DatabaseError):
+        services.job_run(job.id, "testEcho")
+    assert handler.calls == []
+
+
+def test_of_five_concurrent_deliveries_exactly_one_runs_the_handler(transactional_db, handler):
+    job = AsyncJobFactory()
+    handler.behaviour = lambda run: time.sleep(0.5) or {"ok": True}
+    outcomes, barrier = [], threading.Barrier(5)
+
+    def deliver():
+        barrier.wait()
+        try:
+            outcomes.append(services.job_run(job.id, "testEcho"))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=deliver) for _ in range(5)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert len(handler.calls) == 1
+    assert sorted(outcomes) == ["completed"] + ["dropped:lease_held"] * 4
+    job.refresh_from_db()
+    assert job.status == "COMPLETED" and job.attempts == 1
+
+
+@pytest.mark.worker
+def test_a_queued_job_is_run_by_a_real_worker_through_sqs(celery_worker, handler):
+    job = AsyncJobFactory()
+    handler.behaviour = lambda run: {"ran": True}
+    assert services.job_publish(job.id, job.job_type)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        job.refresh_from_db()
+        if job.status != "IN_PROGRESS":
+            break
+        time.sleep(0.1)
+    assert job.status == "COMPLETED" and job.result == {"ran": True}
