@@ -4,3 +4,6 @@ from django.apps import AppConfig
 
 class MarketsConfig(AppConfig):
     name = "markets"
+
+    def ready(self):
+        from markets import handler  # noqa: F401  (registers the market-generation job handler)
