@@ -1,0 +1,118 @@
+"""HTTP face of the IMS simulator: IMS's own endpoints (form-encoded, like IMS) and JSON controls.
+
+Plain Django views on purpose: the product's DRF defaults (IMS bearer authentication, JSON only) are
+what the simulator stands in for, not what it is served by.
+"""
+import json
+
+from django.http import JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from serenity.sandbox.ims import controls, keys, ledger, services
+
+# Tokens in an answer must not be stored by anything between the simulator and its caller.
+_NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+
+
+def _refused(operation: str, exc: services.Refused) -> JsonResponse:
+    ledger.record(
+        ledger.REFUSED, operation=operation, fingerprint=exc.fingerprint, pair=exc.pair, user_id=exc.user_id,
+        status=exc.status, reason=exc.reason,
+    )
+    return JsonResponse(exc.body(), status=exc.status, headers=_NO_STORE)
+
+
+@require_GET
+def jwks(request):
+    return JsonResponse(keys.jwks(), headers={"Cache-Control": "max-age=300"})
+
+
+@csrf_exempt
+@require_POST
+def token(request):
+    """POST /ims/token/v4 with grant_type promise_token_mint or promise_token_exchange."""
+    grants = {"promise_token_mint": ("mint", services.mint), "promise_token_exchange": ("exchange", services.exchange)}
+    grant = grants.get(request.POST.get("grant_type", ""))
+    if grant is None:
+        return JsonResponse({"error": "unsupported_grant_type"}, status=400, headers=_NO_STORE)
+    operation, handle = grant
+    try:
+        return JsonResponse(handle(request.POST.dict()), headers=_NO_STORE)
+    except services.Refused as exc:
+        return _refused(operation, exc)
+
+
+@csrf_exempt
+@require_POST
+def invalidate(request):
+    """POST /ims/invalidate_token/v2: 200 {} whether or not the token was still live."""
+    try:
+        return JsonResponse(services.invalidate(request.POST.dict()), headers=_NO_STORE)
+    except services.Refused as exc:
+        return _refused("invalidate", exc)
+
+
+def _json_body(request) -> dict | None:
+    try:
+        body = json.loads(request.body or b"{}")
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _bad(message: str) -> JsonResponse:
+    return JsonResponse({"error": "invalid_request", "error_description": message}, status=400)
+
+
+@csrf_exempt
+@require_POST
+def user_token(request):
+    """POST /_users/token {userId, orgIds, ttl?} -> a user bearer, for curl walkthroughs."""
+    body = _json_body(request)
+    if body is None:
+        return _bad("body must be a JSON object")
+    user_id, org_ids, ttl = body.get("userId"), body.get("orgIds", []), body.get("ttl", 3600)
+    if not isinstance(user_id, str) or not user_id:
+        return _bad("userId must be a non-empty string")
+    if not isinstance(org_ids, list) or not all(isinstance(o, str) and o for o in org_ids):
+        return _bad("orgIds must be a list of IMS org ids")
+    if isinstance(ttl, bool) or not isinstance(ttl, int):
+        return _bad("ttl must be an integer number of seconds")
+    value = keys.issue_user_token(user_id=user_id, org_ids=org_ids, ttl=ttl)
+    return JsonResponse({"access_token": value, "token_type": "bearer", "expires_in": ttl}, headers=_NO_STORE)
+
+
+@csrf_exempt
+@require_http_methods(["GET", "POST"])
+def control(request):
+    """GET: the armed switches. POST {action: fail_next_exchanges|fail_next_mints|expire_live_tokens|reset|
+    clear_ledger, count?, status?}: act, then answer the switches."""
+    if request.method == "POST":
+        body = _json_body(request)
+        if body is None:
+            return _bad("body must be a JSON object")
+        action = body.get("action")
+        try:
+            if action == "fail_next_exchanges":
+                controls.fail_next_exchanges(body.get("count", 1), body.get("status", 401))
+            elif action == "fail_next_mints":
+                controls.fail_next_mints(body.get("count", 1), body.get("status", 503))
+            elif action == "expire_live_tokens":
+                controls.expire_live_tokens()
+            elif action == "reset":
+                controls.reset()
+            elif action == "clear_ledger":
+                ledger.clear()
+            else:
+                return _bad("unknown action")
+        except ValueError as exc:
+            return _bad(str(exc))
+    return JsonResponse({"switches": controls.state()})
+
+
+@require_GET
+def ledger_view(request):
+    """GET /_ledger[?kind=...]: every event, fingerprints only, and how many tokens are live."""
+    kind = request.GET.get("kind") or None
+    return JsonResponse({"events": ledger.events(kind), "live_tokens": ledger.live_tokens()})
