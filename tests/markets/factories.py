@@ -17,6 +17,7 @@ class OrganizationFactory(factory.django.DjangoModelFactory):
 class BrandFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Brand
+        skip_postgeneration_save = True
 
     organization = factory.SubFactory(OrganizationFactory)
     name = factory.Sequence(lambda n: f"Brand {n}")
