@@ -59,14 +59,14 @@ def public_error(job: AsyncJob) -> dict | None:
     }
 
 
-class JobResultDto(serializers.Serializer):
+class GenerationJobResultSerializer(serializers.Serializer):
     promptCount = serializers.IntegerField(help_text="Prompts written to the Semrush project.")
     projectId = serializers.CharField(help_text="The market's Semrush project.")
     published = serializers.BooleanField()
     verdict = serializers.CharField(help_text="The generation service's verdict; `ship` for a completed job.")
 
 
-class JobErrorDto(serializers.Serializer):
+class GenerationJobErrorSerializer(serializers.Serializer):
     code = serializers.CharField(help_text="Stable error code, e.g. `NEEDS_REAUTH`, `PROMPT_GENERATION_HELD`.")
     message = serializers.CharField(help_text="A fixed public sentence for the code.")
     retryable = serializers.BooleanField()
@@ -75,7 +75,7 @@ class JobErrorDto(serializers.Serializer):
     )
 
 
-class GenerationJobDto(serializers.Serializer):
+class GenerationJobSerializer(serializers.Serializer):
     """The poll body: `result` only when COMPLETED, `error` only when FAILED (null otherwise)."""
 
     jobId = serializers.UUIDField(source="id")
@@ -86,29 +86,35 @@ class GenerationJobDto(serializers.Serializer):
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
 
-    @extend_schema_field(JobResultDto(allow_null=True))
+    @extend_schema_field(GenerationJobResultSerializer(allow_null=True))
     def get_result(self, job: AsyncJob) -> dict | None:
         return public_result(job)
 
-    @extend_schema_field(JobErrorDto(allow_null=True))
+    @extend_schema_field(GenerationJobErrorSerializer(allow_null=True))
     def get_error(self, job: AsyncJob) -> dict | None:
         return public_error(job)
 
 
 def job_dto(job: AsyncJob) -> dict:
     """The token-safe representation of a job, as the poll endpoint answers it."""
-    return GenerationJobDto(job).data
+    return GenerationJobSerializer(job).data
 
 
-class ReauthAcceptedDto(serializers.Serializer):
+class ReauthAcceptedSerializer(serializers.Serializer):
     """The 202 of a re-authorisation: the same job id, queued again."""
 
-    jobId = serializers.UUIDField(source="id")
-    jobType = serializers.CharField(source="job_type")
-    status = serializers.ChoiceField(choices=JobStatus.choices)
+    jobId = serializers.UUIDField()
+    jobType = serializers.CharField()
+    status = serializers.ChoiceField(choices=[JobStatus.IN_PROGRESS.value])
 
 
-class PromptGenerationHandleDto(serializers.Serializer):
+def reauth_accepted(job: AsyncJob) -> dict:
+    """The 202 body. The status is the one the re-authorisation set; what happens next is for polling to
+    tell (a fast worker may already have moved the job on)."""
+    return ReauthAcceptedSerializer({"jobId": job.id, "jobType": job.job_type, "status": JobStatus.IN_PROGRESS}).data
+
+
+class PromptGenerationHandleSerializer(serializers.Serializer):
     """`promptGeneration` in an entry point's body: the job to poll for a newly created market."""
 
     jobId = serializers.UUIDField()
@@ -116,14 +122,14 @@ class PromptGenerationHandleDto(serializers.Serializer):
     reused = serializers.BooleanField(help_text="True when a live job for the same market slice was reused.")
 
 
-class ProblemFieldErrorDto(serializers.Serializer):
+class ProblemFieldErrorSerializer(serializers.Serializer):
     pointer = serializers.CharField(required=False, help_text="JSON pointer to the offending body field (RFC 6901).")
     parameter = serializers.CharField(required=False, help_text="The offending path or header parameter.")
     code = serializers.CharField()
     message = serializers.CharField()
 
 
-class ProblemDto(serializers.Serializer):
+class ProblemSerializer(serializers.Serializer):
     """RFC 9457 problem details, served as `application/problem+json`."""
 
     type = serializers.URLField()
@@ -131,5 +137,5 @@ class ProblemDto(serializers.Serializer):
     status = serializers.IntegerField()
     detail = serializers.CharField(required=False)
     code = serializers.CharField(help_text="Stable machine-readable code; clients may branch on it.")
-    errors = ProblemFieldErrorDto(many=True, required=False, help_text="One entry per invalid field.")
+    errors = ProblemFieldErrorSerializer(many=True, required=False, help_text="One entry per invalid field.")
     requestId = serializers.CharField(required=False)

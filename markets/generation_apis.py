@@ -20,7 +20,7 @@ from jobs import services as job_services
 from jobs import states
 from jobs.models import AsyncJob
 from markets import constants
-from markets.dto import GenerationJobDto, ProblemDto, ReauthAcceptedDto, job_dto
+from markets.dto import GenerationJobSerializer, ProblemSerializer, ReauthAcceptedSerializer, job_dto, reauth_accepted
 from markets.selectors import JobNotFound, job_get_for_caller
 from serenity.clients.http import ClientError
 from serenity.problems import PROBLEM_CONTENT_TYPE, DomainError, InvalidInput, UpstreamUnavailable
@@ -112,7 +112,7 @@ class ImsBearerScheme(OpenApiAuthenticationExtension):
 
 
 def _problem(description: str) -> OpenApiResponse:
-    return OpenApiResponse(response=ProblemDto, description=description)
+    return OpenApiResponse(response=ProblemSerializer, description=description)
 
 
 PATH_IDS = [
@@ -129,12 +129,13 @@ COMMON_PROBLEMS = {
         "Every case answers the same body."
     ),
 }
-RETRY_AFTER_HEADER = OpenApiParameter(
-    "Retry-After", OpenApiTypes.INT, OpenApiParameter.HEADER,
-    description="While the job is IN_PROGRESS: seconds to wait before polling again (depends on the phase).",
-)
-ETAG_HEADER = OpenApiParameter("ETag", OpenApiTypes.STR, OpenApiParameter.HEADER,
-                               description="Validator of this representation; send it back in If-None-Match.")
+POLL_RESPONSE_HEADERS = [
+    OpenApiParameter("ETag", OpenApiTypes.STR, OpenApiParameter.HEADER, response=[200, 304], required=True,
+                     description="Validator of this representation; send it back in If-None-Match."),
+    OpenApiParameter("Retry-After", OpenApiTypes.INT, OpenApiParameter.HEADER, response=[200, 304],
+                     description="While the job is IN_PROGRESS: seconds to wait before polling again "
+                                 "(longer while generating, shorter while writing)."),
+]
 
 
 # --- Views -------------------------------------------------------------------------------------------
@@ -150,10 +151,11 @@ class GenerationJobDetailApi(APIView):
             *PATH_IDS,
             OpenApiParameter("If-None-Match", OpenApiTypes.STR, OpenApiParameter.HEADER,
                              description="The ETag of the last response; 304 when nothing changed."),
+            *POLL_RESPONSE_HEADERS,
         ],
         responses={
             200: OpenApiResponse(
-                response=GenerationJobDto, description="The job.", headers=[ETAG_HEADER, RETRY_AFTER_HEADER],
+                response=GenerationJobSerializer, description="The job.",
                 examples=[
                     OpenApiExample("provisioning", value={
                         "jobId": "fb4b4490-6cba-43ac-87bb-42249acaac23", "jobType": "generateSemrushMarket",
@@ -168,8 +170,7 @@ class GenerationJobDetailApi(APIView):
                         "createdAt": "2026-01-05T10:00:00Z", "updatedAt": "2026-01-05T10:03:40Z"}),
                 ],
             ),
-            304: OpenApiResponse(description="Not modified since the ETag in If-None-Match (no body).",
-                                 headers=[ETAG_HEADER, RETRY_AFTER_HEADER]),
+            304: OpenApiResponse(description="Not modified since the ETag in If-None-Match (no body)."),
             **COMMON_PROBLEMS,
         },
     )
@@ -215,7 +216,8 @@ class GenerationJobReauthApi(APIView):
                                          "one is minted from the bearer."),
         ],
         responses={
-            202: OpenApiResponse(response=ReauthAcceptedDto, description="Accepted: the same job id is queued again."),
+            202: OpenApiResponse(response=ReauthAcceptedSerializer,
+                                 description="Accepted: the same job id is queued again."),
             (400, PROBLEM_CONTENT_TYPE): _problem(
                 "A path id is not a UUID, x-promise-audience is not `semrush`, or x-promise-token is unusable."
             ),
@@ -249,4 +251,4 @@ class GenerationJobReauthApi(APIView):
         except AsyncJob.DoesNotExist:
             # Purged between the scoped read and the row lock.
             raise JobNotFound() from None
-        return Response(ReauthAcceptedDto(job).data, status=http.HTTP_202_ACCEPTED)
+        return Response(reauth_accepted(job), status=http.HTTP_202_ACCEPTED)

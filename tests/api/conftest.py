@@ -1,0 +1,135 @@
+"""Fixtures of the API tests: a small world of organizations, brands, sites and generation jobs, and
+helpers that call the polling and re-authorisation endpoints with a caller's bearer."""
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from jobs.models import AsyncJob, JobStatus
+from markets.constants import MARKET_GENERATION_JOB_TYPE, NEEDS_REAUTH
+from markets.models import Brand, Organization, Site
+
+CALLER_ORG = "CALLER0000000000000000@AdobeOrg"
+OTHER_ORG = "OTHER00000000000000000@AdobeOrg"
+THIRD_ORG = "THIRD00000000000000000@AdobeOrg"
+REQUESTER = "requester-user-id"
+
+# Planted in every stored field the DTO must not show; no response may contain it.
+SECRET = "PLANTED-SECRET-7f3a9c"
+
+
+def make_org(ims_org_id: str) -> Organization:
+    return Organization.objects.create(ims_org_id=ims_org_id, name=ims_org_id.split("@")[0].title(),
+                                       is_serenity_active=True)
+
+
+def make_brand(org: Organization, name: str, *, base_site: bool = True) -> Brand:
+    brand = Brand.objects.create(organization=org, name=name, domain=f"{name.lower()}.example",
+                                 primary_url=f"https://{name.lower()}.example", status=Brand.Status.ACTIVE,
+                                 semrush_workspace_id=f"ws-{name.lower()}")
+    if base_site:
+        brand.base_site = Site.objects.create(organization=org, brand=brand, base_url=brand.primary_url)
+        brand.save(update_fields=["base_site"])
+    return brand
+
+
+def make_job(*, org: Organization, brand: Brand | None, site: Site | None, **fields) -> AsyncJob:
+    """A generation job as the producer would leave it, with SECRET planted in what must stay private."""
+    now = timezone.now()
+    values = {
+        "id": uuid.uuid4(),
+        "job_type": MARKET_GENERATION_JOB_TYPE,
+        "status": JobStatus.IN_PROGRESS,
+        "organization_id": org.id,
+        "brand_id": brand.id if brand else None,
+        "site_id": site.id if site else None,
+        "user_id": REQUESTER,
+        "params": {"brand": "Acme", "seeds": [{"topic": "t", "example_prompts": [SECRET]}], "token": SECRET},
+        "phase": "queued",
+        "checkpoints": {"batch": {"prompts": [{"prompt": SECRET}]}, "note": SECRET},
+        "created_at": now - timedelta(minutes=5),
+        "updated_at": now,
+    }
+    values.update(fields)
+    return AsyncJob.objects.create(**values)
+
+
+def needs_reauth_fields() -> dict:
+    return {
+        "status": JobStatus.FAILED,
+        "phase": "generated",
+        "error_code": NEEDS_REAUTH,
+        "error": {"code": NEEDS_REAUTH, "message": f"IMS refused the promise token {SECRET}", "retryable": False,
+                  "needsReauth": True},
+        "ended_at": timezone.now(),
+    }
+
+
+class World:
+    """The caller belongs to CALLER_ORG only. `brand` (with a base site) and `bare_brand` (none) are
+    the caller's; `other_brand` lives in OTHER_ORG; `third_site` in THIRD_ORG, which the caller cannot see."""
+
+    def __init__(self):
+        self.org = make_org(CALLER_ORG)
+        self.brand = make_brand(self.org, "Acme")
+        self.sibling_brand = make_brand(self.org, "Sibling")
+        self.bare_brand = make_brand(self.org, "Bare", base_site=False)
+        self.other_org = make_org(OTHER_ORG)
+        self.other_brand = make_brand(self.other_org, "Foreign")
+        self.third_org = make_org(THIRD_ORG)
+        self.third_site = Site.objects.create(organization=self.third_org, base_url="https://third.example")
+
+    @property
+    def site(self) -> Site:
+        return self.brand.base_site
+
+
+@pytest.fixture
+def world(sims) -> World:
+    return World()
+
+
+@pytest.fixture
+def caller_token(bearer) -> str:
+    return bearer(user_id=REQUESTER, org_ids=[CALLER_ORG])
+
+
+def job_path(org_id, brand_id, job_id) -> str:
+    return f"/v2/orgs/{org_id}/brands/{brand_id}/serenity/markets/generation/jobs/{job_id}"
+
+
+class Api:
+    """Calls the two endpoints the way the UI does."""
+
+    def __init__(self, token: str, client: Client | None = None):
+        self.token = token
+        self.client = client or Client()
+
+    def poll(self, org_id, brand_id, job_id, **headers):
+        return self.client.get(job_path(org_id, brand_id, job_id), headers=self._headers(headers))
+
+    def reauth(self, org_id, brand_id, job_id, *, audience: str | None = "semrush", **headers):
+        if audience is not None:
+            headers["x-promise-audience"] = audience
+        return self.client.post(f"{job_path(org_id, brand_id, job_id)}/reauth", headers=self._headers(headers))
+
+    def _headers(self, extra: dict) -> dict:
+        return {"Authorization": f"Bearer {self.token}", **extra} if self.token else extra
+
+
+@pytest.fixture
+def api(caller_token) -> Api:
+    return Api(caller_token)
+
+
+@pytest.fixture
+def ims(sims):
+    """The IMS simulator's ledger and switches, clean for the test."""
+    from serenity.sandbox.ims import controls, ledger
+
+    controls.reset()
+    ledger.clear()
+    yield ledger
+    controls.reset()

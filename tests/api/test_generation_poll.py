@@ -1,0 +1,178 @@
+"""GET …/serenity/markets/generation/jobs/{jobId}: the token-safe DTO, Retry-After, ETag and 304."""
+import json
+import uuid
+
+import pytest
+from django.utils import timezone
+
+from jobs.models import AsyncJob, JobStatus
+from markets.constants import PROMPT_GENERATION_HELD
+from tests.api.conftest import SECRET, job_path, make_job, needs_reauth_fields
+
+
+def iso(dt) -> str:
+    return dt.isoformat().replace("+00:00", "Z")
+
+
+def test_an_in_progress_job_is_shown_without_result_or_error(world, api):
+    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="queued")
+
+    response = api.poll(world.org.id, world.brand.id, job.id)
+
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {
+        "jobId": str(job.id), "jobType": "generateSemrushMarket", "status": "IN_PROGRESS", "result": None,
+        "error": None, "createdAt": iso(job.created_at), "updatedAt": iso(job.updated_at),
+    }
+    assert response["Cache-Control"] == "private, no-cache"
+
+
+def test_a_completed_job_shows_only_the_allow_listed_result(world, api):
+    job = make_job(org=world.org, brand=world.brand, site=world.site, status=JobStatus.COMPLETED, phase="published",
+                   result={"promptCount": 42, "projectId": "p-1", "published": True, "verdict": "ship",
+                           "internal": SECRET})
+
+    response = api.poll(world.org.id, world.brand.id, job.id)
+
+    assert response.status_code == 200
+    assert response.json() == {
+        "jobId": str(job.id), "jobType": "generateSemrushMarket", "status": "COMPLETED",
+        "result": {"promptCount": 42, "projectId": "p-1", "published": True, "verdict": "ship"}, "error": None,
+        "createdAt": iso(job.created_at), "updatedAt": iso(job.updated_at),
+    }
+    assert "Retry-After" not in response
+
+
+def test_a_job_awaiting_reauthorisation_shows_needs_reauth_with_the_public_message(world, api):
+    job = make_job(org=world.org, brand=world.brand, site=world.site, **needs_reauth_fields())
+
+    response = api.poll(world.org.id, world.brand.id, job.id)
+
+    assert response.status_code == 200
+    assert response.json() == {
+        "jobId": str(job.id), "jobType": "generateSemrushMarket", "status": "FAILED", "result": None,
+        "error": {"code": "NEEDS_REAUTH",
+                  "message": "Authorisation to write to Semrush has expired. Re-authorise to continue.",
+                  "retryable": False, "needsReauth": True},
+        "createdAt": iso(job.created_at), "updatedAt": iso(job.updated_at),
+    }
+    assert "Retry-After" not in response
+
+
+def test_a_held_job_shows_its_code_with_the_public_message_not_the_internal_one(world, api):
+    job = make_job(org=world.org, brand=world.brand, site=world.site, status=JobStatus.FAILED,
+                   error_code=PROMPT_GENERATION_HELD,
+                   error={"code": PROMPT_GENERATION_HELD, "message": f"held: language gate {SECRET}",
+                          "retryable": False, "needsReauth": False})
+
+    response = api.poll(world.org.id, world.brand.id, job.id)
+
+    assert response.json()["error"] == {
+        "code": "PROMPT_GENERATION_HELD",
+        "message": "The generated prompts did not pass the quality checks and were held back.",
+        "retryable": False, "needsReauth": False,
+    }
+
+
+def test_an_error_code_without_its_own_sentence_gets_the_generic_public_message(world, api):
+    job = make_job(org=world.org, brand=world.brand, site=world.site, status=JobStatus.FAILED,
+                   error_code="IMS_EXCHANGE_REJECTED",
+                   error={"code": "IMS_EXCHANGE_REJECTED", "message": f"exchange refused: {SECRET}",
+                          "retryable": True, "needsReauth": False})
+
+    response = api.poll(world.org.id, world.brand.id, job.id)
+
+    assert response.json()["error"] == {"code": "IMS_EXCHANGE_REJECTED", "message": "Prompt generation failed.",
+                                        "retryable": True, "needsReauth": False}
+
+
+@pytest.mark.parametrize(("phase", "seconds"), [
+    ("queued", "10"), ("generating", "15"), ("generated", "5"), ("writing", "3"), ("written", "2"),
+])
+def test_retry_after_is_longer_while_generating_than_while_writing(world, api, phase, seconds):
+    job = make_job(org=world.org, brand=world.brand, site=world.site, phase=phase)
+
+    response = api.poll(world.org.id, world.brand.id, job.id)
+
+    assert response.status_code == 200
+    assert response["Retry-After"] == seconds
+
+
+@pytest.mark.parametrize("status", [JobStatus.IN_PROGRESS, JobStatus.COMPLETED, JobStatus.FAILED,
+                                    JobStatus.CANCELLED])
+def test_every_poll_answer_carries_a_quoted_etag(world, api, status):
+    job = make_job(org=world.org, brand=world.brand, site=world.site, status=status)
+
+    response = api.poll(world.org.id, world.brand.id, job.id)
+
+    assert response.status_code == 200
+    assert response["ETag"].startswith('"') and response["ETag"].endswith('"') and len(response["ETag"]) == 34
+
+
+def test_if_none_match_with_the_current_etag_answers_304_without_a_body(world, api):
+    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="generating")
+    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+
+    response = api.poll(world.org.id, world.brand.id, job.id, **{"If-None-Match": etag})
+
+    assert response.status_code == 304
+    assert response.content == b""
+    assert response["ETag"] == etag
+    assert response["Retry-After"] == "15"
+
+
+@pytest.mark.parametrize("header", ['"other", {etag}', "W/{etag}", "*"])
+def test_if_none_match_uses_weak_comparison_over_a_list(world, api, header):
+    job = make_job(org=world.org, brand=world.brand, site=world.site)
+    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+
+    response = api.poll(world.org.id, world.brand.id, job.id, **{"If-None-Match": header.format(etag=etag)})
+
+    assert response.status_code == 304
+
+
+def test_a_changed_job_answers_200_with_a_new_etag_despite_the_old_one(world, api):
+    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="generating")
+    old = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+    AsyncJob.objects.filter(id=job.id).update(phase="writing", updated_at=timezone.now())
+
+    response = api.poll(world.org.id, world.brand.id, job.id, **{"If-None-Match": old})
+
+    assert response.status_code == 200
+    assert response["ETag"] != old
+    assert response["Retry-After"] == "3"
+
+
+def test_a_poll_costs_one_sql_query(world, api, django_assert_max_num_queries):
+    job = make_job(org=world.org, brand=world.brand, site=world.site)
+    api.poll(world.org.id, world.brand.id, job.id)  # the bearer's key set is fetched and cached
+
+    with django_assert_max_num_queries(1):
+        response = api.poll(world.org.id, world.brand.id, job.id)
+
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize("which", ["orgId", "brandId", "jobId"])
+def test_a_non_uuid_id_answers_400(world, api, which):
+    ids = {"orgId": world.org.id, "brandId": world.brand.id, "jobId": uuid.uuid4()}
+    ids[which] = "not-a-uuid"
+
+    response = api.poll(ids["orgId"], ids["brandId"], ids["jobId"])
+
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/problem+json"
+    assert response.json() == {
+        "type": "https://errors.serenity.example/invalid", "title": "Invalid request", "status": 400,
+        "detail": "Path parameters must be UUIDs; see `errors`.", "code": "invalid",
+        "errors": [{"parameter": which, "code": "invalid_uuid", "message": "Must be a UUID."}],
+    }
+
+
+def test_a_poll_without_a_bearer_answers_401(world, client):
+    response = client.get(job_path(world.org.id, world.brand.id, uuid.uuid4()))
+
+    assert response.status_code == 401
+    assert response["Content-Type"] == "application/problem+json"
+    assert json.loads(response.content)["code"] == "not_authenticated"
