@@ -244,9 +244,12 @@ def _unwrap(doc):
     """Unwrap a Lambda proxy answer `{statusCode, body}`; `body` may be a JSON string or an object."""
     if not (isinstance(doc, dict) and "statusCode" in doc and "ship_summary" not in doc):
         return doc
-    status = doc.get("statusCode")
-    if not isinstance(status, int) or status >= 300:
-        raise _transient(f"proxy status {status!s:.16}")
+    try:
+        status = int(doc.get("statusCode"))
+    except (TypeError, ValueError):
+        raise _terminal("proxy statusCode is not a number") from None
+    if status >= 300:
+        raise _transient(f"proxy status {status}")
     body = doc.get("body")
     if isinstance(body, (str, bytes)):
         return _loads(body, "proxy body")
