@@ -1,0 +1,126 @@
+"""The shared producer (SPEC §4): dedupe, replacement, races, enqueue failure, and the job id."""
+import threading
+import uuid
+
+import pytest
+from django.db import connection
+
+from jobs.models import AsyncJob
+from markets.jobid import generation_job_id
+from markets.models import Market
+from markets.producer import market_generation_enqueue
+from serenity.auth import verify_bearer
+from serenity.sandbox.ims import ledger
+from tokens import crypto
+from tokens.models import PromiseGrant
+from tokens.pairs import get_pair
+
+
+def test_the_job_id_matches_the_spec_test_vector():
+    assert str(generation_job_id("brand-1", 2840, "en")) == "fb4b4490-6cba-43ac-87bb-42249acaac23"
+
+
+def test_the_job_id_differs_per_slice_and_is_a_version_4_layout():
+    ids = {generation_job_id("b", 2840, "en"), generation_job_id("b", 2840, "es"), generation_job_id("b", 2250, "en"),
+           generation_job_id("c", 2840, "en")}
+    assert len(ids) == 4 and all(i.version == 4 and i.variant == uuid.RFC_4122 for i in ids)
+
+
+@pytest.fixture
+def market(world):
+    from markets.clients.semrush import SemrushClient
+
+    project = SemrushClient(world.token).create_project(
+        workspace_id=world.brand.semrush_workspace_id, name="DE", geo_target_id=2276, language_code="de")
+    return Market.objects.create(brand=world.brand, site=world.brand.base_site, country="DE", language_code="de",
+                                 geo_target_id=2276, semrush_project_id=project["id"])
+
+
+def enqueue(world, market, *, forwarded=None, pair="semrush"):
+    return market_generation_enqueue(caller=verify_bearer(world.token), brand=world.brand, market=market,
+                                     pair=get_pair(pair), forwarded_token=forwarded)
+
+
+def test_a_live_job_for_the_slice_is_reused_and_nothing_is_minted(world, market, queues):
+    first = enqueue(world, market)
+    assert first["reused"] is False and ledger.count(ledger.MINTED) == 1
+    second = enqueue(world, market)
+    assert second == {"jobId": first["jobId"], "status": "provisioning", "reused": True}
+    assert ledger.count(ledger.MINTED) == 1
+    assert AsyncJob.objects.count() == 1 and len(queues.drain()) == 1
+
+
+def test_a_terminal_job_for_the_slice_is_replaced_by_a_fresh_one_with_the_same_id(world, market, queues):
+    first = enqueue(world, market)
+    AsyncJob.objects.filter(id=first["jobId"]).update(status="FAILED", error_code="PROMPT_GENERATION_HELD",
+                                                      error={"code": "PROMPT_GENERATION_HELD"}, attempts=3)
+    PromiseGrant.objects.all().delete()
+    queues.drain()
+    second = enqueue(world, market)
+    assert second == {"jobId": first["jobId"], "status": "provisioning", "reused": False}
+    job = AsyncJob.objects.get(id=first["jobId"])
+    assert (job.status, job.error, job.error_code, job.attempts) == ("IN_PROGRESS", None, None, 0)
+    assert PromiseGrant.objects.filter(job_id=job.id).count() == 1
+    assert [m["kwargs"]["jobId"] for m in queues.drain()] == [first["jobId"]]
+    assert list(job.events.values_list("kind", flat=True)) == ["created", "replaced"]
+
+
+def test_a_forwarded_promise_token_is_stored_encrypted_and_nothing_is_minted(world, market, queues):
+    handle = enqueue(world, market, forwarded="forwarded-promise-value-123")
+    assert handle["reused"] is False and ledger.count(ledger.MINTED) == 0
+    grant = PromiseGrant.objects.get(job_id=handle["jobId"])
+    assert "forwarded-promise-value-123" not in grant.ciphertext
+    assert crypto.unseal(grant.ciphertext).promise_token == "forwarded-promise-value-123"
+
+
+def test_a_forwarded_bare_empty_token_is_refused_and_no_job_is_made(world, market, queues, caplog):
+    assert enqueue(world, market, forwarded="   ") is None
+    assert AsyncJob.objects.count() == 0 and queues.drain() == []
+    assert any(getattr(r, "reason", None) == "INVALID_PROMISE_TOKEN" for r in caplog.records)
+
+
+def test_an_ims_mint_failure_leaves_no_job_and_is_logged(world, market, queues, caplog):
+    from serenity.sandbox.ims import controls
+
+    controls.fail_next_mints(count=5, status=503)
+    assert enqueue(world, market) is None
+    assert AsyncJob.objects.count() == 0 and queues.drain() == []
+    assert any(str(getattr(r, "reason", "")).startswith("ims_mint:") for r in caplog.records)
+
+
+def test_two_concurrent_producers_for_one_slice_end_with_one_job_and_one_message(world, market, queues):
+    results, barrier = [], threading.Barrier(2)
+
+    def produce():
+        barrier.wait()
+        try:
+            results.append(enqueue(world, market))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=produce) for _ in range(2)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert len(results) == 2 and all(r is not None for r in results)
+    assert {r["jobId"] for r in results} == {str(generation_job_id(world.brand.id, 2276, "de"))}
+    assert sorted(r["reused"] for r in results) == [False, True]
+    assert AsyncJob.objects.count() == 1 and PromiseGrant.objects.count() == 1
+    assert len(queues.drain()) == 1
+    # A loser that had minted before losing invalidates what it minted: no live token is left behind
+    # beyond the one the job holds.
+    assert ledger.live_tokens() == 1
+
+
+def test_sqs_unreachable_fails_the_job_and_invalidates_its_token(world, async_on, queues):
+    queues.sqs.client().delete_queue(QueueUrl=queues.url)  # the send now fails
+    response = world.post(world.url("markets"), {"market": "DE", "languageCode": "de", "generatePrompts": True},
+                          **{"x-promise-audience": "semrush"})
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert "promptGeneration" not in body and body["publishState"] == "published"
+    job = AsyncJob.objects.get()
+    assert job.status == "FAILED" and job.error_code == "ENQUEUE_FAILED"
+    assert job.error == {"code": "ENQUEUE_FAILED", "message": "The job could not be queued.", "retryable": True,
+                         "needsReauth": False}
+    assert PromiseGrant.objects.count() == 0
+    assert ledger.count(ledger.MINTED) == 1 and ledger.count(ledger.INVALIDATED) == 1 and ledger.live_tokens() == 0
