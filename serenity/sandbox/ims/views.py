@@ -115,4 +115,5 @@ def control(request):
 def ledger_view(request):
     """GET /_ledger[?kind=...]: every event, fingerprints only, and how many tokens are live."""
     kind = request.GET.get("kind") or None
-    return JsonResponse({"events": ledger.events(kind), "live_tokens": ledger.live_tokens()})
+    events = [{**e, "at": e["at"].isoformat()} for e in ledger.events(kind)]
+    return JsonResponse({"events": events, "live_tokens": ledger.live_tokens()})

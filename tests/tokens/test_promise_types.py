@@ -1,0 +1,84 @@
+"""A promise token is always a typed object: bare strings are refused wherever one is taken in."""
+import json
+
+import pytest
+
+from serenity.sandbox.ims import ledger
+from tokens import services
+from tokens.clients import ims
+from tokens.models import PromiseGrant
+from tokens.pairs import get_pair
+from tokens.types import InvalidPromiseToken, PromiseToken
+
+JOB_ID = "0b7e6a1c-2f3d-4e5a-8b9c-0d1e2f3a4b5c"
+VALUE = "eyJhbGciOiJSUzI1NiJ9.eyJ0eXBlIjoicHJvbWlzZV90b2tlbiJ9.c2lnbmF0dXJl"
+
+
+def test_parse_refuses_a_bare_string():
+    with pytest.raises(InvalidPromiseToken) as refused:
+        PromiseToken.parse(VALUE)
+
+    assert refused.value.code == "INVALID_PROMISE_TOKEN"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"token_type": "promise_token", "expires_in": 60},
+        {"promise_token": "  ", "token_type": "promise_token", "expires_in": 60},
+        {"promise_token": VALUE, "expires_in": 60},
+        {"promise_token": VALUE, "token_type": "promise_token", "expires_in": 0},
+        {"promise_token": VALUE, "token_type": "promise_token", "expires_in": True},
+        {"promise_token": VALUE, "token_type": "promise_token", "expires_in": "soon"},
+    ],
+)
+def test_parse_refuses_an_object_missing_a_usable_field(value):
+    with pytest.raises(InvalidPromiseToken):
+        PromiseToken.parse(value)
+
+
+def test_parse_accepts_a_typed_object_and_a_numeric_string_lifetime():
+    token = PromiseToken.parse({"promise_token": VALUE, "token_type": "promise_token", "expires_in": "600"})
+
+    assert token.as_dict() == {"promise_token": VALUE, "token_type": "promise_token", "expires_in": 600}
+
+
+def test_a_typed_token_never_prints_its_value():
+    token = PromiseToken(promise_token=VALUE, token_type="promise_token", expires_in=600)
+
+    assert VALUE not in f"{token} {token!r}"
+
+
+@pytest.mark.django_db
+def test_grant_store_refuses_a_bare_string():
+    with pytest.raises(InvalidPromiseToken):
+        services.grant_store(job_id=JOB_ID, pair=get_pair("semrush"), token=VALUE)
+
+    assert not PromiseGrant.objects.exists()
+
+
+def test_exchange_refuses_a_bare_string_before_calling_ims(sims):
+    with pytest.raises(InvalidPromiseToken):
+        ims.exchange(promise=VALUE, pair=get_pair("semrush"))
+
+    assert ledger.events() == []
+
+
+def test_a_raw_header_value_is_typed_with_the_ims_default_lifetime():
+    token = services.promise_from_header(f"  {VALUE} ")
+
+    assert token.as_dict() == {"promise_token": VALUE, "token_type": "promise_token", "expires_in": 86400}
+
+
+def test_a_json_typed_header_value_is_parsed():
+    header = json.dumps({"promise_token": VALUE, "token_type": "promise_token", "expires_in": 1200})
+
+    token = services.promise_from_header(header)
+
+    assert token.as_dict() == {"promise_token": VALUE, "token_type": "promise_token", "expires_in": 1200}
+
+
+@pytest.mark.parametrize("header", ['{"promise_token": ""}', "{not json", "", "   "])
+def test_a_header_that_is_no_usable_token_is_refused(header):
+    with pytest.raises(InvalidPromiseToken):
+        services.promise_from_header(header)
