@@ -1,4 +1,4 @@
-"""What callers may see of a generation job: the token-safe DTO, its public error sentences, the shared shapes.
+"""What callers may see of a generation job: the token-safe DTO, its public error sentences, problem details.
 
 Everything here is an explicit allow-list. A field is shown because it is named below, never because it is
 stored: the job's parameters, checkpoints, lease and internal error text stay in the database, the logs and
@@ -112,14 +112,6 @@ def reauth_accepted(job: AsyncJob) -> dict:
     """The 202 body. The status is the one the re-authorisation set; what happens next is for polling to
     tell (a fast worker may already have moved the job on)."""
     return ReauthAcceptedSerializer({"jobId": job.id, "jobType": job.job_type, "status": JobStatus.IN_PROGRESS}).data
-
-
-class PromptGenerationHandleSerializer(serializers.Serializer):
-    """`promptGeneration` in an entry point's body: the job to poll for a newly created market."""
-
-    jobId = serializers.UUIDField()
-    status = serializers.ChoiceField(choices=["provisioning"])
-    reused = serializers.BooleanField(help_text="True when a live job for the same market slice was reused.")
 
 
 class ProblemFieldErrorSerializer(serializers.Serializer):
