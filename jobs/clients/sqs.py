@@ -103,6 +103,11 @@ def delete(url: str, receipt_handle: str) -> None:
     client().delete_message(QueueUrl=url, ReceiptHandle=receipt_handle)
 
 
+def change_visibility(url: str, receipt_handle: str, seconds: int) -> None:
+    """Hide a received message for `seconds` more, or make it visible again at once with 0."""
+    client().change_message_visibility(QueueUrl=url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds)
+
+
 def send_raw(url: str, body: str, *, delay: int = 0) -> str:
     return client().send_message(QueueUrl=url, MessageBody=body, DelaySeconds=delay)["MessageId"]
 

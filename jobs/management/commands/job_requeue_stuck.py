@@ -1,0 +1,32 @@
+"""`manage.py job_requeue_stuck`: send a fresh message for IN_PROGRESS jobs nothing is working on."""
+from django.conf import settings
+
+from jobs import selectors, services
+from jobs.management.commands._runbook import RunbookCommand
+from jobs.selectors import ago
+
+
+class Command(RunbookCommand):
+    help = (
+        "Re-enqueue stuck jobs: IN_PROGRESS, no live lease, and no activity (no claim, checkpoint or message "
+        "sent) for --older-than. Run it when the StuckInProgressJobs alarm fires or the doctor reports a job "
+        "waiting with no message. Each job gets one fresh {jobId, type} message; the worker resumes from "
+        "its checkpoints (DRS is never called twice). A duplicate delivery is harmless: the lease lets one "
+        "run. Dry run unless --apply."
+    )
+    filters = ("job", "older_than")
+    older_than_help = "only jobs with no activity for at least this long (45s, 30m, 2h, 1d)"
+    older_than_default = f"{settings.JOB_STUCK_AFTER_SECONDS // 60}m"
+
+    def run(self, options):
+        jobs = list(selectors.jobs_stuck(quiet_for=self.older_than(options), filters=self.job_filter(options),
+                                         now=self.now))
+        done = 0
+        for job in jobs:
+            sent = services.job_requeue(job.id, actor=self.actor) if self.apply else None
+            done += bool(sent)
+            self.item(job.id, "re-enqueue",
+                      f"last activity {ago(job.last_activity_at, self.now)}, lease {job.lease_state(self.now)}, "
+                      f"phase {job.phase}, attempts {job.attempts}",
+                      sent, why_not="a worker took it meanwhile, or the send failed (see the job's history)")
+        self.summary(len(jobs), "stuck jobs", done=done, verb="re-enqueued")
