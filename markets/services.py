@@ -222,5 +222,11 @@ def sync_prompts_write(*, caller: Caller, brand: Brand, market: Market, semrush:
         log.warning("old-path prompt write cut short", extra={"reason": type(exc).__name__, "written": written})
     except ClientError as exc:
         log.warning("old-path prompt write refused", extra={"reason": type(exc).__name__, "written": written})
-        return {"status": "failed" if not written else "partial", "written": written}
-    return {"status": "written" if written == len(labelled) else "partial", "written": written}
+        return {"status": "partial" if written else "failed", "written": written}
+    return {"status": _sync_status(written, len(labelled)), "written": written}
+
+
+def _sync_status(written: int, total: int) -> str:
+    if written == total:
+        return "written"
+    return "partial" if written else "skipped"
