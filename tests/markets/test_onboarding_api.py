@@ -9,8 +9,8 @@ from markets import geo
 from markets.models import Brand, Market
 from serenity.sandbox.semrush import controls as semrush_controls
 from serenity.sandbox.semrush import state as semrush
-from tokens.models import PromiseGrant
 from tests.markets.factories import BrandFactory
+from tokens.models import PromiseGrant
 
 # Countries whose ISO numeric codes make distinct geo targets, for batch activations.
 COUNTRIES = ["US", "GB", "FR", "DE", "ES", "IT", "NL", "BE", "AT", "CH", "SE", "NO", "DK", "FI", "PL", "PT", "IE",
