@@ -1,6 +1,6 @@
 """IMS client: mint, exchange (rotates) and invalidate promise tokens. The only IMS HTTP code.
 
-Wire contract (form-encoded POSTs on IMS_HOST; see docs/simulators.md):
+Wire contract (form-encoded POSTs on IMS_HOST; see docs/simulators/ims.md):
 - mint:       POST /ims/token/v4  grant_type=promise_token_mint, client_id, client_secret,
               definition_id, user_token        -> {promise_token, token_type, expires_in}
 - exchange:   POST /ims/token/v4  grant_type=promise_token_exchange, client_id, client_secret,

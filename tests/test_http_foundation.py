@@ -1,0 +1,137 @@
+"""Caller authentication, org scoping and the problem+json shape of every error (SPEC §10; STYLE §6)."""
+import pytest
+from django.test import Client
+from rest_framework.test import APIClient
+
+from serenity.sandbox.ims.keys import new_rsa_key
+from tests.markets.factories import OrganizationFactory
+
+PROBLEM = "application/problem+json"
+
+
+@pytest.fixture
+def org(sims):
+    return OrganizationFactory(ims_org_id="FEEDFACE00000000000000AA@AdobeOrg")
+
+
+def post_brand(org, token=None, header=None):
+    client = APIClient()
+    if header is not None:
+        client.credentials(HTTP_AUTHORIZATION=header)
+    elif token is not None:
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client.post(f"/v2/orgs/{org.id}/brands", {"name": "Acme", "domain": "acme.example"}, format="json")
+
+
+def test_a_request_without_a_bearer_is_a_401_problem_with_www_authenticate(org):
+    response = post_brand(org)
+    assert response.status_code == 401
+    assert response["Content-Type"] == PROBLEM
+    assert response["WWW-Authenticate"] == 'Bearer realm="serenity"'
+    assert response.json() == {"type": "https://errors.serenity.example/not-authenticated",
+                               "title": "Authentication required", "status": 401,
+                               "detail": "Authentication credentials were not provided.", "code": "not_authenticated"}
+
+
+INVALID = "https://errors.serenity.example/authentication-failed"
+
+
+@pytest.mark.parametrize("case", ["expired", "wrong_issuer", "wrong_audience", "foreign_key", "malformed",
+                                  "not_bearer", "empty_bearer"])
+def test_an_invalid_bearer_is_a_401_problem(org, bearer, case):
+    header = None
+    token = None
+    if case == "expired":
+        token = bearer(org_ids=[org.ims_org_id], ttl=-120)
+    elif case == "wrong_issuer":
+        token = bearer(org_ids=[org.ims_org_id], issuer="https://evil.example")
+    elif case == "wrong_audience":
+        token = bearer(org_ids=[org.ims_org_id], audience="another-client")
+    elif case == "foreign_key":
+        token = bearer(org_ids=[org.ims_org_id], key=new_rsa_key())
+    elif case == "malformed":
+        token = "not.a.jwt"
+    elif case == "not_bearer":
+        header = "Basic dXNlcjpwYXNz"
+    else:
+        header = "Bearer "
+    response = post_brand(org, token=token, header=header)
+    assert response.status_code == 401
+    assert response["Content-Type"] == PROBLEM
+    assert response["WWW-Authenticate"] == 'Bearer realm="serenity"'
+    body = response.json()
+    assert (body["type"], body["title"], body["status"], body["code"]) == (
+        INVALID, "Invalid credentials", 401, "authentication_failed")
+    if token:
+        assert token not in response.content.decode()
+
+
+def test_a_member_of_the_org_may_act_on_it(org, bearer):
+    response = post_brand(org, token=bearer(org_ids=[org.ims_org_id]))
+    assert response.status_code == 201
+
+
+def test_a_caller_outside_the_org_is_refused_with_403(org, bearer):
+    response = post_brand(org, token=bearer(org_ids=["0000000000000000000000BB@AdobeOrg"]))
+    assert response.status_code == 403
+    assert response["Content-Type"] == PROBLEM
+    assert response.json() == {"type": "https://errors.serenity.example/organization-access-denied",
+                               "title": "No access to this organization", "status": 403,
+                               "detail": "No access to this organization", "code": "organization_access_denied"}
+
+
+def test_an_unknown_org_is_a_404_problem(org, bearer):
+    import uuid
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {bearer(org_ids=[org.ims_org_id])}")
+    response = client.post(f"/v2/orgs/{uuid.uuid4()}/brands", {"name": "A", "domain": "a.example"}, format="json")
+    assert response.status_code == 404 and response.json()["code"] == "organization_not_found"
+
+
+def test_an_unknown_path_is_a_404_problem(db):
+    response = Client().get("/v2/nothing/here")
+    assert response.status_code == 404
+    assert response["Content-Type"] == PROBLEM
+    assert response.json()["code"] == "not_found" and response.json()["status"] == 404
+
+
+def test_a_wrong_method_is_a_405_problem_with_allow(org, bearer):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {bearer(org_ids=[org.ims_org_id])}")
+    response = client.get(f"/v2/orgs/{org.id}/brands")
+    assert response.status_code == 405
+    assert response["Content-Type"] == PROBLEM
+    assert response["Allow"] == "POST, OPTIONS"
+    assert response.json() == {"type": "https://errors.serenity.example/method-not-allowed",
+                               "title": "Method not allowed", "status": 405,
+                               "detail": 'Method "GET" not allowed.', "code": "method_not_allowed"}
+
+
+def test_a_malformed_json_body_is_a_400_problem(org, bearer):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {bearer(org_ids=[org.ims_org_id])}")
+    response = client.post(f"/v2/orgs/{org.id}/brands", data="{not json", content_type="application/json")
+    assert response.status_code == 400 and response.json()["code"] == "malformed_request"
+
+
+@pytest.mark.urls("tests.boom_urls")
+@pytest.mark.parametrize("path", ["/boom/plain", "/boom/api"])
+def test_an_unexpected_error_is_a_generic_500_problem_that_leaks_nothing(db, path, caplog):
+    response = Client(raise_request_exception=False).get(path, HTTP_X_REQUEST_ID="req-12345678")
+    assert response.status_code == 500
+    assert response["Content-Type"] == PROBLEM
+    assert response.json() == {"type": "https://errors.serenity.example/internal-error",
+                               "title": "Internal server error", "status": 500, "code": "internal_error",
+                               "requestId": "req-12345678"}
+    assert response["X-Request-Id"] == "req-12345678"
+    assert b"hunter2" not in response.content and b"abc123" not in response.content
+    logged = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert logged and all(getattr(r, "request_id", None) in (None, "req-12345678") for r in logged)
+
+
+def test_health_endpoints_need_no_authentication(db, moto_server):
+    assert Client().get("/healthz").json() == {"status": "ok"}
+    ready = Client().get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json() == {"status": "ok", "checks": {"database": "ok", "broker": "ok"}}
