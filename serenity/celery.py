@@ -2,7 +2,7 @@
 import os
 import warnings
 
-from celery import Celery
+from celery import Celery, signals
 
 # kombu's SQS transport imports pycurl, which warns about two deprecated constants on import.
 warnings.filterwarnings("ignore", category=DeprecationWarning, module="kombu.asynchronous.http.curl")
@@ -13,3 +13,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "serenity.settings")
 app = Celery("serenity")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@signals.worker_init.connect
+def refuse_to_start_on_failed_checks(**kwargs):
+    """A worker whose configuration breaks the timeout nesting (or any system check) does not start."""
+    from django.core import checks
+
+    errors = [e for e in checks.run_checks(include_deployment_checks=False) if e.is_serious()]
+    if errors:
+        raise SystemExit("Refusing to start the worker:\n" + "\n".join(f"  {e.id}: {e.msg}" for e in errors))
