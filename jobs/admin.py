@@ -1,0 +1,221 @@
+"""Django admin for async jobs: read-only views an operator can filter, and actions that call the same
+services as the runbook commands. No token is ever rendered: parameters, errors and the event history
+are shown redacted, checkpoints summarised, and grants are not part of the job's page."""
+from datetime import timedelta
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ActionForm
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+
+from jobs import selectors, services
+from jobs.models import AsyncJob
+from jobs.selectors import ERROR_CODE, ago
+
+
+def admin_actor(request) -> str:
+    return f"admin:{request.user.get_username()}"
+
+
+class LeaseStateFilter(admin.SimpleListFilter):
+    title = "lease"
+    parameter_name = "lease"
+
+    def lookups(self, request, model_admin):
+        return [("held", "held"), ("expired", "expired"), ("none", "none")]
+
+    def queryset(self, request, queryset):
+        if self.value() in selectors.LEASE_STATES:
+            return queryset.filter(selectors.lease_state_q(self.value()))
+        return queryset
+
+
+class AgeFilter(admin.SimpleListFilter):
+    """Age since creation, in the buckets an operator thinks in."""
+
+    title = "age"
+    parameter_name = "age"
+    BUCKETS = {
+        "lt15m": ("under 15 minutes", None, timedelta(minutes=15)),
+        "15m-1h": ("15 minutes to 1 hour", timedelta(minutes=15), timedelta(hours=1)),
+        "1h-1d": ("1 hour to 1 day", timedelta(hours=1), timedelta(days=1)),
+        "gt1d": ("over 1 day", timedelta(days=1), None),
+    }
+
+    def lookups(self, request, model_admin):
+        return [(key, label) for key, (label, _, _) in self.BUCKETS.items()]
+
+    def queryset(self, request, queryset):
+        bucket = self.BUCKETS.get(self.value())
+        if bucket is None:
+            return queryset
+        now = timezone.now()
+        _, older, younger = bucket
+        if older is not None:
+            queryset = queryset.filter(created_at__lte=now - older)
+        if younger is not None:
+            queryset = queryset.filter(created_at__gt=now - younger)
+        return queryset
+
+
+class MarketFilter(admin.SimpleListFilter):
+    title = "market"
+    parameter_name = "market"
+
+    def lookups(self, request, model_admin):
+        values = AsyncJob.objects.values_list("params__market", "params__languageCode").distinct()
+        labels = sorted({selectors.market_label({"market": m, "languageCode": lang}) for m, lang in values} - {""})
+        return [(label, label) for label in labels]
+
+    def queryset(self, request, queryset):
+        if not self.value():
+            return queryset
+        market, _, language = self.value().partition("/")
+        filters = Q(params__market=market)
+        if language:
+            filters &= Q(params__languageCode=language)
+        return queryset.filter(filters)
+
+
+class OperatorActionForm(ActionForm):
+    """The action bar, with the two inputs "mark failed" needs."""
+
+    code = forms.CharField(required=False, initial=services.OPERATOR_FAILED, label="Code",
+                           widget=forms.TextInput(attrs={"size": 18}))
+    reason = forms.CharField(required=False, max_length=300, label="Reason",
+                             widget=forms.TextInput(attrs={"size": 40}))
+
+
+@admin.register(AsyncJob)
+class AsyncJobAdmin(admin.ModelAdmin):
+    list_display = ("id", "job_type", "status", "error_code", "attempts", "lease", "age", "brand", "market")
+    list_filter = ("status", "job_type", "error_code", "attempts", LeaseStateFilter, AgeFilter, "brand_id",
+                   MarketFilter)
+    search_fields = ("id", "brand_id")
+    ordering = ("-created_at",)
+    list_per_page = 50
+    show_full_result_count = False
+    action_form = OperatorActionForm
+    actions = ["release_stale_lease", "requeue", "mark_failed"]
+    fieldsets = [
+        (None, {"fields": ("id", "job_type", "status", "phase", "error_view", "result_view")}),
+        ("Owner", {"fields": ("organization_id", "brand_id", "site_id", "user_id", "brand", "market")}),
+        ("Lease", {"fields": ("lease_view", "lease_epoch", "attempts")}),
+        ("Checkpoints", {"fields": ("checkpoints_view",)}),
+        ("History", {"fields": ("history_view",)}),
+        ("Parameters", {"fields": ("params_view",)}),
+        ("Times", {"fields": ("created_at", "updated_at", "started_at", "message_sent_at", "ended_at",
+                              "expires_at")}),
+    ]
+    readonly_fields = ("id", "job_type", "status", "phase", "error_view", "result_view", "organization_id",
+                       "brand_id", "site_id", "user_id", "brand", "market", "lease_view", "lease_epoch", "attempts",
+                       "checkpoints_view", "history_view", "params_view", "created_at", "updated_at", "started_at",
+                       "message_sent_at", "ended_at", "expires_at")
+
+    # -- read-only: every change goes through an action that calls a service ---------------------------------
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_operate_permission(self, request):
+        """Actions need the model's change permission, even though no form ever edits a job."""
+        return request.user.has_perm("jobs.change_asyncjob")
+
+    # -- columns and fields -------------------------------------------------------------------------------------
+    @admin.display(description="lease")
+    def lease(self, job):
+        return job.lease_state()
+
+    @admin.display(description="age", ordering="created_at")
+    def age(self, job):
+        return ago(job.created_at)
+
+    @admin.display(description="brand")
+    def brand(self, job):
+        return selectors.brand_label(job.params) or (str(job.brand_id) if job.brand_id else "-")
+
+    @admin.display(description="market")
+    def market(self, job):
+        return selectors.market_label(job.params) or "-"
+
+    @admin.display(description="error")
+    def error_view(self, job):
+        if not job.error:
+            return "-"
+        return format_html("<pre>{}</pre>", selectors.params_for_display(job.error))
+
+    @admin.display(description="result")
+    def result_view(self, job):
+        return format_html("<pre>{}</pre>", selectors.params_for_display(job.result)) if job.result else "-"
+
+    @admin.display(description="lease")
+    def lease_view(self, job):
+        state = job.lease_state()
+        if state == "none":
+            return "none"
+        return f"{state}, expires {job.lease_expires_at:%Y-%m-%d %H:%M:%S} UTC ({ago(job.lease_expires_at)})"
+
+    @admin.display(description="checkpoints")
+    def checkpoints_view(self, job):
+        summary = selectors.checkpoints_summary(job.checkpoints)
+        if not summary:
+            return "none"
+        return format_html("<table>{}</table>", format_html_join(
+            "", "<tr><th>{}</th><td>{}</td></tr>", ((k, v) for k, v in summary.items())))
+
+    @admin.display(description="events")
+    def history_view(self, job):
+        # A table of our own rather than an inline: an inline prints each row's str(), which holds the raw
+        # detail, and every value here must go through the redaction first.
+        rows = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", (
+            (f"{e.at:%Y-%m-%d %H:%M:%S}", e.kind, e.actor or "-", selectors.redacted(e.detail))
+            for e in selectors.job_events(job.id)))
+        if not rows:
+            return "none"
+        return format_html("<table><thead><tr><th>at (UTC)</th><th>event</th><th>actor</th><th>detail</th></tr>"
+                           "</thead><tbody>{}</tbody></table>", rows)
+
+    @admin.display(description="parameters")
+    def params_view(self, job):
+        return format_html('<pre style="max-height:30em;overflow:auto">{}</pre>',
+                           selectors.params_for_display(job.params))
+
+    # -- actions --------------------------------------------------------------------------------------------------
+    def _report(self, request, verb: str, done: int, total: int, why_not: str) -> None:
+        level = messages.SUCCESS if done == total else messages.WARNING
+        text = f"{verb} {done} of {total} job(s)."
+        if done < total:
+            text += f" Skipped {total - done}: {why_not}."
+        self.message_user(request, text, level)
+
+    @admin.action(description="Release stale lease (expired leases only)", permissions=["operate"])
+    def release_stale_lease(self, request, queryset):
+        ids = list(queryset.values_list("id", flat=True))
+        done = sum(services.job_release_stale_lease(i, actor=admin_actor(request)) for i in ids)
+        self._report(request, "Released the stale lease of", done, len(ids),
+                     "not IN_PROGRESS, or the lease is live or absent")
+
+    @admin.action(description="Re-enqueue (IN_PROGRESS without a live lease)", permissions=["operate"])
+    def requeue(self, request, queryset):
+        ids = list(queryset.values_list("id", flat=True))
+        done = sum(services.job_requeue(i, actor=admin_actor(request)) for i in ids)
+        self._report(request, "Re-enqueued", done, len(ids), "not IN_PROGRESS, a live lease, or the send failed")
+
+    @admin.action(description="Mark failed (enter a code and a reason)", permissions=["operate"])
+    def mark_failed(self, request, queryset):
+        code = (request.POST.get("code") or services.OPERATOR_FAILED).strip()
+        reason = (request.POST.get("reason") or "").strip()
+        if not ERROR_CODE.match(code) or not reason or len(reason) > 300:
+            self.message_user(request, "Mark failed needs an error code (like OPERATOR_FAILED) and a reason "
+                              "(at most 300 characters); nothing changed.", messages.ERROR)
+            return
+        ids = list(queryset.values_list("id", flat=True))
+        done = sum(services.job_mark_failed(i, code=code, reason=reason, actor=admin_actor(request)) for i in ids)
+        self._report(request, f"Marked FAILED {code}:", done, len(ids), "not IN_PROGRESS")
