@@ -1,0 +1,153 @@
+"""The doctor, against a planted case of each inconsistency it knows: it names each one, a dry run
+changes nothing, and --apply leaves a state a second run reports clean."""
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.core.management.base import CommandError
+
+from jobs.clients import sqs
+from jobs.models import AsyncJob, JobEvent
+from markets import constants as c
+from markets import doctor
+from tests.jobs.conftest import ago, dlq_job_ids, leased, plant, run, snapshot, to_dlq, waiting
+
+pytestmark = pytest.mark.django_db
+
+GEN = c.MARKET_GENERATION_JOB_TYPE
+BATCH = {"prompts": [{"prompt": "best running shoes", "category": "x"}, {"prompt": "trail shoes", "category": "y"}],
+         "summary": {"verdict": "ship"}}
+
+
+@pytest.fixture
+def planted(queues):
+    """One job (or DLQ message) per inconsistency, beside healthy jobs the doctor must leave alone."""
+    cases = {
+        doctor.WAITING_WITHOUT_MESSAGE + ":never_sent": plant(
+            job_type=GEN, created_at=ago(minutes=5), updated_at=ago(minutes=5), message_sent_at=None),
+        doctor.WAITING_WITHOUT_MESSAGE + ":lost": waiting(job_type=GEN, quiet=timedelta(hours=2)),
+        doctor.LEASE_EXPIRED: leased(job_type=GEN, expires_in=-timedelta(minutes=20), phase=c.PHASE_GENERATING),
+        doctor.WRITE_STALLED: waiting(job_type=GEN, quiet=timedelta(minutes=10), phase=c.PHASE_GENERATED,
+                                      checkpoints={"batch": BATCH, "batchSize": 2}),
+        doctor.WRITTEN_NOT_COMPLETED: waiting(job_type=GEN, quiet=timedelta(minutes=10), phase=c.PHASE_WRITTEN,
+                                              checkpoints={"batch": BATCH, "batchSize": 2, "projectId": "proj-1",
+                                                           "written": 2}),
+        doctor.DLQ_MESSAGE_FOR_FINISHED_JOB: waiting(job_type=GEN, status="COMPLETED"),
+    }
+    missing = uuid.uuid4()
+    to_dlq(cases[doctor.DLQ_MESSAGE_FOR_FINISHED_JOB].id, GEN)
+    to_dlq(missing, GEN)
+    healthy = [
+        leased(job_type=GEN, expires_in=timedelta(minutes=10), phase=c.PHASE_GENERATED,
+               checkpoints={"batch": BATCH, "batchSize": 2}),  # a worker is writing right now
+        waiting(job_type=GEN, quiet=timedelta(minutes=1), phase=c.PHASE_GENERATED,
+                checkpoints={"batch": BATCH, "batchSize": 2}),  # batch just persisted
+        waiting(job_type=GEN, quiet=timedelta(minutes=10)),  # queued, message sent 10 minutes ago
+        waiting(job_type=GEN, status="FAILED", error_code="NEEDS_REAUTH"),
+        waiting(job_type=GEN, status="COMPLETED"),
+    ]
+    return cases, missing, healthy
+
+
+def findings(lines) -> dict[str, set[str]]:
+    """`{kind: {subject, ...}}` from the doctor's one-line-per-finding output."""
+    out: dict[str, set[str]] = {}
+    for line in lines:
+        if line.startswith("note  ") or "  " not in line:
+            continue
+        subject, kind = line.split("  ")[:2]
+        out.setdefault(kind, set()).add(subject)
+    return out
+
+
+def expected(cases, missing) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for key, job in cases.items():
+        out.setdefault(key.split(":")[0], set()).add(str(job.id))
+    out[doctor.DLQ_MESSAGE_FOR_FINISHED_JOB].add(str(missing))
+    return out
+
+
+def test_the_doctor_names_each_planted_inconsistency_and_its_action_without_changing_anything(planted, queues):
+    cases, missing, _ = planted
+    before = snapshot()
+
+    lines = run("doctor")
+
+    assert findings(lines[:-1]) == expected(cases, missing)
+    by_subject = {line.split("  ")[0]: line for line in lines if not line.startswith("note")}
+    assert "-> release the stale lease (job_release_leases)  [dry run]" in by_subject[
+        str(cases[doctor.LEASE_EXPIRED].id)]
+    assert "DRS is not called again" in by_subject[str(cases[doctor.WRITE_STALLED].id)]
+    assert "2 prompts written to project proj-1 but the job is not COMPLETED" in by_subject[
+        str(cases[doctor.WRITTEN_NOT_COMPLETED].id)]
+    assert "its message was never sent" in by_subject[str(cases[doctor.WAITING_WITHOUT_MESSAGE + ":never_sent"].id)]
+    assert "-> drop the DLQ message" in by_subject[str(missing)]
+    assert lines[-1].startswith("7 inconsistencies (") and lines[-1].endswith(
+        "Dry run: nothing changed; re-run with --apply to take the safe actions.")
+    assert any(line.startswith("note  Semrush not compared") for line in lines)
+    assert snapshot() == before
+    assert queues.drain() == []
+    assert sorted(dlq_job_ids()) == sorted([str(cases[doctor.DLQ_MESSAGE_FOR_FINISHED_JOB].id), str(missing)])
+
+
+def test_the_doctor_apply_takes_each_safe_action_and_a_second_run_reports_clean(planted, queues):
+    cases, missing, healthy = planted
+    healthy_before = [h for h in snapshot() if h[0] in {j.id for j in healthy}]
+
+    lines = run("doctor", "--apply")
+
+    assert findings(lines[:-1]) == expected(cases, missing)
+    assert all(line.endswith("[done]") for line in lines[:-1] if not line.startswith("note"))
+    assert lines[-1].startswith("7 inconsistencies (") and lines[-1].endswith("7 of 7 fixed, 0 need an operator.")
+    expired = AsyncJob.objects.get(id=cases[doctor.LEASE_EXPIRED].id)
+    assert (expired.status, expired.lease_token) == ("IN_PROGRESS", None)
+    requeued = {str(cases[k].id) for k in (doctor.WAITING_WITHOUT_MESSAGE + ":never_sent",
+                                           doctor.WAITING_WITHOUT_MESSAGE + ":lost", doctor.WRITE_STALLED,
+                                           doctor.WRITTEN_NOT_COMPLETED)}
+    assert sorted((m["kwargs"]["jobId"], m["kwargs"]["type"]) for m in queues.drain()) == sorted(
+        (job_id, GEN) for job_id in requeued)
+    assert set(JobEvent.objects.filter(kind="requeued").values_list("job_id", flat=True)) == {
+        uuid.UUID(i) for i in requeued}
+    assert JobEvent.objects.get(kind="dlq_message_dropped").job_id == cases[doctor.DLQ_MESSAGE_FOR_FINISHED_JOB].id
+    assert [h for h in snapshot() if h[0] in {j.id for j in healthy}] == healthy_before
+
+    again = run("doctor", "--apply")
+
+    assert [line for line in again if not line.startswith("note")] == ["No inconsistencies found."]
+    assert dlq_job_ids() == []
+
+
+def test_a_waiting_job_whose_message_is_in_the_dlq_is_reported_but_never_redriven(queues):
+    job = waiting(job_type=GEN)
+    to_dlq(job.id, GEN)
+
+    lines = run("doctor", "--apply")
+
+    (line,) = [line for line in lines if line.startswith(str(job.id))]
+    assert f"{job.id}  {doctor.DLQ_MESSAGE_FOR_WAITING_JOB}  " in line
+    assert "none automatic: the DLQ is never redriven by itself" in line and not line.endswith("[done]")
+    assert lines[-1].endswith("0 of 0 fixed, 1 need an operator.")
+    assert queues.drain() == []
+    assert dlq_job_ids() == [str(job.id)]
+
+
+def test_the_stuck_threshold_for_waiting_jobs_follows_older_than(queues):
+    job = waiting(job_type=GEN, quiet=timedelta(minutes=20))
+
+    assert [line for line in run("doctor") if not line.startswith("note")] == ["No inconsistencies found."]
+    assert findings(run("doctor", "--older-than", "15m")) == {doctor.WAITING_WITHOUT_MESSAGE: {str(job.id)}}
+
+
+def test_the_doctor_refuses_a_bad_threshold():
+    with pytest.raises(CommandError):
+        run("doctor", "--older-than", "an hour")
+
+
+def test_the_doctor_stops_with_a_clear_error_when_the_dlq_cannot_be_read(monkeypatch):
+    def unreachable(*args, **kwargs):
+        raise sqs.AWSError[1]({"Error": {"Code": "AWS.SimpleQueueService.NonExistentQueue"}}, "ReceiveMessage")
+
+    monkeypatch.setattr(sqs, "receive", unreachable)
+    with pytest.raises(CommandError, match="The DLQ cannot be read: ClientError"):
+        run("doctor")
