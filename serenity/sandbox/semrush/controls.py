@@ -1,0 +1,113 @@
+"""Switches of the Semrush simulator, for tests and local runs: latency, injected failures, catalogues, reset.
+
+They live in the database, so a test thread, the live server's threads and a separate `make run`
+process all see the same switches. `POST /sandbox/semrush/_control` calls these same functions.
+"""
+from django.db import transaction
+
+from serenity.sandbox.semrush import catalogue
+from serenity.sandbox.semrush.models import (
+    Call,
+    CatalogueOverride,
+    FailureRule,
+    IdempotentResponse,
+    Switchboard,
+    Workspace,
+)
+
+FAILURE_STATUSES = (429, 500, 502, 503, 504)
+
+
+def set_latency(ms: int) -> None:
+    """Delay every API call by `ms` milliseconds before it is served (0 turns it off)."""
+    if not isinstance(ms, int) or isinstance(ms, bool) or ms < 0:
+        raise ValueError("latency must be a non-negative integer of milliseconds")
+    Switchboard.objects.update_or_create(id=1, defaults={"latency_ms": ms})
+
+
+def latency_ms() -> int:
+    board = Switchboard.objects.filter(id=1).first()
+    return board.latency_ms if board else 0
+
+
+def fail_next(
+    count: int = 1,
+    *,
+    status: int = 503,
+    path: str | None = None,
+    method: str | None = None,
+    retry_after: int | None = None,
+) -> None:
+    """Answer the next `count` API calls matching `path` (a substring) and `method` with `status`.
+
+    A 429 carries `Retry-After` (default 1 s); other statuses carry it only when `retry_after` is given.
+    Rules are consumed in the order they were added.
+    """
+    if status not in FAILURE_STATUSES:
+        raise ValueError(f"status must be one of {FAILURE_STATUSES}")
+    if not isinstance(count, int) or count < 1:
+        raise ValueError("count must be a positive integer")
+    if retry_after is None and status == 429:
+        retry_after = 1
+    FailureRule.objects.create(
+        status=status, remaining=count, path_contains=path or "", method=(method or "").upper(),
+        retry_after=retry_after,
+    )
+
+
+def take_failure(method: str, path: str) -> FailureRule | None:
+    """Consume one injected failure matching this call, if any (row-locked: concurrent calls each take
+    their own)."""
+    with transaction.atomic():
+        for rule in FailureRule.objects.select_for_update().filter(remaining__gt=0).order_by("id"):
+            if rule.method and rule.method != method.upper():
+                continue
+            if rule.path_contains and rule.path_contains not in path:
+                continue
+            rule.remaining -= 1
+            rule.save(update_fields=["remaining"])
+            return rule
+    return None
+
+
+def set_catalogue(*, domain: str, country: str, items: list[dict]) -> None:
+    """Serve exactly `items` (possibly empty) as the catalogue of (domain, country)."""
+    if not isinstance(items, list):
+        raise ValueError("items must be a list")
+    _check_slice(domain, country)
+    domain, country = catalogue.normalise(domain, country)
+    CatalogueOverride.objects.update_or_create(domain=domain, country=country, defaults={"items": items})
+
+
+def clear_catalogue(*, domain: str, country: str) -> None:
+    """Go back to the generated catalogue for (domain, country)."""
+    _check_slice(domain, country)
+    domain, country = catalogue.normalise(domain, country)
+    CatalogueOverride.objects.filter(domain=domain, country=country).delete()
+
+
+def _check_slice(domain, country) -> None:
+    if not isinstance(domain, str) or not domain.strip():
+        raise ValueError("domain must be a non-empty string")
+    if not isinstance(country, str) or len(country.strip()) != 2 or not country.strip().isalpha():
+        raise ValueError("country must be an ISO 3166-1 alpha-2 code")
+
+
+def catalogue_for(domain: str, country: str) -> list[dict]:
+    """The catalogue the API serves for (domain, country): the override when there is one."""
+    domain, country = catalogue.normalise(domain, country)
+    override = CatalogueOverride.objects.filter(domain=domain, country=country).first()
+    return list(override.items) if override else catalogue.generate(domain, country)
+
+
+def reset(*, data: bool = False) -> None:
+    """Turn every switch off (latency, failures, catalogue overrides). With `data=True`, also forget every
+    workspace, project, tag, prompt and recorded call."""
+    with transaction.atomic():
+        Switchboard.objects.all().delete()
+        FailureRule.objects.all().delete()
+        CatalogueOverride.objects.all().delete()
+        if data:
+            IdempotentResponse.objects.all().delete()
+            Workspace.objects.all().delete()
+            Call.objects.all().delete()
