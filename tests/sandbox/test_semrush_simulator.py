@@ -131,13 +131,38 @@ def test_an_exchanged_access_token_is_accepted(anonymous):
     from serenity.sandbox.ims import keys
 
     token = keys.issue_access_token(user_id="user-7", org_ids=["ORG1@AdobeOrg"], client_id="semrush-consumer",
-                                    scope="semrush.write")
+                                    scope="openid,AdobeID,semrush.read,semrush.write")
 
     answer = anonymous.get("/v1/workspaces/ws_1/tags", headers={"Authorization": f"Bearer {token}"})
 
     assert answer.status_code == 200
     assert answer.json() == {"items": []}
     assert state.calls()[0]["userId"] == "user-7"
+
+
+def test_an_access_token_without_a_semrush_scope_is_403(anonymous):
+    from serenity.sandbox.ims import keys
+
+    token = keys.issue_access_token(user_id="user-7", org_ids=["ORG1@AdobeOrg"], client_id="ims-default-consumer",
+                                    scope="openid,AdobeID")
+    headers = {"Authorization": f"Bearer {token}"}
+
+    write = anonymous.post("/v1/workspaces/ws_1/tags", json={"name": "source"}, headers=headers)
+
+    assert write.status_code == 403
+    assert write.json() == {"error": {"code": "insufficient_scope",
+                                      "message": "the token's scope does not allow this call"}}
+    assert state.tag_values("ws_1") == {}
+
+
+def test_a_promise_token_is_not_accepted_as_a_bearer(anonymous):
+    from serenity.sandbox.ims import keys
+
+    promise = keys.issue_promise_token(user_id="user-7", client_id="semrush-emitter", ttl=600)
+
+    answer = anonymous.get("/v1/workspaces/ws_1/tags", headers={"Authorization": f"Bearer {promise}"})
+
+    assert answer.status_code == 401
 
 
 # -- Semrush's rules -------------------------------------------------------------------------------

@@ -2,11 +2,11 @@
 
 Plain Django views on purpose: the product's DRF defaults are what the simulator stands in for. Every
 API call passes, in order, the latency switch, the injected-failure switch and the bearer check (an
-RS256 JWT signed by the IMS simulator's key); then it is served and recorded (method, path, status and
-the caller's user id: never a header or a token).
+RS256 access token signed by the IMS simulator's key, with a scope that allows the call); then it is
+served and recorded (method, path, status and the caller's user id: never a header or a token).
 """
 import json
-import logging
+import re
 import time
 from functools import wraps
 
@@ -18,8 +18,6 @@ from django.views.decorators.csrf import csrf_exempt
 from serenity.sandbox.semrush import controls, services, state
 from serenity.sandbox.semrush.models import Call, IdempotentResponse, Project, Prompt
 
-log = logging.getLogger(__name__)
-
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
 
@@ -28,7 +26,8 @@ def _verify_bearer(header: str | None) -> dict | None:
     """The claims of a valid `Authorization: Bearer <JWT>` signed by the IMS simulator, or None.
 
     Signature, issuer and expiry are checked; the audience is not, because both user bearers (audience:
-    the UI) and exchanged access tokens (audience: the consumer client) call Semrush.
+    the UI) and exchanged access tokens (audience: the consumer client) call Semrush. A promise token is
+    refused: it is only ever exchanged at IMS, never presented to a resource server.
     """
     from serenity.sandbox.ims import keys
 
@@ -36,9 +35,21 @@ def _verify_bearer(header: str | None) -> dict | None:
     if scheme.lower() != "bearer" or not token.strip():
         return None
     try:
-        return keys.verify_token(token.strip())
+        claims = keys.verify_token(token.strip())
     except (jwt.PyJWTError, ValueError):
         return None
+    return claims if claims.get("type") == keys.ACCESS_TOKEN else None
+
+
+def _in_scope(claims: dict, method: str) -> bool:
+    """User bearers carry no `scope` and may do everything; an exchanged access token needs
+    `semrush.write` to change anything and `semrush.read` (or write) to read."""
+    scope = claims.get("scope")
+    if scope is None:
+        return True
+    granted = set(re.split(r"[,\s]+", str(scope)))
+    needed = {"semrush.read", "semrush.write"} if method == "GET" else {"semrush.write"}
+    return bool(granted & needed)
 
 
 def _error(status: int, code: str, message: str, headers: dict | None = None, **extra) -> JsonResponse:
@@ -84,6 +95,9 @@ def api(*methods: str):
                 if claims is None:
                     response = _error(401, "unauthorized", "a valid bearer token is required",
                                       {"WWW-Authenticate": 'Bearer realm="semrush"'})
+                elif not _in_scope(claims, request.method):
+                    user_id = str(claims.get("user_id") or "")
+                    response = _error(403, "insufficient_scope", "the token's scope does not allow this call")
                 else:
                     user_id = str(claims.get("user_id") or "")
                     try:
