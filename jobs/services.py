@@ -67,15 +67,10 @@ def job_publish(job_id, job_type: str, *, delay: int = 0) -> bool:
         _send(job_id, job_type, delay=delay)
     except Exception as exc:
         log.warning("job message could not be sent", extra={"job_id": str(job_id), "reason": type(exc).__name__})
-        with transaction.atomic():
-            moved = states.transition(
-                job_id, to=states.FAILED, event="enqueue_failed", detail=type(exc).__name__,
-                extra_filter={"lease_token__isnull": True},
-                error=states.error_doc(ENQUEUE_FAILED, "The job could not be queued.", retryable=True),
-                error_code=ENQUEUE_FAILED,
-            )
-        if moved:
-            grants.grant_end(job_id)
+        _end(job_id, to=states.FAILED, event="enqueue_failed", detail=type(exc).__name__,
+             extra_filter={"lease_token__isnull": True},
+             error=states.error_doc(ENQUEUE_FAILED, "The job could not be queued.", retryable=True),
+             error_code=ENQUEUE_FAILED)
         return False
     AsyncJob.objects.filter(id=job_id).update(message_sent_at=timezone.now())
     return True
@@ -226,9 +221,8 @@ def _job_run(job_id, message_type, *, worker):
         return "failed:" + (_finish_failed(job_id, lease, exc, worker) or "lease_lost")
     except RetryableJobError as exc:
         return _retry_or_exhaust(run, exc)
-    if states.transition(job_id, to=states.COMPLETED, lease_token=lease, event="completed", actor=worker,
-                         result=result, error=None, error_code=None):
-        grants.grant_end(job_id)
+    if _end(job_id, to=states.COMPLETED, lease_token=lease, event="completed", actor=worker, result=result,
+            error=None, error_code=None):
         return "completed"
     log.warning("lease lost before the job could complete")
     return "stopped:lease_lost"
@@ -239,17 +233,29 @@ def _exhausted(reason: str) -> TerminalJobError:
 
 
 def _finish_failed(job_id, lease, exc: TerminalJobError, actor: str) -> str | None:
-    """FAILED with the error's code, then invalidate the token and delete the grant."""
-    moved = states.transition(
-        job_id, to=states.FAILED, lease_token=lease, event="failed", actor=actor, detail=f"{exc.code}: {exc.message}",
-        error=states.error_doc(exc.code, exc.message, retryable=exc.retryable, needs_reauth=exc.needs_reauth),
-        error_code=exc.code,
-    )
+    """FAILED with the error's code; the grant goes with it and its token is invalidated."""
+    moved = _end(job_id, lease_token=lease, to=states.FAILED, event="failed", actor=actor,
+                 detail=f"{exc.code}: {exc.message}",
+                 error=states.error_doc(exc.code, exc.message, retryable=exc.retryable, needs_reauth=exc.needs_reauth),
+                 error_code=exc.code)
     if not moved:
         return None
     log.info("job failed", extra={"code": exc.code})
-    grants.grant_end(job_id)
     return exc.code
+
+
+def _end(job_id, **transition) -> bool:
+    """Move a job to a terminal state and delete its grant in the same transaction (a finished job never
+    holds a credential), then invalidate the token at IMS, best effort, after commit."""
+    loaded = grants.grant_load_quietly(job_id)
+    with transaction.atomic():
+        moved = states.transition(job_id, **transition)
+        if moved:
+            grants.grant_delete(job_id)
+    if moved and loaded is not None:
+        pair, token = loaded
+        grants.promise_invalidate_quietly(pair=pair, token=token, job_id=job_id)
+    return moved
 
 
 def _retry_or_exhaust(run: JobRun, exc: RetryableJobError) -> str:
@@ -297,14 +303,8 @@ def job_reauthorize(*, job_id, user_id: str, pair: ClientPair, obtain_token: Cal
 
 def job_mark_failed(job_id, *, code: str, reason: str, actor: str) -> bool:
     """Operator: end an IN_PROGRESS job as FAILED (token invalidated, grant deleted). False if not running."""
-    with transaction.atomic():
-        moved = states.transition(
-            job_id, to=states.FAILED, event="marked_failed", actor=actor, detail=f"{code}: {reason}",
-            error=states.error_doc(code, reason), error_code=code,
-        )
-    if moved:
-        grants.grant_end(job_id)
-    return moved
+    return _end(job_id, to=states.FAILED, event="marked_failed", actor=actor, detail=f"{code}: {reason}",
+                error=states.error_doc(code, reason), error_code=code)
 
 
 def job_release_stale_lease(job_id, *, actor: str) -> bool:

@@ -272,6 +272,8 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
+        # EMF lines are metrics, not chatter: they are emitted whatever LOG_LEVEL says.
+        "serenity.metrics": {"level": "INFO"},
         "django.server": {"level": "WARNING"},
         "werkzeug": {"level": "WARNING"},
         "botocore": {"level": "WARNING"},

@@ -115,3 +115,24 @@ def bearer(sims):
         return issue_user_token(user_id=user_id, org_ids=list(org_ids), ttl=ttl, **kwargs)
 
     return make
+
+
+@pytest.fixture
+def metric_lines(request):
+    """Every EMF document emitted while the test runs, from any thread (the worker's included)."""
+    if "celery_worker" in request.fixturenames:
+        # Starting a worker re-runs django.setup(), which reconfigures logging and drops handlers
+        # attached before it: attach ours after the worker is up.
+        request.getfixturevalue("celery_worker")
+    captured: list[dict] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            if getattr(record, "emf", None) is not None:
+                captured.append(record.emf)
+
+    handler = Collect(level=logging.DEBUG)
+    logger = logging.getLogger("serenity.metrics")
+    logger.addHandler(handler)
+    yield captured
+    logger.removeHandler(handler)

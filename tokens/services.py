@@ -100,13 +100,18 @@ def promise_invalidate_quietly(*, pair: ClientPair, token: PromiseToken, job_id=
         return False
 
 
+def grant_load_quietly(job_id) -> tuple[ClientPair, PromiseToken] | None:
+    """Like grant_load, but a grant no configured key can open counts as none (logged)."""
+    try:
+        return grant_load(job_id)
+    except (crypto.InvalidToken, InvalidPromiseToken):
+        log.error("stored grant cannot be opened", extra={"job_id": str(job_id)})
+        return None
+
+
 def grant_end(job_id) -> None:
     """Invalidate the job's token at IMS (best effort) and delete its grant. Safe to call twice."""
-    try:
-        loaded = grant_load(job_id)
-    except (crypto.InvalidToken, InvalidPromiseToken):
-        log.error("stored grant cannot be opened; deleting it", extra={"job_id": str(job_id)})
-        loaded = None
+    loaded = grant_load_quietly(job_id)
     if loaded is not None:
         pair, token = loaded
         promise_invalidate_quietly(pair=pair, token=token, job_id=job_id)
