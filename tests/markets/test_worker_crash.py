@@ -1,0 +1,77 @@
+"""A worker SIGKILLed at every phase boundary: the message comes back after the visibility timeout, the
+lease has expired, and the job completes with DRS called once and no prompt written twice (SPEC §5)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from celery.contrib.testing.worker import start_worker
+from django.conf import settings as django_settings
+
+from serenity.celery import app
+from serenity.sandbox.drs import state as drs
+from serenity.sandbox.semrush import state as semrush
+from tests.markets.test_worker import start_job, wait_terminal
+
+pytestmark = pytest.mark.worker
+
+REPO = Path(__file__).resolve().parents[2]
+# Short, still nested, timeouts (visibility > lease > task limit > DRS + writes): a crashed delivery
+# comes back after 6 s instead of 16 minutes.
+TIMEOUTS = {"QUEUE_VISIBILITY_TIMEOUT_SECONDS": 6, "JOB_LEASE_TTL_SECONDS": 5, "JOB_TASK_TIME_LIMIT_SECONDS": 4,
+            "DRS_TIMEOUT_SECONDS": 2, "SEMRUSH_WRITE_BUDGET_SECONDS": 1}
+
+
+@pytest.fixture
+def short_timeouts(settings, queues):
+    for name, value in TIMEOUTS.items():
+        setattr(settings, name, value)
+    client = queues.sqs.client()
+    client.set_queue_attributes(QueueUrl=queues.url, Attributes={"VisibilityTimeout": "6"})
+    yield
+    client.set_queue_attributes(QueueUrl=queues.url, Attributes={"VisibilityTimeout": "960"})
+
+
+def crash_worker(point: str) -> int:
+    db = django_settings.DATABASES["default"]
+    env = {**os.environ, **{k: str(v) for k, v in TIMEOUTS.items()},
+           "DJANGO_SETTINGS_MODULE": "tests.settings",
+           "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"}
+    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "crashing_worker.py"), point], env=env, cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        return proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize(("point", "phase_at_crash", "drs_calls_at_crash", "prompts_at_crash"), [
+    ("after_claim", "queued", 0, 0),
+    ("after_drs_persisted", "generated", 1, 0),
+    ("after_write_before_checkpoint", "writing", 1, 50),
+    ("after_checkpoint_before_publish", "written", 1, 50),
+])
+def test_a_worker_killed_at_a_phase_boundary_is_recovered_without_duplicates(
+        world, async_on, short_timeouts, point, phase_at_crash, drs_calls_at_crash, prompts_at_crash):
+    job, market = start_job(world)
+    assert crash_worker(point) == -9  # SIGKILL
+
+    job.refresh_from_db()
+    assert job.status == "IN_PROGRESS" and job.phase == phase_at_crash
+    assert job.lease_token is not None and job.attempts == 1  # the dead worker's lease is left behind
+    assert drs.call_count() == drs_calls_at_crash
+    assert len(semrush.prompts(market.semrush_project_id)) == prompts_at_crash
+
+    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING",
+                      shutdown_timeout=30):
+        job = wait_terminal(job, timeout=45)
+
+    assert job.status == "COMPLETED", job.error
+    assert job.attempts == 2 and job.lease_epoch == 2
+    assert drs.call_count() == 1
+    texts = [p["text"] for p in semrush.prompts(market.semrush_project_id)]
+    assert len(texts) == len(set(texts)) == job.result["promptCount"] == 50
+    assert semrush.project(market.semrush_project_id)["published"] is True
