@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from jobs import states
@@ -240,15 +241,22 @@ def dlq_drop(scan: DlqScan, message: DlqMessage, *, job: AsyncJob | None, actor:
 # --- Purge -----------------------------------------------------------------------------------------------
 
 def job_purge(job_id, *, now=None) -> bool:
-    """Delete one expired job record (its history goes with it) after invalidating its token at IMS and
-    deleting its grant. A job under a live lease is left for the next run: a worker is still on it.
-    True when the record was deleted."""
+    """Delete one expired job record (its history goes with it) and its grant in one transaction, then
+    invalidate its token at IMS (best effort, after commit: a network call must not hold the row lock).
+    A job under a live lease is left for the next run: a worker is still on it. True when deleted."""
     now = now or timezone.now()
-    purgeable = AsyncJob.objects.filter(id=job_id, expires_at__lte=now).exclude(lease_state_q("held", now=now))
-    if not purgeable.exists():
-        return False
-    grants.grant_end(job_id)
-    return purgeable.delete()[0] > 0
+    with transaction.atomic():
+        job = (AsyncJob.objects.select_for_update().filter(id=job_id, expires_at__lte=now)
+               .exclude(lease_state_q("held", now=now)).first())
+        if job is None:
+            return False
+        loaded = grants.grant_load_quietly(job_id)
+        grants.grant_delete(job_id)
+        job.delete()
+    if loaded is not None:
+        pair, token = loaded
+        grants.promise_invalidate_quietly(pair=pair, token=token, job_id=job_id)
+    return True
 
 
 def grant_purge_orphan(job_id) -> bool:

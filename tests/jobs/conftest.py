@@ -42,8 +42,9 @@ def leased(*, expires_in: timedelta, **fields) -> AsyncJob:
 
 
 def store_grant(job, value: str = KNOWN_TOKEN):
+    """A real encrypted grant for `job` (a job or a bare job id) holding the token `value`."""
     token = PromiseToken(promise_token=value, token_type="promise_token", expires_in=3600)
-    return grants.grant_store(job_id=job.id, pair=get_pair("semrush"), token=token)
+    return grants.grant_store(job_id=getattr(job, "id", job), pair=get_pair("semrush"), token=token)
 
 
 def celery_body(job_id, job_type: str = "testEcho") -> str:

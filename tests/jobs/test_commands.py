@@ -112,7 +112,7 @@ def test_requeue_stuck_apply_sends_one_fresh_message_per_listed_job_and_a_second
     assert stuck.message_sent_at > ago(minutes=1)
     assert [e[0] for e in events(stuck, "requeued")] == ["requeued"]
     assert [m["kwargs"] for m in queues.drain()] == [{"jobId": str(stuck.id), "type": "testEcho"}]
-    assert live.id not in [m for m in AsyncJob.objects.filter(message_sent_at__gt=ago(minutes=1))]
+    assert not AsyncJob.objects.filter(id=live.id, message_sent_at__gt=ago(minutes=1)).exists()
     assert run("job_requeue_stuck", "--apply") == ["No stuck jobs found: nothing to do."]
 
 
@@ -178,9 +178,12 @@ def test_redrive_dry_run_decides_per_message_and_leaves_the_dlq_and_the_jobs_as_
 
 def test_redrive_apply_resends_only_eligible_jobs_drops_the_rest_and_a_second_run_finds_nothing(dead_letters, queues):
     jobs, missing = dead_letters
+    printed = verdicts(run("job_redrive_dlq")[:-2])
 
     lines = run("job_redrive_dlq", "--apply")
 
+    assert verdicts(lines[:-2]) == printed
+    assert all(line.endswith("[done]") for line in lines[:-2] if "keep in DLQ" not in line)
     assert lines[-2] == "5 of 5 DLQ messages to re-send or drop handled; 0 skipped."
     sent = sorted(m["kwargs"]["jobId"] for m in queues.drain())
     assert sent == sorted([str(jobs["waiting"].id), str(jobs["expired"].id)])
@@ -301,7 +304,7 @@ def test_purge_apply_deletes_expired_records_with_history_and_grants_and_a_secon
     running = leased(expires_in=timedelta(minutes=10), expires_at=ago(minutes=1))
     fresh = waiting(status="COMPLETED")
     orphan_id = uuid.uuid4()
-    store_grant(type("Gone", (), {"id": orphan_id})(), value="orphan-token-value")
+    store_grant(orphan_id, value="orphan-token-value")
 
     lines = run("job_purge_expired", "--apply")
 
