@@ -96,13 +96,6 @@ def jobs_stuck(*, quiet_for: timedelta, filters: JobFilter = JobFilter(), now=No
         last_activity_at__lte=now - quiet_for).order_by("last_activity_at", "id")
 
 
-def jobs_in_progress_quiet(*, quiet_for: timedelta, filters: JobFilter = JobFilter(), now=None):
-    """IN_PROGRESS jobs (live lease or not) with no activity for at least `quiet_for`."""
-    now = now or timezone.now()
-    qs = with_activity(jobs_filtered(filters, AsyncJob.objects.filter(status=states.IN_PROGRESS)))
-    return qs.filter(last_activity_at__lte=now - quiet_for).order_by("last_activity_at", "id")
-
-
 def jobs_expired(*, expired_for: timedelta = timedelta(0), filters: JobFilter = JobFilter(), now=None):
     """Job records past their expiry (created + JOB_RECORD_TTL_DAYS) by at least `expired_for`."""
     now = now or timezone.now()
