@@ -110,7 +110,8 @@ class Runner:
         for name, proc in self.children:
             code = proc.poll()
             if code is not None:
-                raise Failed(f"{name} (pid {proc.pid}) exited with code {code}; stopping the rest.")
+                how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+                raise Failed(f"{name} (pid {proc.pid}) {how}; stopping the rest.")
 
     def stop_all(self) -> None:
         """Stop the application processes first, then the local SQS, so the worker can still ack what it
@@ -202,13 +203,15 @@ user {seed.get('userId')}. A local user token for that user (signed by the IMS s
 
   export TOKEN='{seed['token']}'
 
-1. Create a market with prompt generation (x-promise-audience selects the Semrush client pair):
+1. Create a market with prompt generation (x-promise-audience selects the Semrush client pair); the answer
+   carries promptGeneration.jobId, kept in $JOB:
 
-  curl -s -X POST {markets} \\
+  JOB=$(curl -s -X POST {markets} \\
     -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -H 'x-promise-audience: semrush' \\
-    -d '{{"market": "FR", "languageCode": "fr", "generatePrompts": true}}'
+    -d '{{"market": "FR", "languageCode": "fr", "generatePrompts": true}}' \\
+    | tee /dev/stderr | python3 -c 'import json, sys; print(json.load(sys.stdin)["promptGeneration"]["jobId"])')
 
-2. Poll the job (JOB = promptGeneration.jobId from the answer) until status is COMPLETED:
+2. Poll the job until its status is COMPLETED:
 
   curl -s {markets}/generation/jobs/$JOB -H "Authorization: Bearer $TOKEN"
 
