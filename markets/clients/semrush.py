@@ -200,7 +200,7 @@ class SemrushClient:
             taxonomy = self._tags(client, ws)
             for root, values in wanted.items():
                 if root not in taxonomy:
-                    taxonomy = self._create_tag_root(client, ws, root, taxonomy)
+                    taxonomy = self._create_tag_root(client, ws, root, list(dict.fromkeys(values)), taxonomy)
                 root_id, known = taxonomy[root]
                 for value in dict.fromkeys(values):
                     if value not in known:
@@ -212,23 +212,28 @@ class SemrushClient:
     def _tags(self, client, ws: str) -> dict[str, tuple[str, dict[str, str]]]:
         """{root name: (root id, {value: value id})}."""
         body = self._call(client, "GET", f"/v1/workspaces/{ws}/tags", what="semrush.list_tags")
+        return self._tags_from(body, "semrush.list_tags")
+
+    @staticmethod
+    def _tags_from(body: dict, what: str) -> dict[str, tuple[str, dict[str, str]]]:
         taxonomy = {}
-        for root in _items(body, "semrush.list_tags"):
+        for root in _items(body, what):
             if not (isinstance(root, dict) and isinstance(root.get("id"), str) and isinstance(root.get("name"), str)):
-                raise http.PermanentError("semrush.list_tags: tag root without id or name")
+                raise http.PermanentError(f"{what}: tag without id or name")
             values = {}
             for value in root.get("values") or []:
                 if not isinstance(value, dict) or not isinstance(value.get("id"), str):
-                    raise http.PermanentError("semrush.list_tags: tag value without id")
+                    raise http.PermanentError(f"{what}: tag value without id")
                 values[value.get("value")] = value["id"]
             taxonomy[root["name"]] = (root["id"], values)
         return taxonomy
 
-    def _create_tag_root(self, client, ws, root, taxonomy):
+    def _create_tag_root(self, client, ws, root, values, taxonomy):
+        # A new tag is created with its values in one call: the old path's write budget is counted in
+        # round trips.
         try:
-            body = self._call(
-                client, "POST", f"/v1/workspaces/{ws}/tags", what="semrush.create_tag", json={"name": root}
-            )
+            body = self._call(client, "POST", f"/v1/workspaces/{ws}/tags", what="semrush.create_tag",
+                              json={"name": root, "values": values})
         except http.PermanentError as exc:
             if not _is_conflict(exc):
                 raise
@@ -236,9 +241,10 @@ class SemrushClient:
             if root not in taxonomy:
                 raise http.PermanentError("semrush.create_tag: 409 but no tag root to re-read") from None
             return taxonomy
-        if not isinstance(body.get("id"), str) or not body["id"]:
-            raise http.PermanentError("semrush.create_tag: response has no id")
-        return {**taxonomy, root: (body["id"], {})}
+        created = self._tags_from({"items": [body]}, "semrush.create_tag")
+        if root not in created:
+            raise http.PermanentError("semrush.create_tag: response does not name the tag")
+        return {**taxonomy, **created}
 
     def _create_tag_value(self, client, ws, root, root_id, value, taxonomy):
         path = f"/v1/workspaces/{ws}/tags/{quote(root_id, safe='')}/values"

@@ -130,11 +130,19 @@ def test_ensure_tags_reuses_existing_tags_without_creating_any(semrush, tag_ids)
     again = semrush.ensure_tags(workspace_id=WORKSPACE, wanted={"source": ["semrush"], "origin": ["ai"]})
 
     assert again == tag_ids
-    assert statuses("/tags", "POST") == [201, 201, 201, 201]  # only the first call's two roots and two values
+    assert statuses("/tags", "POST") == [201, 201]  # only the first call's two tags, each with its value
 
 
-def test_concurrent_duplicate_tag_creates_end_with_one_tag_and_the_same_ids(token):
-    # Both callers read an empty taxonomy before either writes: the latency holds every request back.
+def test_ensure_tags_adds_a_missing_value_to_an_existing_tag(semrush, tag_ids):
+    ids = semrush.ensure_tags(workspace_id=WORKSPACE, wanted={"origin": ["ai", "human"]})
+
+    assert ids == {("origin", "ai"): tag_ids[("origin", "ai")],
+                   ("origin", "human"): state.tag_values(WORKSPACE)["origin"]["human"]}
+    assert statuses("/values", "POST") == [201]
+
+
+def _ensure_concurrently(token, wanted) -> list:
+    # Both callers read the taxonomy before either writes: the latency holds every request back.
     controls.set_latency(200)
     barrier = threading.Barrier(2)
     results, errors = [], []
@@ -142,7 +150,7 @@ def test_concurrent_duplicate_tag_creates_end_with_one_tag_and_the_same_ids(toke
     def ensure():
         try:
             barrier.wait()
-            results.append(SemrushClient(token).ensure_tags(workspace_id=WORKSPACE, wanted={"source": ["semrush"]}))
+            results.append(SemrushClient(token).ensure_tags(workspace_id=WORKSPACE, wanted=wanted))
         except Exception as exc:
             errors.append(exc)
 
@@ -151,12 +159,32 @@ def test_concurrent_duplicate_tag_creates_end_with_one_tag_and_the_same_ids(toke
         t.start()
     for t in threads:
         t.join(timeout=30)
-
+    controls.set_latency(0)
     assert errors == []
-    assert results[0] == results[1] == {("source", "semrush"): state.tag_values(WORKSPACE)["source"]["semrush"]}
-    assert state.tag_values(WORKSPACE) == {"source": {"semrush": results[0][("source", "semrush")]}}
-    # Both created the root: one won, the other's 409 was absorbed by re-reading.
-    assert sorted(c["status"] for c in state.calls(method="POST") if c["path"].endswith("/tags")) == [201, 409]
+    return results
+
+
+def test_concurrent_duplicate_tag_creates_end_with_one_tag_and_the_same_ids(token):
+    results = _ensure_concurrently(token, {"source": ["semrush"]})
+
+    tag_id = state.tag_values(WORKSPACE)["source"]["semrush"]
+    assert results == [{("source", "semrush"): tag_id}] * 2
+    assert state.tag_values(WORKSPACE) == {"source": {"semrush": tag_id}}
+    # Both created the tag: one won, the other's 409 was absorbed by re-reading.
+    assert sorted(statuses(f"/v1/workspaces/{WORKSPACE}/tags", "POST")) == [201, 409]
+
+
+def test_concurrent_duplicate_tag_value_creates_end_with_one_value_and_the_same_ids(token):
+    from serenity.sandbox.semrush import services
+
+    services.tag_root_create(workspace_id=WORKSPACE, name="origin")
+
+    results = _ensure_concurrently(token, {"origin": ["ai"]})
+
+    tag_id = state.tag_values(WORKSPACE)["origin"]["ai"]
+    assert results == [{("origin", "ai"): tag_id}] * 2
+    assert state.tag_values(WORKSPACE) == {"origin": {"ai": tag_id}}
+    assert sorted(statuses("/values", "POST")) == [201, 409]
 
 
 # -- prompts ---------------------------------------------------------------------------------------

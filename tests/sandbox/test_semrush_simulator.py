@@ -198,6 +198,15 @@ def test_a_duplicate_tag_value_create_is_409_naming_the_existing_value(api):
     assert state.tag_values("ws_1") == {"origin": {"ai": first["id"]}}
 
 
+def test_a_tag_is_created_with_its_first_values_in_one_call(api):
+    answer = api.post("/v1/workspaces/ws_1/tags", json={"name": "intent", "values": ["buy", "learn", "buy"]})
+
+    assert answer.status_code == 201
+    values = state.tag_values("ws_1")["intent"]
+    assert answer.json() == {"id": answer.json()["id"], "name": "intent",
+                             "values": [{"id": values["buy"], "value": "buy"}, {"id": values["learn"], "value": "learn"}]}
+
+
 def test_a_prompt_naming_an_unknown_tag_is_400_and_nothing_is_written(api, project):
     answer = api.post(f"/v1/ai-projects/{project['id']}/prompts",
                       json={"prompts": [prompt("fine"), prompt("bad", ["tv_nope"])]})

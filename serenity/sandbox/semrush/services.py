@@ -83,13 +83,20 @@ def project_get(project_id: str) -> Project:
     return project
 
 
-def tag_root_create(*, workspace_id: str, name) -> TagRoot:
+def tag_root_create(*, workspace_id: str, name, values=None) -> TagRoot:
+    """Create a tag with its first values in one step (all or nothing). Raises Duplicate for a name the
+    workspace has, naming the existing tag."""
     if not isinstance(name, str) or not name.strip():
         raise Invalid("`name` must be a non-empty string")
+    values = [] if values is None else values
+    if not isinstance(values, list) or not all(isinstance(v, str) and v.strip() for v in values):
+        raise Invalid("`values` must be a list of non-empty strings")
     workspace = workspace_touch(workspace_id)
     try:
         with transaction.atomic():
-            return TagRoot.objects.create(workspace=workspace, name=name)
+            root = TagRoot.objects.create(workspace=workspace, name=name)
+            TagValue.objects.bulk_create([TagValue(root=root, value=v) for v in dict.fromkeys(values)])
+            return root
     except IntegrityError:
         existing = TagRoot.objects.get(workspace=workspace, name=name)
         raise Duplicate("a tag with this name exists", existingId=existing.id) from None

@@ -206,9 +206,11 @@ def project(request, semrushProjectId):
 @api("GET", "POST")
 def tags(request, semrushWorkspaceId):
     """GET /v1/workspaces/{id}/tags -> {items: [{id, name, values: [{id, value}]}]};
-    POST {name} -> 201 {id, name, values: []}, or 409 {error: {existingId}}."""
+    POST {name, values?: [str]} -> 201 {id, name, values: [{id, value}]}, or 409 {error: {existingId}}."""
     if request.method == "POST":
-        root = services.tag_root_create(workspace_id=semrushWorkspaceId, name=_body(request).get("name"))
+        body = _body(request)
+        root = services.tag_root_create(workspace_id=semrushWorkspaceId, name=body.get("name"),
+                                        values=body.get("values"))
         return JsonResponse(state.tag_root_json(root), status=201)
     return JsonResponse({"items": state.tags(semrushWorkspaceId)})
 
