@@ -3,12 +3,19 @@
 Thin views: parse and validate, call one service, serialize. Errors are problem+json.
 """
 from django.db.models import Q
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_serializer,
+    inline_serializer,
+)
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from markets import geo, services
+from markets.dto import ProblemSerializer
 from markets.models import Brand, Site
 from markets.selectors import brand_get_for_caller, org_get_for_caller
 from serenity.problems import problem
@@ -24,6 +31,10 @@ AUDIENCE_HEADERS = [
     OpenApiParameter("x-promise-token", str, OpenApiParameter.HEADER, required=False,
                      description="A promise token forwarded by the browser; minted from the bearer when absent."),
 ]
+
+
+PROBLEM = OpenApiResponse(ProblemSerializer, "A problem document (application/problem+json)")
+ERRORS = {400: PROBLEM, 401: PROBLEM, 403: PROBLEM, 404: PROBLEM}
 
 
 class StrictInput(serializers.Serializer):
@@ -131,6 +142,7 @@ def generation_for(request, generate_prompts: bool) -> services.Generation:
 
 
 class BrandCreateApi(APIView):
+    @extend_schema_serializer(component_name="CreateBrandInput")
     class InputSerializer(StrictInput):
         name = serializers.CharField(max_length=200)
         domain = serializers.RegexField(r"^(?=.{1,253}$)([a-zA-Z0-9-]{1,63}\.)+[a-zA-Z]{2,63}$", max_length=253)
@@ -139,11 +151,13 @@ class BrandCreateApi(APIView):
         semrushMarket = MarketSliceInput(required=False)  # noqa: N815
         generatePrompts = StrictBooleanField(required=False, default=False)  # noqa: N815
 
+    @extend_schema_serializer(component_name="CreatedBrand")
     class OutputSerializer(BrandOutput):
-        market = MarketCreatedOutput(required=False)
+        market = MarketCreatedOutput(required=False, help_text="The first market, when `semrushMarket` was given "
+                                                               "(a problem document if it could not be made).")
 
     @extend_schema(operation_id="createBrand", request=InputSerializer, parameters=AUDIENCE_HEADERS,
-                   responses={201: OutputSerializer})
+                   responses={201: OutputSerializer, 409: PROBLEM, **ERRORS})
     def post(self, request, orgId):  # noqa: N803
         org = org_get_for_caller(request.user, orgId)
         services.require_serenity(org)
@@ -171,12 +185,13 @@ class BrandCreateApi(APIView):
 
 
 class MarketCreateApi(APIView):
+    @extend_schema_serializer(component_name="CreateMarketInput")
     class InputSerializer(MarketSliceInput):
         siteId = serializers.UUIDField(required=False)  # noqa: N815
         generatePrompts = StrictBooleanField(required=False, default=False)  # noqa: N815
 
     @extend_schema(operation_id="createMarket", request=InputSerializer, parameters=AUDIENCE_HEADERS,
-                   responses={201: MarketCreatedOutput})
+                   responses={201: MarketCreatedOutput, 409: PROBLEM, 502: PROBLEM, **ERRORS})
     def post(self, request, orgId, brandId):  # noqa: N803
         brand = brand_get_for_caller(request.user, orgId, brandId)
         services.require_serenity(brand.organization)
@@ -197,6 +212,7 @@ class MarketCreateApi(APIView):
 
 
 class BrandActivateApi(APIView):
+    @extend_schema_serializer(component_name="ActivateMarketsInput")
     class InputSerializer(StrictInput):
         markets = MarketSliceInput(many=True, allow_empty=False, max_length=MAX_ACTIVATE_MARKETS)
         generatePrompts = StrictBooleanField(required=False, default=False)  # noqa: N815
@@ -207,6 +223,7 @@ class BrandActivateApi(APIView):
                 raise serializers.ValidationError("Markets must be distinct.", code="duplicate_market")
             return value
 
+    @extend_schema_serializer(component_name="Activation")
     class OutputSerializer(serializers.Serializer):
         brand = BrandOutput()
         markets = inline_serializer("ActivationEntry", many=True, fields={
@@ -217,7 +234,8 @@ class BrandActivateApi(APIView):
         })
 
     @extend_schema(operation_id="activateMarkets", request=InputSerializer, parameters=AUDIENCE_HEADERS,
-                   responses={200: OutputSerializer, 207: OpenApiResponse(OutputSerializer, "Partial success")})
+                   responses={200: OutputSerializer, 207: OpenApiResponse(OutputSerializer, "Partial success"),
+                              409: PROBLEM, 502: PROBLEM, **ERRORS})
     def post(self, request, orgId, brandId):  # noqa: N803
         brand = brand_get_for_caller(request.user, orgId, brandId)
         services.require_serenity(brand.organization)
