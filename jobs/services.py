@@ -73,6 +73,7 @@ def job_publish(job_id, job_type: str, *, delay: int = 0) -> bool:
              error_code=ENQUEUE_FAILED)
         return False
     AsyncJob.objects.filter(id=job_id).update(message_sent_at=timezone.now())
+    states.record(job_id, "message_sent", detail=f"delayed {delay}s" if delay else "")
     return True
 
 
@@ -206,6 +207,7 @@ def _job_run(job_id, message_type, *, worker):
     lease = lease_claim(job_id, worker=worker)
     if lease is None:
         log.info("lease held by another delivery; message dropped")
+        states.record(job_id, "delivery_dropped", actor=worker, detail="lease held by another delivery")
         return "dropped:lease_held"
     job.refresh_from_db()
     run = JobRun(job, lease, worker=worker)
@@ -272,6 +274,7 @@ def _retry_or_exhaust(run: JobRun, exc: RetryableJobError) -> str:
     log.info("retryable failure; retry scheduled", extra={"code": exc.code, "delay": delay, "attempt": attempts})
     _send(job_id, run.job.job_type, delay=delay)
     AsyncJob.objects.filter(id=job_id).update(message_sent_at=timezone.now())
+    states.record(job_id, "message_sent", actor=run.worker, detail=f"delayed {delay}s")
     return f"retry:{exc.code}"
 
 
@@ -338,15 +341,3 @@ def sweep_unsent(*, grace_seconds: int | None = None, apply: bool = True, actor:
             states.record(job.id, "republished", actor=actor, detail="message never confirmed sent")
             job_publish(job.id, job.job_type)
     return jobs
-
-
-def job_purge_expired(*, apply: bool, now=None) -> list:
-    """Delete job records past their expiry (7 days) with their grants (tokens invalidated first)."""
-    now = now or timezone.now()
-    expired = list(AsyncJob.objects.filter(expires_at__lte=now).order_by("expires_at").values_list("id", flat=True))
-    if apply:
-        for job_id in expired:
-            grants.grant_end(job_id)
-            AsyncJob.objects.filter(id=job_id, expires_at__lte=now).delete()
-    return expired
-

@@ -29,3 +29,14 @@ def probe_task() -> None:
     from jobs import probe
 
     probe.run_probe()
+
+
+@shared_task(name="jobs.purge_expired", ignore_result=True)
+def purge_expired_task() -> int:
+    """Daily: delete job records past their expiry, with their grants (same services as the runbook)."""
+    from jobs import operations, selectors
+
+    purged = sum(operations.job_purge(job.id) for job in selectors.jobs_expired())
+    purged += sum(operations.grant_purge_orphan(grant.job_id) for grant in selectors.grants_orphaned())
+    log.info("expired job records purged", extra={"purged": purged})
+    return purged

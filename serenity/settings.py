@@ -255,6 +255,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "sweep-unsent-jobs": {"task": "jobs.sweep_unsent", "schedule": env.int("SWEEP_EVERY_SECONDS", default=60)},
     "probe-stuck-jobs": {"task": "jobs.probe", "schedule": env.int("PROBE_EVERY_SECONDS", default=300)},
+    "purge-expired-jobs": {"task": "jobs.purge_expired", "schedule": env.int("PURGE_EVERY_SECONDS", default=86400)},
 }
 
 # --- Logging: JSON lines with request/job ids; token values are redacted before output ---------------

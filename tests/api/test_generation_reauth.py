@@ -215,4 +215,4 @@ def test_reauth_is_recorded_in_the_job_history_under_the_requester(world, api, i
 
     api.reauth(world.org.id, world.brand.id, job.id)
 
-    assert list(job.events.values_list("kind", "actor")) == [("reauthorized", REQUESTER)]
+    assert list(job.events.values_list("kind", "actor")) == [("reauthorized", REQUESTER), ("message_sent", "")]

@@ -45,6 +45,7 @@ def test_a_message_carries_only_the_job_id_and_type(db, queues):
     assert "never-in-a-message" not in message["raw"]
     job.refresh_from_db()
     assert job.message_sent_at is not None
+    assert list(job.events.values_list("kind", flat=True)) == ["message_sent"]
 
 
 def test_a_message_for_a_missing_job_is_dropped(db, handler):
@@ -233,6 +234,7 @@ def test_of_five_concurrent_deliveries_exactly_one_runs_the_handler(transactiona
     [t.join() for t in threads]
     assert len(handler.calls) == 1
     assert sorted(outcomes) == ["completed"] + ["dropped:lease_held"] * 4
+    assert JobEvent.objects.filter(job=job, kind="delivery_dropped").count() == 4
     job.refresh_from_db()
     assert job.status == "COMPLETED" and job.attempts == 1
 

@@ -62,7 +62,7 @@ def test_a_terminal_job_for_the_slice_is_replaced_by_a_fresh_one_with_the_same_i
     assert (job.status, job.error, job.error_code, job.attempts) == ("IN_PROGRESS", None, None, 0)
     assert PromiseGrant.objects.filter(job_id=job.id).count() == 1
     assert [m["kwargs"]["jobId"] for m in queues.drain()] == [first["jobId"]]
-    assert list(job.events.values_list("kind", flat=True)) == ["created", "replaced"]
+    assert list(job.events.values_list("kind", flat=True)) == ["created", "message_sent", "replaced", "message_sent"]
 
 
 def test_a_forwarded_promise_token_is_stored_encrypted_and_nothing_is_minted(world, market, queues):
