@@ -52,16 +52,6 @@ def _segment(value, name: str) -> str:
     return quote(value, safe="")
 
 
-def _json(response: httpx.Response, what: str) -> dict:
-    try:
-        body = response.json()
-    except ValueError:
-        raise http.PermanentError(f"{what}: response is not JSON", status=response.status_code) from None
-    if not isinstance(body, dict):
-        raise http.PermanentError(f"{what}: response is not an object", status=response.status_code)
-    return body
-
-
 def _items(body: dict, what: str) -> list:
     items = body.get("items")
     if not isinstance(items, list):
@@ -113,7 +103,7 @@ class SemrushClient:
 
     def _call(self, client: httpx.Client, method: str, url: str, *, what: str, **kwargs) -> dict:
         response = http.request(client, method, url, what=what, deadline=self._deadline, **kwargs)
-        return _json(response, what)
+        return http.json_object(response, what)
 
     # -- catalogue --------------------------------------------------------------------------------
 

@@ -60,6 +60,17 @@ def classify(response: httpx.Response, what: str) -> None:
     raise PermanentError(f"{what}: HTTP {status}", status=status)
 
 
+def json_object(response: httpx.Response, what: str) -> dict:
+    """The response body as a JSON object. Raises PermanentError for anything else."""
+    try:
+        body = response.json()
+    except ValueError:
+        raise PermanentError(f"{what}: response is not JSON", status=response.status_code) from None
+    if not isinstance(body, dict):
+        raise PermanentError(f"{what}: response is not an object", status=response.status_code)
+    return body
+
+
 def request(
     client: httpx.Client,
     method: str,

@@ -28,16 +28,6 @@ def _client() -> httpx.Client:
     return httpx.Client(base_url=settings.IMS_HOST, timeout=settings.IMS_TIMEOUT_SECONDS)
 
 
-def _json(response: httpx.Response, what: str) -> dict:
-    try:
-        body = response.json()
-    except ValueError:
-        raise http.PermanentError(f"{what}: response is not JSON", status=response.status_code) from None
-    if not isinstance(body, dict):
-        raise http.PermanentError(f"{what}: response is not an object", status=response.status_code)
-    return body
-
-
 def mint(*, bearer: str, pair: ClientPair) -> PromiseToken:
     """Mint a promise token from a user bearer with the pair's emitter client.
 
@@ -55,7 +45,7 @@ def mint(*, bearer: str, pair: ClientPair) -> PromiseToken:
             },
         )
     try:
-        return PromiseToken.parse(_json(response, "ims.mint"))
+        return PromiseToken.parse(http.json_object(response, "ims.mint"))
     except InvalidPromiseToken as exc:
         raise http.PermanentError(f"ims.mint: {exc}") from None
 
@@ -82,7 +72,7 @@ def exchange(*, promise: PromiseToken, pair: ClientPair) -> tuple[AccessToken, P
             )
     except http.ReauthRequired as exc:
         raise NeedsReauth("ims.exchange refused the promise token", status=exc.status) from None
-    body = _json(response, "ims.exchange")
+    body = http.json_object(response, "ims.exchange")
     access, expires_in = body.get("access_token"), body.get("expires_in")
     if not isinstance(access, str) or not access or not isinstance(expires_in, int):
         raise http.PermanentError("ims.exchange: no access token in the response")
