@@ -33,9 +33,9 @@ def short_timeouts(settings, queues):
     client.set_queue_attributes(QueueUrl=queues.url, Attributes={"VisibilityTimeout": "960"})
 
 
-def crash_worker(point: str) -> int:
+def crash_worker(point: str, timeouts: dict = TIMEOUTS) -> int:
     db = django_settings.DATABASES["default"]
-    env = {**os.environ, **{k: str(v) for k, v in TIMEOUTS.items()},
+    env = {**os.environ, **{k: str(v) for k, v in timeouts.items()},
            "DJANGO_SETTINGS_MODULE": "tests.settings",
            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"}
     proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "crashing_worker.py"), point], env=env, cwd=REPO,
@@ -75,3 +75,29 @@ def test_a_worker_killed_at_a_phase_boundary_is_recovered_without_duplicates(
     texts = [p["text"] for p in semrush.prompts(market.semrush_project_id)]
     assert len(texts) == len(set(texts)) == job.result["promptCount"] == 50
     assert semrush.project(market.semrush_project_id)["published"] is True
+
+
+def test_a_message_that_keeps_killing_workers_lands_in_the_dlq(world, async_on, settings, queues):
+    import json
+
+    job, market = start_job(world)
+    client = queues.sqs.client()
+    dlq_arn = client.get_queue_attributes(QueueUrl=queues.dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"]
+    client.set_queue_attributes(QueueUrl=queues.url, Attributes={
+        "VisibilityTimeout": "4",
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "2"})})
+    fast = {"QUEUE_VISIBILITY_TIMEOUT_SECONDS": 4, "JOB_LEASE_TTL_SECONDS": 3, "JOB_TASK_TIME_LIMIT_SECONDS": 2,
+            "DRS_TIMEOUT_SECONDS": 1, "SEMRUSH_WRITE_BUDGET_SECONDS": 0}
+    for _ in range(2):  # each worker receives the message, claims the job and dies
+        assert crash_worker("after_claim", timeouts=fast) == -9
+
+    import time
+
+    time.sleep(4.5)  # the second receive's visibility runs out; the next receive moves it to the DLQ
+    assert queues.drain() == []
+    (dead,) = queues.drain(queues.dlq_url)
+    assert dead["kwargs"] == {"jobId": str(job.id), "type": "generateSemrushMarket"}
+    job.refresh_from_db()
+    assert job.status == "IN_PROGRESS" and job.attempts == 2  # left for the operator's lease-aware redrive
+    assert drs.call_count() == 0
