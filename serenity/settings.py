@@ -15,7 +15,9 @@ from serenity import localsecrets
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 
-env = environ.Env()
+# FileAwareEnv: every variable may also be given as NAME_FILE, a path whose content is the value
+# (how container secrets are mounted).
+env = environ.FileAwareEnv()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").exists() else None
 
 ENVIRONMENT = env.str("SERENITY_ENVIRONMENT", default="local")
@@ -80,6 +82,8 @@ if SANDBOX_ENABLED:
 MIDDLEWARE = [
     "serenity.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Serves the admin's and the API docs' static files (Swagger UI assets are bundled, no CDN).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -108,7 +112,9 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+# WhiteNoise serves the few static files (admin, bundled Swagger UI) straight from the installed apps:
+# no collectstatic step in any environment.
+WHITENOISE_USE_FINDERS = True
 
 # Security headers for deployments (TLS terminates at the load balancer).
 if not IS_LOCAL:

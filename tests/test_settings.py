@@ -96,3 +96,22 @@ def test_env_example_documents_exactly_the_variables_that_are_read():
     assert {"undocumented": sorted(read - documented), "not read": sorted(documented - read)} == {
         "undocumented": [], "not read": [],
     }
+
+
+def test_a_secret_can_be_read_from_a_file(tmp_path):
+    """STYLE §7: every variable also accepts NAME_FILE, the way container secrets are mounted."""
+    import os
+    import subprocess
+    import sys
+
+    from cryptography.fernet import Fernet
+
+    secret = tmp_path / "secret_key"
+    secret.write_text("s" * 60)
+    env = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY",)}
+    env.update({"SERENITY_ENVIRONMENT": "local", "SECRET_KEY_FILE": str(secret),
+                "PROMISE_TOKEN_KEYS": Fernet.generate_key().decode(), "DJANGO_SETTINGS_MODULE": "serenity.settings"})
+    result = subprocess.run([sys.executable, "-c", "import django; django.setup(); from django.conf import settings; "
+                             "print(len(settings.SECRET_KEY), settings.SECRET_KEY == 's' * 60)"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.stdout.split() == ["60", "True"], result.stderr

@@ -71,3 +71,5 @@ def test_swagger_ui_is_served_with_local_assets_only(client):
     page = response.content.decode()
     assert "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in page
     assert not re.search(r"(src|href)=\"https?://", page)
+    asset = client.get("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js")
+    assert asset.status_code == 200 and b"SwaggerUIBundle" in b"".join(asset.streaming_content)
