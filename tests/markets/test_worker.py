@@ -78,7 +78,8 @@ def test_happy_path_writes_tagged_prompts_publishes_and_completes(metric_lines, 
     assert_ended_cleanly(job)
     assert ledger.count(ledger.EXCHANGED) == 1 and ledger.count(ledger.ROTATED_TO) == 1
     assert len(emf(metric_lines, "DRSInvokeDurationMs")) == 1 and emf(metric_lines, "DRSInvokeFailure") == []
-    (completed,) = emf(metric_lines, "JobsCompleted")
+    # The outcome count is emitted when the delivery returns, just after the status change is committed.
+    (completed,) = wait_until(lambda: emf(metric_lines, "JobsCompleted"), timeout=10)
     assert completed["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "SpacecatSerenityMarketWorker"
     assert completed["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["Environment"]]
     # No token in any log line of the whole run.
