@@ -11,7 +11,7 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -97,11 +97,15 @@ class JobRun:
             self.job.phase = phase
             states.record(self.job.id, "checkpoint", actor=self.worker, detail=phase)
 
-    def renew(self) -> None:
-        """Push the lease expiry forward by one TTL. Raises LeaseLost."""
-        expires = timezone.now() + timedelta(seconds=settings.JOB_LEASE_TTL_SECONDS)
-        if self._fenced().update(lease_expires_at=expires) != 1:
-            raise self.lost("renew")
+    def confirm(self) -> None:
+        """Fence: prove the lease is still ours right before a write outside the database. Raises LeaseLost.
+
+        It does not extend the lease. The TTL (930 s) already covers the whole task budget (900 s), and a
+        lease that outlived its message's visibility window (960 s) would make the redelivery of a crashed
+        worker's message find the lease still held and drop it, leaving the job stranded.
+        """
+        if self._fenced().filter(lease_expires_at__gt=timezone.now()).update(updated_at=timezone.now()) != 1:
+            raise self.lost("confirm")
 
     @contextlib.contextmanager
     def fenced_atomic(self):
@@ -118,10 +122,11 @@ class JobRun:
 
     @contextlib.contextmanager
     def heartbeat(self, every: float | None = None):
-        """Renew the lease in the background while a slow call runs (e.g. DRS, up to 300 s).
+        """Confirm the lease in the background while a slow call runs (DRS, up to 300 s).
 
-        A failed renewal is remembered and raised as LeaseLost when the block ends, so the result of
-        the slow call is never written by a worker that lost the job meanwhile.
+        A lost lease is remembered and raised as LeaseLost when the block ends, so the result of the slow
+        call is never written by a worker that lost the job meanwhile, and the job's `updated_at` shows an
+        operator that the worker is alive.
         """
         every = every or settings.JOB_HEARTBEAT_SECONDS
         stop = threading.Event()
@@ -130,13 +135,12 @@ class JobRun:
         def beat():
             try:
                 while not stop.wait(every):
-                    self.renew()
+                    self.confirm()
             except LeaseLost as exc:
                 lost.append(exc)
-            except Exception as exc:  # a DB hiccup: the next claim check decides, keep the reason
+            except Exception as exc:  # a DB hiccup: the fenced writes after the call still decide
                 log.warning("lease heartbeat failed", extra={"job_id": str(self.job.id), "reason": type(exc).__name__})
             finally:
-                close_old_connections()
                 connection.close()
 
         thread = threading.Thread(target=beat, name=f"lease-heartbeat-{self.job.id}", daemon=True)

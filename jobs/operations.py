@@ -241,13 +241,14 @@ def dlq_drop(scan: DlqScan, message: DlqMessage, *, job: AsyncJob | None, actor:
 # --- Purge -----------------------------------------------------------------------------------------------
 
 def job_purge(job_id, *, now=None) -> bool:
-    """Delete one expired job record (its history goes with it) and its grant in one transaction, then
-    invalidate its token at IMS (best effort, after commit: a network call must not hold the row lock).
-    A job under a live lease is left for the next run: a worker is still on it. True when deleted."""
+    """Delete one expired, finished job record (its history goes with it) and its grant in one transaction,
+    then invalidate its token at IMS (best effort, after commit: a network call must not hold the row lock).
+    A job still IN_PROGRESS is never purged: a worker or a delayed retry may be on it; an operator finishes
+    it first (job_mark_failed). True when deleted."""
     now = now or timezone.now()
     with transaction.atomic():
         job = (AsyncJob.objects.select_for_update().filter(id=job_id, expires_at__lte=now)
-               .exclude(lease_state_q("held", now=now)).first())
+               .exclude(status=states.IN_PROGRESS).first())
         if job is None:
             return False
         loaded = grants.grant_load_quietly(job_id)

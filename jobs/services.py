@@ -59,18 +59,26 @@ def _send(job_id, job_type: str, *, delay: int = 0) -> None:
     run_job_task.apply_async(kwargs={"jobId": str(job_id), "type": job_type}, **options)
 
 
-def job_publish(job_id, job_type: str, *, delay: int = 0) -> bool:
-    """Send the job's message and record that it went out. On failure the job ends FAILED
-    ENQUEUE_FAILED and its token is invalidated: a job never stays IN_PROGRESS with nothing queued.
-    Returns True when sent."""
+def job_publish(job_id, job_type: str, *, delay: int = 0, first: bool = False) -> bool:
+    """Send the job's message and record that it went out. Returns True when sent.
+
+    When the send fails: a job's `first` message (the producer's) ends the job FAILED ENQUEUE_FAILED and
+    invalidates its token, so the entry point can answer without a handle; a re-send (re-authorisation,
+    sweeper, operator) leaves the job IN_PROGRESS with `message_sent_at` cleared, for the sweeper to send
+    again. Either way no job stays IN_PROGRESS with nothing queued and nobody to notice.
+    """
     try:
         _send(job_id, job_type, delay=delay)
     except Exception as exc:
         log.warning("job message could not be sent", extra={"job_id": str(job_id), "reason": type(exc).__name__})
-        _end(job_id, to=states.FAILED, event="enqueue_failed", detail=type(exc).__name__,
-             extra_filter={"lease_token__isnull": True},
-             error=states.error_doc(ENQUEUE_FAILED, "The job could not be queued.", retryable=True),
-             error_code=ENQUEUE_FAILED)
+        if first:
+            _end(job_id, to=states.FAILED, event="enqueue_failed", detail=type(exc).__name__,
+                 extra_filter={"lease_token__isnull": True},
+                 error=states.error_doc(ENQUEUE_FAILED, "The job could not be queued.", retryable=True),
+                 error_code=ENQUEUE_FAILED)
+        else:
+            AsyncJob.objects.filter(id=job_id, status=states.IN_PROGRESS).update(message_sent_at=None)
+            states.record(job_id, "send_failed", detail=f"{type(exc).__name__}; the sweeper will re-send")
         return False
     AsyncJob.objects.filter(id=job_id).update(message_sent_at=timezone.now())
     states.record(job_id, "message_sent", detail=f"delayed {delay}s" if delay else "")
@@ -119,11 +127,14 @@ def job_enqueue(
                 grants.grant_store(job_id=job_id, pair=pair, token=token)
 
                 def publish():
-                    result.sent = job_publish(job_id, job_type)
+                    result.sent = job_publish(job_id, job_type, first=True)
 
                 transaction.on_commit(publish)
     except IntegrityError:
         # A concurrent producer inserted the same id first and committed: theirs is the live job.
+        if not AsyncJob.objects.filter(id=job_id, status=states.IN_PROGRESS).exists():
+            grants.promise_invalidate_quietly(pair=pair, token=token, job_id=job_id)
+            raise
         result.reused = True
     if result.reused:
         grants.promise_invalidate_quietly(pair=pair, token=token, job_id=job_id)
@@ -223,6 +234,11 @@ def _job_run(job_id, message_type, *, worker):
         return "failed:" + (_finish_failed(job_id, lease, exc, worker) or "lease_lost")
     except RetryableJobError as exc:
         return _retry_or_exhaust(run, exc)
+    except Exception as exc:
+        # Unexpected (a bug, a database error): give the lease back so the redelivery of this message,
+        # which is not acked, can claim the job instead of finding it held and dropping it.
+        lease_release(job_id, lease, reason=f"unexpected {type(exc).__name__}")
+        raise
     if _end(job_id, to=states.COMPLETED, lease_token=lease, event="completed", actor=worker, result=result,
             error=None, error_code=None):
         return "completed"
@@ -296,7 +312,8 @@ def job_reauthorize(*, job_id, user_id: str, pair: ClientPair, obtain_token: Cal
         token = obtain_token()
         grants.grant_store(job_id=job.id, pair=pair, token=token)
         states.transition(job.id, to=states.IN_PROGRESS, expect=states.FAILED, event="reauthorized", actor=user_id,
-                          error=None, error_code=None, message_sent_at=None, attempts=0)
+                          error=None, error_code=None, message_sent_at=None, attempts=0,
+                          expires_at=timezone.now() + timedelta(days=settings.JOB_RECORD_TTL_DAYS))
         transaction.on_commit(lambda: job_publish(job.id, job.job_type))
     job.refresh_from_db()
     return job
@@ -315,11 +332,14 @@ def job_release_stale_lease(job_id, *, actor: str) -> bool:
 
 
 def job_requeue(job_id, *, actor: str) -> bool:
-    """Operator: send a stuck job's message again. Only an IN_PROGRESS job without a live lease."""
+    """Operator: send a stuck job's message again. Only an IN_PROGRESS job without a live lease; an expired
+    lease (its worker died) is cleared first, so the job reads as waiting again."""
     now = timezone.now()
     job = AsyncJob.objects.filter(id=job_id, status=states.IN_PROGRESS).first()
     if job is None or (job.lease_token and job.lease_expires_at and job.lease_expires_at > now):
         return False
+    if job.lease_token:
+        lease_release_stale(job_id, actor=actor)
     states.record(job_id, "requeued", actor=actor)
     return job_publish(job.id, job.job_type)
 

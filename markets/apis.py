@@ -29,7 +29,9 @@ AUDIENCE_HEADERS = [
                      description="`semrush` to delegate with the Semrush client pair "
                                  "(required for prompt generation)."),
     OpenApiParameter("x-promise-token", str, OpenApiParameter.HEADER, required=False,
-                     description="A promise token forwarded by the browser; minted from the bearer when absent."),
+                     description="A promise token forwarded by the browser, as the typed JSON object "
+                                 "`{promise_token, token_type, expires_in}` (a bare value gets no job); minted "
+                                 "from the bearer when absent."),
 ]
 
 

@@ -107,8 +107,8 @@ def diagnose(scan: operations.DlqScan, *, actor: str, stuck_after: timedelta | N
             findings.append(Finding(
                 LEASE_EXPIRED, subject,
                 f"lease expired {selectors.ago(job.lease_expires_at, now)}, phase {job.phase}, attempts {job.attempts}",
-                "release the stale lease (job_release_leases)",
-                lambda job=job: services.job_release_stale_lease(job.id, actor=actor)))
+                "re-enqueue (job_requeue_stuck): its worker died; a claim takes an expired lease over",
+                requeue(job)))
         elif subject in in_dlq:
             findings.append(Finding(
                 DLQ_MESSAGE_FOR_WAITING_JOB, subject,

@@ -211,9 +211,9 @@ class GenerationJobReauthApi(APIView):
             OpenApiParameter("x-promise-audience", OpenApiTypes.STR, OpenApiParameter.HEADER, required=True,
                              enum=["semrush"], description="The IMS client pair: must be `semrush`."),
             OpenApiParameter("x-promise-token", OpenApiTypes.STR, OpenApiParameter.HEADER,
-                             description="A promise token the browser already holds (a typed JSON object "
-                                         "`{promise_token, token_type, expires_in}` or the bare value). Absent: "
-                                         "one is minted from the bearer."),
+                             description="A promise token the browser already holds, as the typed JSON object "
+                                         "`{promise_token, token_type, expires_in}` (a bare value is refused). "
+                                         "Absent: one is minted from the bearer."),
         ],
         responses={
             202: OpenApiResponse(response=ReauthAcceptedSerializer,

@@ -3,7 +3,7 @@
 Registered with the job runner at start-up (markets.apps). Each phase ends in a checkpoint fenced on the
 lease, so a redelivery resumes where the last holder stopped:
 
-1. generate: unless a batch is persisted, call DRS (lease kept alive by a heartbeat) and persist the
+1. generate: unless a batch is persisted, call DRS (lease confirmed by a heartbeat) and persist the
    batch before anything else. DRS is never called twice for a job.
 2. write: exchange the promise token (IMS rotates it: the new one is stored before the access token is
    used), resolve the market's project, ensure the `source`/`origin` tags, read what the project
@@ -17,7 +17,7 @@ import time
 from django.conf import settings
 
 from jobs import registry
-from jobs.exceptions import RetryableJobError, TerminalJobError
+from jobs.exceptions import LeaseLost, RetryableJobError, TerminalJobError
 from jobs.leases import JobRun
 from markets import constants as c
 from markets.clients import drs
@@ -57,7 +57,7 @@ class MarketGenerationHandler:
             self.write(run, semrush, prompts)
         project_id = run.job.checkpoints["projectId"]
         if not run.job.checkpoints.get("published"):
-            run.renew()  # fence: never publish for a job another delivery owns
+            run.confirm()  # fence: never publish for a job another delivery owns
             try:
                 semrush.publish(project_id=project_id)
             except (TransientError, PermanentError) as exc:
@@ -87,9 +87,9 @@ class MarketGenerationHandler:
     def semrush_for(self, run: JobRun) -> SemrushClient:
         """A Semrush client on a fresh write-scoped access token. The rotated promise token is stored
         (fenced on the lease) before the access token is used."""
-        loaded = grants.grant_load(run.job.id)
+        loaded = grants.grant_load_quietly(run.job.id)
         if loaded is None:
-            raise self.needs_reauth("The job has no stored credential.")
+            raise self.needs_reauth("The job has no usable stored credential.")
         pair, promise = loaded
         try:
             access, rotated = grants.promise_exchange(pair=pair, token=promise)
@@ -99,8 +99,13 @@ class MarketGenerationHandler:
             raise RetryableJobError("IMS_UNAVAILABLE", f"exchange failed: {type(exc).__name__}") from None
         except ClientError as exc:
             raise TerminalJobError("IMS_EXCHANGE_REJECTED", f"exchange refused: {type(exc).__name__}") from None
-        with run.fenced_atomic():
-            grants.grant_rotate(job_id=run.job.id, token=rotated)
+        try:
+            with run.fenced_atomic():
+                grants.grant_rotate(job_id=run.job.id, token=rotated)
+        except LeaseLost:
+            # IMS already rotated: the new token exists nowhere else, so it must not stay live.
+            grants.promise_invalidate_quietly(pair=pair, token=rotated, job_id=run.job.id)
+            raise
         return SemrushClient(access.access_token, deadline=time.monotonic() + settings.SEMRUSH_WRITE_BUDGET_SECONDS)
 
     def write(self, run: JobRun, semrush: SemrushClient, prompts: list[str]) -> None:
@@ -115,7 +120,7 @@ class MarketGenerationHandler:
                                        wanted={"source": ["semrush"], "origin": ["ai"]})
             present = {p.get("text") for p in semrush.list_prompts(project_id=project["id"])}
             missing = [p for p in prompts if p not in present]
-            run.renew()  # fence: the writes below happen only while the lease is ours
+            run.confirm()  # fence: the writes below happen only while the lease is ours
             if missing:
                 semrush.write_prompts(project_id=project["id"], user_id=run.job.user_id or "", prompts=[
                     {"text": text, "tagIds": [tags[SOURCE_TAG], tags[ORIGIN_TAG]]} for text in missing])

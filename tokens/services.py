@@ -17,21 +17,17 @@ from tokens.types import AccessToken, InvalidPromiseToken, PromiseToken
 
 log = logging.getLogger(__name__)
 
-# A token the browser forwards as a bare header value carries no lifetime; IMS promise tokens live
-# 24 h, so that is what we assume (the grant's expiry is informative only: IMS is the judge).
-FORWARDED_PROMISE_TTL = 24 * 3600
-
-
 def promise_from_header(value: str) -> PromiseToken:
-    """Type an `x-promise-token` header: a JSON object `{promise_token, token_type, expires_in}`, or the raw
-    token value (typed here as a `promise_token` with IMS's default lifetime). Raises InvalidPromiseToken."""
+    """Type an `x-promise-token` header: the JSON object IMS gave the browser,
+    `{"promise_token": …, "token_type": …, "expires_in": …}`. A bare token value is refused like any other
+    untyped credential (SPEC §4.5). Raises InvalidPromiseToken."""
     value = (value or "").strip()
-    if value.startswith("{"):
-        try:
-            return PromiseToken.parse(json.loads(value))
-        except ValueError:
-            raise InvalidPromiseToken("x-promise-token is not a valid typed token") from None
-    return PromiseToken(promise_token=value, token_type="promise_token", expires_in=FORWARDED_PROMISE_TTL)
+    if not value.startswith("{"):
+        raise InvalidPromiseToken("x-promise-token must be the typed token object, not a bare value")
+    try:
+        return PromiseToken.parse(json.loads(value))
+    except ValueError:
+        raise InvalidPromiseToken("x-promise-token is not a valid typed token") from None
 
 
 def promise_obtain(*, bearer: str, pair: ClientPair, forwarded: str | None) -> PromiseToken:

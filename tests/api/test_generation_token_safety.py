@@ -68,7 +68,8 @@ def test_a_winning_reauth_answers_without_the_minted_token(world, api, caller_to
 def test_a_reauth_with_a_forwarded_token_answers_without_it(world, api, caller_token, ims, queues):
     job = make_job(org=world.org, brand=world.brand, site=world.site, **needs_reauth_fields())
 
-    response = api.reauth(world.org.id, world.brand.id, job.id, **{"x-promise-token": FORWARDED})
+    typed = json.dumps({"promise_token": FORWARDED, "token_type": "promise_token", "expires_in": 3600})
+    response = api.reauth(world.org.id, world.brand.id, job.id, **{"x-promise-token": typed})
 
     assert response.status_code == 202
     assert_leaks_nothing(response, caller_token, FORWARDED)

@@ -309,7 +309,7 @@ def test_purge_apply_deletes_expired_records_with_history_and_grants_and_a_secon
     lines = run("job_purge_expired", "--apply")
 
     assert lines_about(lines, expired)[0].endswith("[done]")
-    assert "skipped: its lease is live" in lines_about(lines, running)[0]
+    assert "skipped: it is still IN_PROGRESS" in lines_about(lines, running)[0]
     assert any(line.startswith(f"{orphan_id}  end orphaned grant") and line.endswith("[done]") for line in lines)
     assert lines[-1] == "2 of 3 expired records purged; 1 skipped."
     assert set(AsyncJob.objects.values_list("id", flat=True)) == {running.id, fresh.id}

@@ -128,7 +128,7 @@ def test_a_worker_whose_lease_was_taken_over_cannot_write_a_checkpoint_or_a_resu
     with pytest.raises(LeaseLost):
         stale.checkpoint(phase="generated", batch={"prompts": []})
     with pytest.raises(LeaseLost):
-        stale.renew()
+        stale.confirm()
     with pytest.raises(LeaseLost), stale.fenced_atomic():
         pass
     from jobs import states
@@ -139,15 +139,25 @@ def test_a_worker_whose_lease_was_taken_over_cannot_write_a_checkpoint_or_a_resu
     assert JobEvent.objects.filter(job=job, kind="lease_lost").count() == 3
 
 
-def test_a_heartbeat_keeps_a_slow_worker_s_lease_alive(transactional_db, settings):
-    settings.JOB_LEASE_TTL_SECONDS = 1
+def test_a_heartbeat_confirms_the_lease_without_stretching_it_past_the_message_visibility(transactional_db):
     job = AsyncJobFactory()
-    run = JobRun(AsyncJob.objects.get(id=job.id), lease_claim(job.id, ttl=1))
+    run = JobRun(AsyncJob.objects.get(id=job.id), lease_claim(job.id))
+    claimed_until = AsyncJob.objects.get(id=job.id).lease_expires_at
     with run.heartbeat(every=0.2):
-        time.sleep(1.5)  # longer than the lease TTL
-    assert lease_claim(job.id) is None  # still ours
+        time.sleep(0.7)
     job.refresh_from_db()
-    assert job.lease_expires_at > timezone.now()
+    # Never extended: a crashed worker's redelivered message (visibility 960 s > lease 930 s) must find
+    # the lease expired, not dropped as held.
+    assert job.lease_expires_at == claimed_until
+    assert job.updated_at > job.started_at  # the beat shows the worker is alive
+
+
+def test_an_expired_lease_cannot_be_confirmed(db):
+    job = AsyncJobFactory()
+    run = JobRun(AsyncJob.objects.get(id=job.id), lease_claim(job.id))
+    AsyncJob.objects.filter(id=job.id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    with pytest.raises(LeaseLost):
+        run.confirm()
 
 
 def test_a_heartbeat_that_finds_the_lease_gone_raises_lease_lost_after_the_slow_call(transactional_db):
@@ -251,3 +261,18 @@ def test_a_queued_job_is_run_by_a_real_worker_through_sqs(celery_worker, handler
             break
         time.sleep(0.1)
     assert job.status == "COMPLETED" and job.result == {"ran": True}
+
+
+def test_an_unexpected_error_releases_the_lease_so_the_redelivery_can_claim(db, handler):
+    job = AsyncJobFactory()
+
+    def bug(run):
+        raise ZeroDivisionError("bug")
+
+    handler.behaviour = bug
+    with pytest.raises(ZeroDivisionError):
+        services.job_run(job.id, "testEcho")
+    job.refresh_from_db()
+    assert job.status == "IN_PROGRESS" and job.lease_token is None and job.attempts == 1
+    handler.behaviour = lambda run: {"ok": True}
+    assert services.job_run(job.id, "testEcho") == "completed"

@@ -76,7 +76,7 @@ def test_the_doctor_names_each_planted_inconsistency_and_its_action_without_chan
 
     assert findings(lines[:-1]) == expected(cases, missing)
     by_subject = {line.split("  ")[0]: line for line in lines if not line.startswith("note")}
-    assert "-> release the stale lease (job_release_leases)  [dry run]" in by_subject[
+    assert "-> re-enqueue (job_requeue_stuck): its worker died; a claim takes an expired lease over  [dry run]" in by_subject[
         str(cases[doctor.LEASE_EXPIRED].id)]
     assert "DRS is not called again" in by_subject[str(cases[doctor.WRITE_STALLED].id)]
     assert "2 prompts written to project proj-1 but the job is not COMPLETED" in by_subject[
@@ -102,7 +102,7 @@ def test_the_doctor_apply_takes_each_safe_action_and_a_second_run_reports_clean(
     assert lines[-1].startswith("7 inconsistencies (") and lines[-1].endswith("7 of 7 fixed, 0 need an operator.")
     expired = AsyncJob.objects.get(id=cases[doctor.LEASE_EXPIRED].id)
     assert (expired.status, expired.lease_token) == ("IN_PROGRESS", None)
-    requeued = {str(cases[k].id) for k in (doctor.WAITING_WITHOUT_MESSAGE + ":never_sent",
+    requeued = {str(cases[k].id) for k in (doctor.LEASE_EXPIRED, doctor.WAITING_WITHOUT_MESSAGE + ":never_sent",
                                            doctor.WAITING_WITHOUT_MESSAGE + ":lost", doctor.WRITE_STALLED,
                                            doctor.WRITTEN_NOT_COMPLETED)}
     assert sorted((m["kwargs"]["jobId"], m["kwargs"]["type"]) for m in queues.drain()) == sorted(

@@ -66,15 +66,17 @@ def test_a_terminal_job_for_the_slice_is_replaced_by_a_fresh_one_with_the_same_i
 
 
 def test_a_forwarded_promise_token_is_stored_encrypted_and_nothing_is_minted(world, market, queues):
-    handle = enqueue(world, market, forwarded="forwarded-promise-value-123")
+    forwarded = '{"promise_token": "forwarded-promise-value-123", "token_type": "promise_token", "expires_in": 900}'
+    handle = enqueue(world, market, forwarded=forwarded)
     assert handle["reused"] is False and ledger.count(ledger.MINTED) == 0
     grant = PromiseGrant.objects.get(job_id=handle["jobId"])
     assert "forwarded-promise-value-123" not in grant.ciphertext
     assert crypto.unseal(grant.ciphertext).promise_token == "forwarded-promise-value-123"
 
 
-def test_a_forwarded_bare_empty_token_is_refused_and_no_job_is_made(world, market, queues, caplog):
-    assert enqueue(world, market, forwarded="   ") is None
+@pytest.mark.parametrize("forwarded", ["bare-promise-value", "   ", '{"promise_token": "x"}'])
+def test_a_forwarded_untyped_token_is_refused_and_no_job_is_made(world, market, queues, caplog, forwarded):
+    assert enqueue(world, market, forwarded=forwarded) is None
     assert AsyncJob.objects.count() == 0 and queues.drain() == []
     assert any(getattr(r, "reason", None) == "INVALID_PROMISE_TOKEN" for r in caplog.records)
 

@@ -18,9 +18,9 @@ pytestmark = pytest.mark.worker
 
 REPO = Path(__file__).resolve().parents[2]
 # Short, still nested, timeouts (visibility > lease > task limit > DRS + writes): a crashed delivery
-# comes back after 6 s instead of 16 minutes.
-TIMEOUTS = {"QUEUE_VISIBILITY_TIMEOUT_SECONDS": 6, "JOB_LEASE_TTL_SECONDS": 5, "JOB_TASK_TIME_LIMIT_SECONDS": 4,
-            "DRS_TIMEOUT_SECONDS": 2, "SEMRUSH_WRITE_BUDGET_SECONDS": 1}
+# comes back after 10 s instead of 16 minutes.
+TIMEOUTS = {"QUEUE_VISIBILITY_TIMEOUT_SECONDS": 10, "JOB_LEASE_TTL_SECONDS": 9, "JOB_TASK_TIME_LIMIT_SECONDS": 8,
+            "DRS_TIMEOUT_SECONDS": 3, "SEMRUSH_WRITE_BUDGET_SECONDS": 4}
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def short_timeouts(settings, queues):
     for name, value in TIMEOUTS.items():
         setattr(settings, name, value)
     client = queues.sqs.client()
-    client.set_queue_attributes(QueueUrl=queues.url, Attributes={"VisibilityTimeout": "6"})
+    client.set_queue_attributes(QueueUrl=queues.url, Attributes={"VisibilityTimeout": "10"})
     yield
     client.set_queue_attributes(QueueUrl=queues.url, Attributes={"VisibilityTimeout": "960"})
 

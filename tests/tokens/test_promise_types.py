@@ -64,10 +64,9 @@ def test_exchange_refuses_a_bare_string_before_calling_ims(sims):
     assert ledger.events() == []
 
 
-def test_a_raw_header_value_is_typed_with_the_ims_default_lifetime():
-    token = services.promise_from_header(f"  {VALUE} ")
-
-    assert token.as_dict() == {"promise_token": VALUE, "token_type": "promise_token", "expires_in": 86400}
+def test_a_bare_header_value_is_refused_as_an_untyped_token():
+    with pytest.raises(InvalidPromiseToken):
+        services.promise_from_header(f"  {VALUE} ")
 
 
 def test_a_json_typed_header_value_is_parsed():

@@ -10,8 +10,8 @@ class Command(RunbookCommand):
     help = (
         f"Delete job records past their expiry ({settings.JOB_RECORD_TTL_DAYS} days after creation) with their "
         "history and grants (each token is invalidated at IMS first), and grants whose job no longer "
-        "exists. Run it daily from a scheduler, or by hand when the job table grows. A job whose lease is "
-        "still live is left for the next run. Dry run unless --apply."
+        "exists. Beat runs it daily. Run it by hand when the job table grows. A job still IN_PROGRESS is "
+        "never purged (finish it with job_mark_failed first). Dry run unless --apply."
     )
     filters = ("job", "older_than", "status", "code")
     older_than_help = "only records that expired at least this long ago (45s, 30m, 2h, 1d)"
@@ -24,7 +24,8 @@ class Command(RunbookCommand):
             purged = operations.job_purge(job.id, now=self.now) if self.apply else None
             done += bool(purged)
             self.item(job.id, "purge", f"{job.status}, expired {stamp(job.expires_at)} "
-                      f"({ago(job.expires_at, self.now)})", purged, why_not="its lease is live, or already gone")
+                      f"({ago(job.expires_at, self.now)})", purged,
+                      why_not="it is still IN_PROGRESS (finish it with job_mark_failed first), or already gone")
         found = len(jobs)
         if not (filters.job_ids or filters.status or filters.code):
             for grant in selectors.grants_orphaned():
