@@ -72,10 +72,6 @@ class AsyncJob(models.Model):
     def __str__(self):
         return f"{self.job_type} {self.id} {self.status}"
 
-    @property
-    def is_terminal(self) -> bool:
-        return self.status != JobStatus.IN_PROGRESS
-
     def lease_state(self, now=None) -> str:
         """`held`, `expired` or `none`."""
         if self.lease_token is None:

@@ -37,6 +37,12 @@ def consumer_ready() -> bool:
     return ready
 
 
+def readiness_set(value: str) -> None:
+    """Write the readiness parameter (the local bootstrap; a deployment's infrastructure owns it)."""
+    ssm.put_parameter(settings.READINESS_PARAMETER, value)
+    reset_cache()
+
+
 def reset_cache() -> None:
     with _lock:
         _cache.clear()

@@ -28,7 +28,3 @@ def is_language(code: str) -> bool:
         and pycountry.languages.get(alpha_2=code) is not None
     )
 
-
-def language_name(code: str) -> str:
-    found = pycountry.languages.get(alpha_2=code)
-    return found.name if found else code

@@ -1,8 +1,28 @@
-"""Liveness and readiness probes (no authentication)."""
-from django.conf import settings
+"""Liveness and readiness probes (no authentication).
+
+Apps add their own readiness checks (e.g. the job queue) with `register_readiness_check`, so this module
+depends on no app.
+"""
+from collections.abc import Callable
+
 from django.db import connection
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
+
+_readiness_checks: dict[str, Callable[[], bool]] = {}
+
+
+def register_readiness_check(name: str, check: Callable[[], bool]) -> None:
+    _readiness_checks[name] = check
+
+
+def _database_reachable() -> bool:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return True
+    except Exception:
+        return False
 
 
 @require_GET
@@ -12,16 +32,11 @@ def healthz(request):
 
 @require_GET
 def readyz(request):
-    checks = {}
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-        checks["database"] = "ok"
-    except Exception:
-        checks["database"] = "unreachable"
-    if settings.CELERY_BROKER_URL:
-        from jobs.clients.sqs import queue_reachable
-
-        checks["broker"] = "ok" if queue_reachable() else "unreachable"
+    checks = {"database": "ok" if _database_reachable() else "unreachable"}
+    for name, check in _readiness_checks.items():
+        try:
+            checks[name] = "ok" if check() else "unreachable"
+        except Exception:
+            checks[name] = "unreachable"
     ready = all(v == "ok" for v in checks.values())
     return JsonResponse({"status": "ok" if ready else "unavailable", "checks": checks}, status=200 if ready else 503)

@@ -12,8 +12,9 @@ from serenity import context
 
 REDACTED = "[REDACTED]"
 _PATTERNS = [
-    # Authorization headers and bare "Bearer <value>".
+    # Authorization headers and bare "Bearer <value>" / "Basic <value>".
     (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+"), f"Bearer {REDACTED}"),
+    (re.compile(r"(?i)\bbasic\s+[A-Za-z0-9+/=]{4,}"), f"Basic {REDACTED}"),
     # JWT-shaped values: three base64url segments, the first a JSON header.
     (re.compile(r"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+"), REDACTED),
     # key=value / "key": "value" pairs whose key names a secret.
@@ -48,12 +49,26 @@ class RedactingFilter(logging.Filter):
         record.msg, record.args = redact(message), None
         for key, value in list(vars(record).items()):
             if key not in _STANDARD and isinstance(value, (str, dict, list)):
-                setattr(record, key, json.loads(redact(json.dumps(value, default=str))))
+                setattr(record, key, _redact_value(value))
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
             record.exc_text = redact(record.exc_text)
         return True
+
+
+def _redact_value(value):
+    """Redact strings inside a structure; a key named like a secret loses its whole value."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: REDACTED if _SECRET_KEY.search(str(k)) else _redact_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redact_value(v) for v in value]
+    return value
+
+
+_SECRET_KEY = re.compile(r"(?i)token|secret|authorization|password|credential")
 
 
 class ContextFilter(logging.Filter):

@@ -208,7 +208,9 @@ MARKET_JOBS_DLQ = env.str("MARKET_JOBS_DLQ", default="serenity-market-jobs-dlq")
 _queue_base = AWS_ENDPOINT_URL or f"https://sqs.{AWS_REGION}.amazonaws.com"
 MARKET_JOBS_QUEUE_URL = env.str("MARKET_JOBS_QUEUE_URL", default=f"{_queue_base}/{AWS_ACCOUNT_ID}/{MARKET_JOBS_QUEUE}")
 MARKET_JOBS_DLQ_URL = env.str("MARKET_JOBS_DLQ_URL", default=f"{_queue_base}/{AWS_ACCOUNT_ID}/{MARKET_JOBS_DLQ}")
-MARKET_JOBS_MAX_RECEIVE_COUNT = env.int("MARKET_JOBS_MAX_RECEIVE_COUNT", default=5)
+# Above JOB_MAX_ATTEMPTS, so a job whose deliveries keep crashing fails RETRIES_EXHAUSTED on the job row
+# before its message is parked in the DLQ.
+MARKET_JOBS_MAX_RECEIVE_COUNT = env.int("MARKET_JOBS_MAX_RECEIVE_COUNT", default=8)
 QUEUE_VISIBILITY_TIMEOUT_SECONDS = env.int("QUEUE_VISIBILITY_TIMEOUT_SECONDS", default=960)
 READINESS_PARAMETER = env.str("READINESS_PARAMETER", default="/spacecat/serenity-market-worker/consumer-ready")
 READINESS_CACHE_SECONDS = env.int("READINESS_CACHE_SECONDS", default=60)

@@ -24,10 +24,11 @@ def moto_server():
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(os.environ["SERENITY_TEST_MOTO_PORT"]), verbose=False)
     server.start()
+    from jobs import readiness
     from jobs.clients import sqs
 
     sqs.ensure_queues()
-    sqs.set_readiness("true")
+    readiness.readiness_set("true")
     yield server
     server.stop()
 

@@ -6,6 +6,7 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
+from jobs import readiness
 from jobs.clients import sqs, ssm
 
 
@@ -20,7 +21,7 @@ def restore_queues():
     """Put the session's queues back as the bootstrap leaves them, whatever the test changed."""
     yield
     sqs.ensure_queues()
-    sqs.set_readiness("true")
+    readiness.readiness_set("true")
 
 
 def test_local_bootstrap_run_twice_reports_the_same_and_keeps_one_queue_each():
@@ -43,7 +44,7 @@ def test_local_bootstrap_gives_the_queue_its_visibility_timeout_and_a_redrive_to
     attributes = sqs.queue_attributes(settings.MARKET_JOBS_QUEUE_URL)
     dlq_arn = sqs.queue_attributes(settings.MARKET_JOBS_DLQ_URL)["QueueArn"]
     assert attributes["VisibilityTimeout"] == "960"
-    assert json.loads(attributes["RedrivePolicy"]) == {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 5}
+    assert json.loads(attributes["RedrivePolicy"]) == {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 8}
 
 
 def test_local_bootstrap_marks_the_consumer_ready(restore_queues):

@@ -1,3 +1,4 @@
+"""Structured JSON log lines and the redaction of token values from them."""
 import io
 import json
 import logging
@@ -68,3 +69,17 @@ def test_ordinary_log_lines_keep_their_content_and_context(capture):
     line = lines(stream)[0]
     assert line["message"] == "job job-42 moved to COMPLETED"
     assert line["job_id"] == "job-42" and line["attempt"] == 2
+
+
+def test_structured_extras_with_secret_keys_are_masked_without_breaking_the_log_call(capture):
+    logger, stream = capture
+    logger.info("payload", extra={"body": {"token": ["a-secret-list"], "nested": {"client_secret": 42},
+                                           "market": "FR"}})
+    line = lines(stream)[0]
+    assert line["body"] == {"token": "[REDACTED]", "nested": {"client_secret": "[REDACTED]"}, "market": "FR"}
+
+
+def test_a_basic_authorization_credential_is_redacted(capture):
+    logger, stream = capture
+    logger.info("upstream said Authorization: Basic dXNlcjpwYXNzd29yZA==")
+    assert "dXNlcjpwYXNzd29yZA" not in stream.getvalue()

@@ -14,6 +14,3 @@ class PromisePairRequired(DomainError):
 class InvalidAudience(DomainError):
     status, code, title = 400, "invalid_promise_audience", "Unknown x-promise-audience"
 
-
-class GrantMissing(Exception):
-    """The job has no stored credential (already ended, or purged)."""

@@ -6,6 +6,7 @@ import json
 import logging
 from datetime import timedelta
 
+from django.db.models import F
 from django.utils import timezone
 
 from serenity.clients.http import ClientError
@@ -73,6 +74,7 @@ def grant_rotate(*, job_id, token: PromiseToken) -> int:
         ciphertext=crypto.seal(token),
         expires_at=now + timedelta(seconds=token.expires_in),
         updated_at=now,
+        rotations=F("rotations") + 1,
     )
 
 

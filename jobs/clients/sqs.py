@@ -85,13 +85,6 @@ def verify_queues() -> list[str]:
     return problems
 
 
-def set_readiness(value: str) -> None:
-    """Local bootstrap: write the readiness parameter (SSM lives beside SQS in the local moto server)."""
-    from jobs.clients import ssm
-
-    ssm.put_parameter(settings.READINESS_PARAMETER, value)
-
-
 def receive(url: str, *, max_messages: int = 10, wait: int = 0, visibility: int = 60) -> list[dict]:
     return client().receive_message(
         QueueUrl=url, MaxNumberOfMessages=max_messages, WaitTimeSeconds=wait, VisibilityTimeout=visibility,

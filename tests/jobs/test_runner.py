@@ -276,3 +276,25 @@ def test_an_unexpected_error_releases_the_lease_so_the_redelivery_can_claim(db, 
     assert job.status == "IN_PROGRESS" and job.lease_token is None and job.attempts == 1
     handler.behaviour = lambda run: {"ok": True}
     assert services.job_run(job.id, "testEcho") == "completed"
+
+
+def test_a_failed_re_send_leaves_the_job_waiting_for_the_sweeper(db, queues):
+    job = AsyncJobFactory(message_sent_at=timezone.now())
+    queues.sqs.client().delete_queue(QueueUrl=queues.url)  # the send now fails
+    assert services.job_requeue(job.id, actor="operator") is False
+    job.refresh_from_db()
+    assert (job.status, job.message_sent_at) == ("IN_PROGRESS", None)
+    assert job.events.filter(kind="send_failed").count() == 1
+    queues.sqs.ensure_queues()
+    AsyncJob.objects.filter(id=job.id).update(updated_at=timezone.now() - timedelta(minutes=5))
+    assert [j.id for j in services.sweep_unsent(grace_seconds=60)] == [job.id]
+    (message,) = queues.drain()
+    assert message["kwargs"] == {"jobId": str(job.id), "type": "testEcho"}
+
+
+def test_a_failed_first_send_fails_the_job_as_enqueue_failed(db, queues):
+    job = AsyncJobFactory()
+    queues.sqs.client().delete_queue(QueueUrl=queues.url)
+    assert services.job_publish(job.id, job.job_type, first=True) is False
+    job.refresh_from_db()
+    assert (job.status, job.error_code, job.error["retryable"]) == ("FAILED", "ENQUEUE_FAILED", True)

@@ -49,13 +49,13 @@ def gate(moto_server):
     from django.conf import settings
 
     from jobs import readiness
-    from jobs.clients import sqs, ssm
+    from jobs.clients import ssm
 
     def set_value(value: str | None):
         if value is None:
             ssm.client().delete_parameter(Name=settings.READINESS_PARAMETER)
         else:
-            sqs.set_readiness(value)
+            readiness.readiness_set(value)
         readiness.reset_cache()
 
     yield set_value

@@ -1,3 +1,4 @@
+"""Database constraints behind the domain model (SPEC §2)."""
 import uuid
 
 import pytest

@@ -1,3 +1,4 @@
+"""Country and language codes from the maintained ISO library; geo target ids."""
 import pytest
 
 from markets import geo

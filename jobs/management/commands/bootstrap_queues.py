@@ -2,6 +2,7 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from jobs import readiness
 from jobs.clients import sqs
 
 
@@ -42,7 +43,7 @@ class Command(BaseCommand):
         try:
             for line in sqs.ensure_queues():
                 self.stdout.write(line)
-            sqs.set_readiness("true")
+            readiness.readiness_set("true")
         except sqs.AWSError as exc:
             raise CommandError(
                 f"The local SQS at {settings.AWS_ENDPOINT_URL or 'AWS'} did not answer ({type(exc).__name__}). "
