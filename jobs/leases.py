@@ -82,7 +82,9 @@ class JobRun:
         return self.job.id
 
     def _fenced(self):
-        return AsyncJob.objects.filter(id=self.job.id, status=states.IN_PROGRESS, lease_token=self.lease_token)
+        """The job row, only while this run's lease is the job's lease and has not expired."""
+        return AsyncJob.objects.filter(id=self.job.id, status=states.IN_PROGRESS, lease_token=self.lease_token,
+                                       lease_expires_at__gt=timezone.now())
 
     def checkpoint(self, *, phase: str | None = None, **values) -> None:
         """Merge `values` into the job's checkpoints (and move its phase). Raises LeaseLost."""
@@ -104,15 +106,16 @@ class JobRun:
         lease that outlived its message's visibility window (960 s) would make the redelivery of a crashed
         worker's message find the lease still held and drop it, leaving the job stranded.
         """
-        if self._fenced().filter(lease_expires_at__gt=timezone.now()).update(updated_at=timezone.now()) != 1:
+        if self._fenced().update(updated_at=timezone.now()) != 1:
             raise self.lost("confirm")
 
     @contextlib.contextmanager
     def fenced_atomic(self):
         """A transaction holding the job row locked, entered only while we still own the lease.
 
-        For writes outside the job row (the rotated token in its grant) that must not land once
-        another delivery took over. Raises LeaseLost.
+        No other delivery can claim the job while the block runs (a claim must update the locked row), so
+        work that must not happen after a takeover goes inside: the IMS exchange and the storing of the
+        token it rotated. Raises LeaseLost.
         """
         with transaction.atomic():
             if self._fenced().select_for_update().exists():

@@ -5,10 +5,10 @@ lease, so a redelivery resumes where the last holder stopped:
 
 1. generate: unless a batch is persisted, call DRS (lease confirmed by a heartbeat) and persist the
    batch before anything else. DRS is never called twice for a job.
-2. write: exchange the promise token (IMS rotates it: the new one is stored before the access token is
-   used), resolve the market's project, ensure the `source`/`origin` tags, read what the project
-   already holds and write only the missing prompts (a crash between the write and its checkpoint
-   cannot duplicate a prompt), then checkpoint `written`.
+2. write: exchange the promise token under the locked lease (IMS rotates it: the new one is stored
+   before the access token is used), resolve the market's project, ensure the `source`/`origin` tags,
+   read what the project already holds and write only the missing prompts (a crash between the write
+   and its checkpoint cannot duplicate a prompt), then checkpoint `written`.
 3. publish: publish the project (retryable: the writes are checkpointed) and return the result.
 """
 import logging
@@ -17,7 +17,7 @@ import time
 from django.conf import settings
 
 from jobs import registry
-from jobs.exceptions import LeaseLost, RetryableJobError, TerminalJobError
+from jobs.exceptions import RetryableJobError, TerminalJobError
 from jobs.leases import JobRun
 from markets import constants as c
 from markets.clients import drs
@@ -85,27 +85,27 @@ class MarketGenerationHandler:
 
     # -- phase 2 --------------------------------------------------------------------------------------
     def semrush_for(self, run: JobRun) -> SemrushClient:
-        """A Semrush client on a fresh write-scoped access token. The rotated promise token is stored
-        (fenced on the lease) before the access token is used."""
-        loaded = grants.grant_load_quietly(run.job.id)
-        if loaded is None:
-            raise self.needs_reauth("The job has no usable stored credential.")
-        pair, promise = loaded
-        try:
-            access, rotated = grants.promise_exchange(pair=pair, token=promise)
-        except (NeedsReauth, InvalidPromiseToken):
-            raise self.needs_reauth("IMS refused the promise token.") from None
-        except TransientError as exc:
-            raise RetryableJobError("IMS_UNAVAILABLE", f"exchange failed: {type(exc).__name__}") from None
-        except ClientError as exc:
-            raise TerminalJobError("IMS_EXCHANGE_REJECTED", f"exchange refused: {type(exc).__name__}") from None
-        try:
-            with run.fenced_atomic():
-                grants.grant_rotate(job_id=run.job.id, token=rotated)
-        except LeaseLost:
-            # IMS already rotated: the new token exists nowhere else, so it must not stay live.
-            grants.promise_invalidate_quietly(pair=pair, token=rotated, job_id=run.job.id)
-            raise
+        """A Semrush client on a fresh write-scoped access token.
+
+        The exchange runs with the job row locked under our lease: IMS rotates the promise token on every
+        exchange, so a worker that lost the job must not exchange at all (it would void the token the new
+        owner holds), and the rotated token is stored before the lock is released. Holding a row lock over
+        a network call is deliberate here; the IMS client's timeouts bound it.
+        """
+        with run.fenced_atomic():
+            loaded = grants.grant_load_quietly(run.job.id)
+            if loaded is None:
+                raise self.needs_reauth("The job has no usable stored credential.")
+            pair, promise = loaded
+            try:
+                access, rotated = grants.promise_exchange(pair=pair, token=promise)
+            except (NeedsReauth, InvalidPromiseToken):
+                raise self.needs_reauth("IMS refused the promise token.") from None
+            except TransientError as exc:
+                raise RetryableJobError("IMS_UNAVAILABLE", f"exchange failed: {type(exc).__name__}") from None
+            except ClientError as exc:
+                raise TerminalJobError("IMS_EXCHANGE_REJECTED", f"exchange refused: {type(exc).__name__}") from None
+            grants.grant_rotate(job_id=run.job.id, token=rotated)
         return SemrushClient(access.access_token, deadline=time.monotonic() + settings.SEMRUSH_WRITE_BUDGET_SECONDS)
 
     def write(self, run: JobRun, semrush: SemrushClient, prompts: list[str]) -> None:
