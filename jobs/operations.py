@@ -251,12 +251,9 @@ def job_purge(job_id, *, now=None) -> bool:
                .exclude(status=states.IN_PROGRESS).first())
         if job is None:
             return False
-        loaded = grants.grant_load_quietly(job_id)
-        grants.grant_delete(job_id)
+        taken = grants.grant_take(job_id)
         job.delete()
-    if loaded is not None:
-        pair, token = loaded
-        grants.promise_invalidate_quietly(pair=pair, token=token, job_id=job_id)
+    taken.invalidate()
     return True
 
 

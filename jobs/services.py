@@ -265,14 +265,11 @@ def _finish_failed(job_id, lease, exc: TerminalJobError, actor: str) -> str | No
 def _end(job_id, **transition) -> bool:
     """Move a job to a terminal state and delete its grant in the same transaction (a finished job never
     holds a credential), then invalidate the token at IMS, best effort, after commit."""
-    loaded = grants.grant_load_quietly(job_id)
     with transaction.atomic():
         moved = states.transition(job_id, **transition)
-        if moved:
-            grants.grant_delete(job_id)
-    if moved and loaded is not None:
-        pair, token = loaded
-        grants.promise_invalidate_quietly(pair=pair, token=token, job_id=job_id)
+        taken = grants.grant_take(job_id) if moved else None
+    if taken is not None:
+        taken.invalidate()
     return moved
 
 

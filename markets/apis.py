@@ -59,25 +59,33 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
-class CountryField(serializers.CharField):
+class CodeField(serializers.CharField):
+    """A code normalised (`upper`/`lower`) and then checked against the ISO library."""
+
+    def __init__(self, *, case: str, is_valid, message: str, error_code: str, **kwargs):
+        super().__init__(**kwargs)
+        self.case, self.is_valid, self.message, self.error_code = case, is_valid, message, error_code
+
     def to_internal_value(self, data):
-        value = super().to_internal_value(data).strip().upper()
-        if not geo.is_country(value):
-            raise serializers.ValidationError("Not an ISO 3166-1 alpha-2 country code.", code="invalid_country")
+        value = getattr(super().to_internal_value(data).strip(), self.case)()
+        if not self.is_valid(value):
+            raise serializers.ValidationError(self.message, code=self.error_code)
         return value
 
 
-class LanguageField(serializers.CharField):
-    def to_internal_value(self, data):
-        value = super().to_internal_value(data).strip().lower()
-        if not geo.is_language(value):
-            raise serializers.ValidationError("Not an ISO 639-1 language code.", code="invalid_language")
-        return value
+def CountryField(**kwargs):  # noqa: N802  (reads as a field class where it is used)
+    return CodeField(case="upper", is_valid=geo.is_country, message="Not an ISO 3166-1 alpha-2 country code.",
+                     error_code="invalid_country", max_length=2, **kwargs)
+
+
+def LanguageField(**kwargs):  # noqa: N802
+    return CodeField(case="lower", is_valid=geo.is_language, message="Not an ISO 639-1 language code.",
+                     error_code="invalid_language", max_length=2, **kwargs)
 
 
 class MarketSliceInput(StrictInput):
-    market = CountryField(max_length=2, help_text="ISO 3166-1 alpha-2 country code, e.g. FR")
-    languageCode = LanguageField(max_length=2, help_text="ISO 639-1 language code, e.g. fr")  # noqa: N815
+    market = CountryField(help_text="ISO 3166-1 alpha-2 country code, e.g. FR")
+    languageCode = LanguageField(help_text="ISO 639-1 language code, e.g. fr")  # noqa: N815
 
 
 class PromptGenerationHandle(serializers.Serializer):

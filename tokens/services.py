@@ -4,6 +4,7 @@ Callers own the transactions around grant writes (a grant is written with its jo
 """
 import json
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db.models import F
@@ -107,10 +108,27 @@ def grant_load_quietly(job_id) -> tuple[ClientPair, PromiseToken] | None:
         return None
 
 
-def grant_end(job_id) -> None:
-    """Invalidate the job's token at IMS (best effort) and delete its grant. Safe to call twice."""
-    loaded = grant_load_quietly(job_id)
-    if loaded is not None:
-        pair, token = loaded
-        promise_invalidate_quietly(pair=pair, token=token, job_id=job_id)
+@dataclass(frozen=True)
+class TakenGrant:
+    """A grant already deleted, whose token is still to be invalidated at IMS (after the commit)."""
+
+    job_id: object
+    loaded: tuple[ClientPair, PromiseToken] | None
+
+    def invalidate(self) -> None:
+        if self.loaded is not None:
+            pair, token = self.loaded
+            promise_invalidate_quietly(pair=pair, token=token, job_id=self.job_id)
+
+
+def grant_take(job_id) -> TakenGrant:
+    """Delete the job's grant inside the caller's transaction and keep its token for `invalidate()`,
+    which the caller runs after commit (a network call must not hold the transaction open)."""
+    taken = TakenGrant(job_id=job_id, loaded=grant_load_quietly(job_id))
     grant_delete(job_id)
+    return taken
+
+
+def grant_end(job_id) -> None:
+    """Delete the job's grant and invalidate its token at IMS (best effort). Safe to call twice."""
+    grant_take(job_id).invalidate()
