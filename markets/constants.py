@@ -1,4 +1,5 @@
 """Names shared by the market-generation producer, handler, APIs and runbooks."""
+from jobs import services as jobs_services
 
 # The job type stored on async_jobs rows and carried in queue messages (and shown as `jobType`).
 MARKET_GENERATION_JOB_TYPE = "generateSemrushMarket"
@@ -12,7 +13,7 @@ PHASE_WRITTEN = "written"  # prompts written, checkpoints["written"] set
 PHASE_PUBLISHED = "published"
 
 # Job error codes of the market-generation handler (SPEC §5).
-NEEDS_REAUTH = "NEEDS_REAUTH"
+NEEDS_REAUTH = jobs_services.NEEDS_REAUTH  # the code jobs.job_reauthorize waits for
 PROMPT_GENERATION_HELD = "PROMPT_GENERATION_HELD"
 PROMPT_GENERATION_GATE_ERROR = "PROMPT_GENERATION_GATE_ERROR"
 PROMPT_GENERATION_EMPTY = "PROMPT_GENERATION_EMPTY"

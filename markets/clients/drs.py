@@ -23,6 +23,12 @@ from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError,
 from botocore.exceptions import ReadTimeoutError as BotoReadTimeoutError
 from django.conf import settings
 
+from markets.constants import (  # noqa: F401  (re-exported: callers name outcomes as drs.X)
+    DRS_GENERATION_TERMINAL,
+    DRS_INVALID_TARGET,
+    PROMPT_GENERATION_GATE_ERROR,
+    PROMPT_GENERATION_HELD,
+)
 from serenity import metrics
 
 log = logging.getLogger(__name__)
@@ -36,12 +42,8 @@ JOB_PARAM_KEYS = (
 PRICED_MODELS = frozenset({"gpt-5.4", "gpt-5.4-mini", "gpt-5.4-nano", "gpt-5-nano"})
 DEFAULT_MODEL = "gpt-5-nano"
 
-# Outcome codes (job error codes where terminal; see markets/constants.py).
-PROMPT_GENERATION_HELD = "PROMPT_GENERATION_HELD"
-PROMPT_GENERATION_GATE_ERROR = "PROMPT_GENERATION_GATE_ERROR"
+# Outcome codes: the terminal ones are job error codes, defined once in markets/constants.py.
 PROMPT_GENERATION_GATE_RETRYABLE = "PROMPT_GENERATION_GATE_RETRYABLE"
-DRS_GENERATION_TERMINAL = "DRS_GENERATION_TERMINAL"
-DRS_INVALID_TARGET = "DRS_INVALID_TARGET"
 DRS_TRANSIENT = "DRS_TRANSIENT"
 
 # Answers that are DRS working as designed: they never count as a DRSInvokeFailure, so a normal held
