@@ -13,7 +13,7 @@ from django.conf import settings as django_settings
 from markets.clients import drs
 
 ARN = "arn:aws:lambda:us-east-1:123456789012:function:drs-prompt-generation"
-CONTRACT_PATH = django_settings.BASE_DIR.parent / "shared" / "contracts" / "drs_semrush_market_generation.json"
+CONTRACT_PATH = django_settings.BASE_DIR / "tests" / "contracts" / "drs_semrush_market_generation.json"
 
 
 @pytest.fixture(scope="module")

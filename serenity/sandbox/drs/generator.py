@@ -2,7 +2,7 @@
 language, with index-aligned language evidence and a consistent ship summary.
 
 Pure functions of the request (no clock, no randomness, no database), so the same request always gets the
-same answer. Shapes follow /work/shared/contracts/drs_semrush_market_generation.json.
+same answer. Shapes follow the pinned contract, tests/contracts/drs_semrush_market_generation.json.
 """
 import hashlib
 
