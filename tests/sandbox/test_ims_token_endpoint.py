@@ -72,6 +72,7 @@ def test_exchange_answers_an_access_token_and_a_rotated_promise_token(promise):
         "access_token": body["access_token"],
         "token_type": "bearer",
         "expires_in": 3600,
+        "user_id": "user-1",
         "promise": {"promise_token": body["promise"]["promise_token"], "token_type": "promise_token",
                     "expires_in": 86400},
     }

@@ -36,5 +36,5 @@ class PromiseRecordAdmin(ReadOnlyAdmin):
 
 @admin.register(Switch)
 class SwitchAdmin(admin.ModelAdmin):
-    list_display = ["name", "remaining", "status", "updated_at"]
-    fields = ["name", "remaining", "status"]
+    list_display = ["name", "remaining", "status", "mode", "stall_seconds", "delay_ms", "updated_at"]
+    fields = ["name", "remaining", "status", "mode", "stall_seconds", "delay_ms"]

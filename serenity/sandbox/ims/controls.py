@@ -1,20 +1,23 @@
 """Switches that make the IMS simulator misbehave on purpose; stored in the database, so they reach
 every process that serves or calls it."""
+from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import transaction
 from django.utils import timezone
 
 from serenity.sandbox.ims.models import PromiseRecord, PromiseState, Switch
 
 
-def _arm(name: str, count: int, status: int) -> None:
+def _arm(name: str, count: int, status: int, *, mode: str = Switch.REFUSE, stall_seconds: float = 0) -> None:
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise ValueError("count must be a non-negative integer")
     if isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599:
         raise ValueError("status must be an HTTP error status (400-599)")
+    if isinstance(stall_seconds, bool) or not isinstance(stall_seconds, (int, float)) or not 0 <= stall_seconds <= 120:
+        raise ValueError("stallSeconds must be a number of seconds between 0 and 120")
     Switch.objects.update_or_create(
-        name=name, defaults={"remaining": count, "status": status, "updated_at": timezone.now()}
+        name=name, defaults={"remaining": count, "status": status, "mode": mode, "stall_seconds": stall_seconds,
+                             "updated_at": timezone.now()}
     )
 
 
@@ -24,8 +27,30 @@ def fail_next_exchanges(count: int = 1, status: int = 401) -> None:
 
 
 def fail_next_mints(count: int = 1, status: int = 503) -> None:
-    """The next `count` mints answer `status`. The product's client retries a 5xx mint once."""
+    """The next `count` mints answer `status` without minting."""
     _arm(Switch.MINT, count, status)
+
+
+def lose_next_exchange_answers(count: int = 1, status: int = 500, stall_seconds: float = 0) -> None:
+    """The next `count` exchanges rotate the token and commit, then lose the answer: they answer `status`,
+    or, with `stall_seconds`, hold the real answer that long (past the caller's timeout)."""
+    _arm(Switch.EXCHANGE, count, status, mode=Switch.LOSE, stall_seconds=stall_seconds)
+
+
+def lose_next_mint_answers(count: int = 1, status: int = 500, stall_seconds: float = 0) -> None:
+    """The next `count` mints mint a live token and commit, then lose the answer (as above)."""
+    _arm(Switch.MINT, count, status, mode=Switch.LOSE, stall_seconds=stall_seconds)
+
+
+def set_latency(ms: int) -> None:
+    """Every IMS call (mint, exchange, validate, invalidate) waits `ms` milliseconds first; 0 turns it off."""
+    if isinstance(ms, bool) or not isinstance(ms, int) or not 0 <= ms <= 120_000:
+        raise ValueError("ms must be an integer between 0 and 120000")
+    Switch.objects.update_or_create(name=Switch.LATENCY, defaults={"delay_ms": ms, "updated_at": timezone.now()})
+
+
+def latency_ms() -> int:
+    return Switch.objects.filter(name=Switch.LATENCY).values_list("delay_ms", flat=True).first() or 0
 
 
 def expire_live_tokens() -> int:
@@ -35,28 +60,47 @@ def expire_live_tokens() -> int:
 
 
 def reset() -> None:
-    """Disarm every switch. The ledger and tokens stay (see ledger.clear)."""
+    """Disarm every switch, latency included. The ledger and tokens stay (see ledger.clear)."""
     Switch.objects.all().delete()
 
 
 def state() -> dict:
-    """Armed switches: `{"mint": {"remaining", "status"}, "exchange": {...}}` (absent when disarmed)."""
-    return {
-        s.name: {"remaining": s.remaining, "status": s.status}
-        for s in Switch.objects.filter(remaining__gt=0).order_by("name")
-    }
+    """Armed switches: `{"mint": {"remaining", "status"}, "exchange": {...}}` (absent when disarmed), with
+    `mode` and `stallSeconds` for a switch that loses answers, and `latencyMs` when a latency is set."""
+    out = {}
+    for s in Switch.objects.filter(remaining__gt=0).exclude(name=Switch.LATENCY).order_by("name"):
+        out[s.name] = {"remaining": s.remaining, "status": s.status}
+        if s.mode == Switch.LOSE:
+            out[s.name].update(mode=s.mode, stallSeconds=s.stall_seconds)
+    if latency := latency_ms():
+        out["latencyMs"] = latency
+    return out
 
 
-def take(name: str) -> int | None:
-    """Consume one forced failure of `name`: the status to answer, or None when the switch is not armed.
+@dataclass(frozen=True)
+class Forced:
+    """One forced failure taken from a switch."""
 
-    The row lock makes concurrent calls (API threads, worker processes) each consume a distinct one.
+    status: int
+    mode: str
+    stall_seconds: float
+
+    @property
+    def loses_answer(self) -> bool:
+        return self.mode == Switch.LOSE
+
+
+def take(name: str) -> Forced | None:
+    """Consume one forced failure of `name`, or None when the switch is not armed.
+
+    The conditional decrement makes concurrent calls (API threads, worker processes) each consume a
+    distinct one.
     """
-    with transaction.atomic():
-        switch = Switch.objects.select_for_update().filter(name=name, remaining__gt=0).first()
+    while True:
+        switch = Switch.objects.filter(name=name, remaining__gt=0).first()
         if switch is None:
             return None
-        switch.remaining -= 1
-        switch.updated_at = timezone.now()
-        switch.save(update_fields=["remaining", "updated_at"])
-        return switch.status
+        taken = Switch.objects.filter(pk=switch.pk, remaining=switch.remaining).update(
+            remaining=switch.remaining - 1, updated_at=timezone.now())
+        if taken:
+            return Forced(status=switch.status, mode=switch.mode, stall_seconds=switch.stall_seconds)

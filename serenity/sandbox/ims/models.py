@@ -48,6 +48,7 @@ class EventKind(models.TextChoices):
     ROTATED_TO = "rotated_to"
     INVALIDATED = "invalidated"
     REFUSED = "refused"
+    ANSWER_LOST = "answer_lost"
 
 
 class LedgerEvent(models.Model):
@@ -71,15 +72,29 @@ class LedgerEvent(models.Model):
 
 
 class Switch(models.Model):
-    """Forced failures: the next `remaining` calls of `name` answer `status`, whatever they carry."""
+    """Forced failures of the next `remaining` calls of `name` (mint or exchange), or IMS's latency.
+
+    `refuse`: answer `status` without acting (the token stays as it was). `lose`: act (mint, or rotate the
+    token) and commit, then lose the answer: answer `status`, or with `stall_seconds` hold the answer past
+    the caller's timeout. `latency` (name): every IMS call waits `delay_ms` first.
+    """
 
     MINT = "mint"
     EXCHANGE = "exchange"
+    LATENCY = "latency"
+    REFUSE = "refuse"
+    LOSE = "lose"
 
-    name = models.CharField(max_length=16, unique=True, choices=[(MINT, "mint"), (EXCHANGE, "exchange")])
+    name = models.CharField(max_length=16, unique=True,
+                            choices=[(MINT, "mint"), (EXCHANGE, "exchange"), (LATENCY, "latency")])
     remaining = models.PositiveIntegerField(default=0)
     status = models.PositiveSmallIntegerField(default=503)
+    mode = models.CharField(max_length=8, default=REFUSE, choices=[(REFUSE, "refuse"), (LOSE, "lose the answer")])
+    stall_seconds = models.FloatField(default=0)
+    delay_ms = models.PositiveIntegerField(default=0)
     updated_at = models.DateTimeField(default=timezone.now)
 
     def __str__(self):
-        return f"fail next {self.remaining} {self.name}(s) with {self.status}"
+        if self.name == self.LATENCY:
+            return f"latency {self.delay_ms} ms"
+        return f"{self.mode} next {self.remaining} {self.name}(s) with {self.status}"

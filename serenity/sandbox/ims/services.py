@@ -1,7 +1,8 @@
-"""What the IMS simulator does for each call: mint, exchange (rotating) and invalidate promise tokens.
+"""What the IMS simulator does for each call: mint, exchange (rotating), validate and invalidate promise tokens.
 
 Client ids and secrets come from settings.IMS_CLIENT_PAIRS, read on every call so a test's settings
-override reaches the simulator. Every refusal raises `Refused`, which the view answers and ledgers.
+override reaches the simulator. Every refusal raises `Refused`, which the view answers and ledgers; a
+switch that loses an answer raises `AnswerLost` after the work was committed.
 """
 import hmac
 from datetime import timedelta
@@ -38,6 +39,16 @@ class Refused(Exception):
         return {"error": self.error}
 
 
+class AnswerLost(Exception):
+    """The call was carried out and committed, and its answer is to be lost (an error status, or held
+    back for `forced.stall_seconds` and then sent to a caller that has stopped waiting)."""
+
+    def __init__(self, forced: controls.Forced, answer: dict, *, fingerprint="", pair="", user_id=""):
+        super().__init__("answer lost")
+        self.forced, self.answer = forced, answer
+        self.fingerprint, self.pair, self.user_id = fingerprint, pair, user_id
+
+
 def _forced(status: int, **context) -> Refused:
     error = _ERRORS.get(status, "server_error" if status >= 500 else "invalid_request")
     return Refused(status, error, "forced", **context)
@@ -67,8 +78,8 @@ def mint(fields: dict) -> dict:
     if fields["definition_id"] != settings.IMS_CLIENT_PAIRS[pair_name]["emitter_definition_id"]:
         raise Refused(400, "invalid_request", "unknown_definition", pair=pair_name)
     forced = controls.take(Switch.MINT)
-    if forced is not None:
-        raise _forced(forced, pair=pair_name)
+    if forced is not None and not forced.loses_answer:
+        raise _forced(forced.status, pair=pair_name)
     try:
         claims = keys.verify_token(fields["user_token"])
     except jwt.PyJWTError:
@@ -85,7 +96,10 @@ def mint(fields: dict) -> dict:
         )
         ledger.record(ledger.MINTED, operation="mint", fingerprint=ledger.fingerprint(token), pair=pair_name,
                       user_id=user_id)
-    return {"promise_token": token, "token_type": PROMISE_TOKEN_TYPE, "expires_in": PROMISE_TTL}
+    answer = {"promise_token": token, "token_type": PROMISE_TOKEN_TYPE, "expires_in": PROMISE_TTL}
+    if forced is not None:
+        raise AnswerLost(forced, answer, fingerprint=ledger.digest(token), pair=pair_name, user_id=user_id)
+    return answer
 
 
 def exchange(fields: dict) -> dict:
@@ -98,8 +112,8 @@ def exchange(fields: dict) -> dict:
     record = PromiseRecord.objects.filter(digest=digest).first()
     context = {"fingerprint": digest, "pair": pair_name, "user_id": record.user_id if record else ""}
     forced = controls.take(Switch.EXCHANGE)
-    if forced is not None:
-        raise _forced(forced, **context)
+    if forced is not None and not forced.loses_answer:
+        raise _forced(forced.status, **context)
     if record is None:
         raise Refused(401, "invalid_token", "unknown_token", **context)
     if record.state != PromiseState.LIVE:
@@ -131,12 +145,36 @@ def exchange(fields: dict) -> dict:
         user_id=record.user_id, org_ids=record.org_ids, client_id=fields["client_id"],
         scope=SCOPES.get(record.pair, DEFAULT_SCOPE), ttl=ACCESS_TTL,
     )
-    return {
+    answer = {
         "access_token": access,
         "token_type": "bearer",
         "expires_in": ACCESS_TTL,
+        "user_id": record.user_id,
         "promise": {"promise_token": rotated, "token_type": PROMISE_TOKEN_TYPE, "expires_in": PROMISE_TTL},
     }
+    if forced is not None:
+        raise AnswerLost(forced, answer, **context)
+    return answer
+
+
+def validate(fields: dict) -> dict:
+    """Whether a promise token is live for the calling client's pair, and whose it is. Changes nothing.
+    `{valid: true, user_id, expires_in}`, or `{valid: false, reason}` (unknown, ended, expired, other pair)."""
+    _require(fields, "client_id", "client_secret", "type", "token")
+    if fields["type"] != PROMISE_TOKEN_TYPE:
+        raise Refused(400, "unsupported_token_type", "unsupported_token_type")
+    pair_name = _client_pair(fields["client_id"], fields["client_secret"], "consumer", "emitter")
+    record = PromiseRecord.objects.filter(digest=ledger.digest(fields["token"])).first()
+    now = timezone.now()
+    if record is None:
+        return {"valid": False, "reason": "unknown_token"}
+    if record.state != PromiseState.LIVE:
+        return {"valid": False, "reason": f"token_{record.state}"}
+    if record.expires_at <= now:
+        return {"valid": False, "reason": "token_expired"}
+    if record.pair != pair_name:
+        return {"valid": False, "reason": "wrong_pair"}
+    return {"valid": True, "user_id": record.user_id, "expires_in": int((record.expires_at - now).total_seconds())}
 
 
 def invalidate(fields: dict) -> dict:

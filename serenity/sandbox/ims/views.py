@@ -4,6 +4,7 @@ Plain Django views on purpose: the product's DRF defaults (IMS bearer authentica
 what the simulator stands in for, not what it is served by.
 """
 import json
+import time
 
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -23,6 +24,29 @@ def _refused(operation: str, exc: services.Refused) -> JsonResponse:
     return JsonResponse(exc.body(), status=exc.status, headers=_NO_STORE)
 
 
+def _answer_lost(operation: str, exc: services.AnswerLost) -> JsonResponse:
+    """The call was committed; now lose its answer: an error status at once, or the real answer held back
+    past the caller's timeout."""
+    ledger.record(ledger.ANSWER_LOST, operation=operation, fingerprint=exc.fingerprint, pair=exc.pair,
+                  user_id=exc.user_id, status=None if exc.forced.stall_seconds else exc.forced.status,
+                  reason="stalled" if exc.forced.stall_seconds else "error_after_commit")
+    if exc.forced.stall_seconds:
+        time.sleep(exc.forced.stall_seconds)
+        return JsonResponse(exc.answer, headers=_NO_STORE)
+    return JsonResponse({"error": "server_error"}, status=exc.forced.status, headers=_NO_STORE)
+
+
+def _with_latency(view):
+    def wrapped(request, *args, **kwargs):
+        delay = controls.latency_ms()
+        if delay:
+            time.sleep(delay / 1000)
+        return view(request, *args, **kwargs)
+
+    wrapped.__name__, wrapped.__doc__ = view.__name__, view.__doc__
+    return wrapped
+
+
 @require_GET
 def jwks(request):
     return JsonResponse(keys.jwks(), headers={"Cache-Control": "max-age=300"})
@@ -30,6 +54,7 @@ def jwks(request):
 
 @csrf_exempt
 @require_POST
+@_with_latency
 def token(request):
     """POST /ims/token/v4 with grant_type promise_token_mint or promise_token_exchange."""
     grants = {"promise_token_mint": ("mint", services.mint), "promise_token_exchange": ("exchange", services.exchange)}
@@ -41,10 +66,24 @@ def token(request):
         return JsonResponse(handle(request.POST.dict()), headers=_NO_STORE)
     except services.Refused as exc:
         return _refused(operation, exc)
+    except services.AnswerLost as exc:
+        return _answer_lost(operation, exc)
 
 
 @csrf_exempt
 @require_POST
+@_with_latency
+def validate(request):
+    """POST /ims/validate_token/v1: 200 {valid, user_id?, expires_in?, reason?}; changes nothing."""
+    try:
+        return JsonResponse(services.validate(request.POST.dict()), headers=_NO_STORE)
+    except services.Refused as exc:
+        return _refused("validate", exc)
+
+
+@csrf_exempt
+@require_POST
+@_with_latency
 def invalidate(request):
     """POST /ims/invalidate_token/v2: 200 {} whether or not the token was still live."""
     try:
@@ -86,8 +125,9 @@ def user_token(request):
 @csrf_exempt
 @require_http_methods(["GET", "POST"])
 def control(request):
-    """GET: the armed switches. POST {action: fail_next_exchanges|fail_next_mints|expire_live_tokens|reset|
-    clear_ledger, count?, status?}: act, then answer the switches."""
+    """GET: the armed switches. POST {action, ...}: act, then answer the switches. Actions:
+    fail_next_exchanges|fail_next_mints {count?, status?}; lose_next_exchange_answers|lose_next_mint_answers
+    {count?, status?, stallSeconds?}; latency {ms}; expire_live_tokens; reset; clear_ledger."""
     if request.method == "POST":
         body = _json_body(request)
         if body is None:
@@ -98,6 +138,14 @@ def control(request):
                 controls.fail_next_exchanges(body.get("count", 1), body.get("status", 401))
             elif action == "fail_next_mints":
                 controls.fail_next_mints(body.get("count", 1), body.get("status", 503))
+            elif action == "lose_next_exchange_answers":
+                controls.lose_next_exchange_answers(body.get("count", 1), body.get("status", 500),
+                                                    body.get("stallSeconds", 0))
+            elif action == "lose_next_mint_answers":
+                controls.lose_next_mint_answers(body.get("count", 1), body.get("status", 500),
+                                                body.get("stallSeconds", 0))
+            elif action == "latency":
+                controls.set_latency(body.get("ms"))
             elif action == "expire_live_tokens":
                 controls.expire_live_tokens()
             elif action == "reset":
