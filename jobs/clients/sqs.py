@@ -11,6 +11,8 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 
+from serenity.clients.guard import guard_boto3_client
+
 AWSError = (BotoCoreError, ClientError)
 
 
@@ -21,7 +23,7 @@ def _client(endpoint: str, region: str, key: str, secret: str):
         kwargs["endpoint_url"] = endpoint
     if key:
         kwargs.update(aws_access_key_id=key, aws_secret_access_key=secret)
-    return boto3.client("sqs", **kwargs)
+    return guard_boto3_client(boto3.client("sqs", **kwargs), "sqs")
 
 
 def client():

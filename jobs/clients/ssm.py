@@ -5,6 +5,8 @@ import boto3
 from botocore.config import Config
 from django.conf import settings
 
+from serenity.clients.guard import guard_boto3_client
+
 
 @lru_cache(maxsize=4)
 def _client(endpoint: str, region: str, key: str, secret: str):
@@ -13,7 +15,7 @@ def _client(endpoint: str, region: str, key: str, secret: str):
         kwargs["endpoint_url"] = endpoint
     if key:
         kwargs.update(aws_access_key_id=key, aws_secret_access_key=secret)
-    return boto3.client("ssm", **kwargs)
+    return guard_boto3_client(boto3.client("ssm", **kwargs), "ssm")
 
 
 def client():

@@ -30,6 +30,7 @@ from markets.constants import (  # noqa: F401  (re-exported: callers name outcom
     PROMPT_GENERATION_HELD,
 )
 from serenity import metrics
+from serenity.clients.guard import guard_boto3_client, outside_transaction
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,7 @@ def _lambda_client(region: str, endpoint: str, key: str, secret: str, read_timeo
         kwargs["endpoint_url"] = endpoint
     if key:
         kwargs.update(aws_access_key_id=key, aws_secret_access_key=secret)
-    return boto3.client("lambda", **kwargs)
+    return guard_boto3_client(boto3.client("lambda", **kwargs), "lambda")
 
 
 def lambda_client(region: str | None = None):
@@ -212,6 +213,7 @@ def _invoke_lambda(arn: str, payload: bytes) -> bytes:
 
 def _invoke_http(arn: str, payload: bytes) -> bytes:
     """POST the request once (no automatic retries); return the body. Raises retryable DrsError."""
+    outside_transaction("drs.invoke")
     try:
         response = httpx.post(
             settings.DRS_HTTP_URL,

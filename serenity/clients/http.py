@@ -3,6 +3,10 @@
 Clients raise exactly three kinds of failure and callers decide from the class, never from a message:
 `TransientError` (timeout, network, 429, 5xx: safe to retry later), `ReauthRequired` (401/403: the
 credential is no longer good) and `PermanentError` (any other 4xx, or a payload we cannot use).
+
+A `TransientError` also says whether the other side may have acted on the request (`maybe_processed`):
+false only when the request provably never reached it (the connection was refused or never opened, or it
+answered 429). A call with a side effect elsewhere (an IMS mint or exchange) is retried in place only then.
 """
 import logging
 import random
@@ -10,6 +14,8 @@ import time
 from email.utils import parsedate_to_datetime
 
 import httpx
+
+from serenity.clients.guard import outside_transaction
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +30,14 @@ class ClientError(Exception):
 
 
 class TransientError(ClientError):
-    """Timeouts, network errors, 429 and 5xx: the same call may succeed later."""
+    """Timeouts, network errors, 429 and 5xx: the same call may succeed later.
+
+    `maybe_processed` is False only when the request provably did not reach the service."""
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None,
+                 maybe_processed: bool = True):
+        super().__init__(message, status=status, retry_after=retry_after)
+        self.maybe_processed = maybe_processed
 
 
 class PermanentError(ClientError):
@@ -48,7 +61,7 @@ def _retry_after_seconds(response: httpx.Response) -> float | None:
             return None
 
 
-def classify(response: httpx.Response, what: str) -> None:
+def raise_for_status(response: httpx.Response, what: str) -> None:
     """Raise the taxonomy error for a non-2xx response; return for 2xx."""
     status = response.status_code
     if status < 300:
@@ -56,8 +69,20 @@ def classify(response: httpx.Response, what: str) -> None:
     if status in (401, 403):
         raise ReauthRequired(f"{what}: HTTP {status}", status=status)
     if status == 429 or status >= 500:
-        raise TransientError(f"{what}: HTTP {status}", status=status, retry_after=_retry_after_seconds(response))
+        # 429 is a refusal to process; a 5xx may come after the work was done (and its answer lost).
+        raise TransientError(f"{what}: HTTP {status}", status=status, retry_after=_retry_after_seconds(response),
+                             maybe_processed=status != 429)
     raise PermanentError(f"{what}: HTTP {status}", status=status)
+
+
+# Failures that happen before a single byte of the request left: the service cannot have acted on it.
+_UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+
+
+def transport_error(exc: httpx.TransportError, what: str) -> TransientError:
+    """The taxonomy error for an httpx transport failure (timeouts and network errors)."""
+    kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "network error"
+    return TransientError(f"{what}: {kind} ({type(exc).__name__})", maybe_processed=not isinstance(exc, _UNSENT))
 
 
 def json_object(response: httpx.Response, what: str) -> dict:
@@ -80,26 +105,30 @@ def request(
     deadline: float | None = None,
     max_attempts: int = 4,
     base_delay: float = 0.25,
+    idempotent: bool = True,
     **kwargs,
 ) -> httpx.Response:
     """Send one request, retrying transient failures with jittered exponential backoff.
 
     Honours `Retry-After`, never sleeps past `deadline` (a `time.monotonic()` value) and gives up after
-    `max_attempts`. Returns the 2xx response; raises TransientError / PermanentError / ReauthRequired.
+    `max_attempts`. A call that is not `idempotent` (it has a side effect elsewhere) is retried only when
+    the failed attempt provably never reached the service. Returns the 2xx response; raises
+    TransientError / PermanentError / ReauthRequired.
     """
+    outside_transaction(what)
     attempt = 0
     while True:
         attempt += 1
         try:
             response = client.request(method, url, **kwargs)
-            classify(response, what)
+            raise_for_status(response, what)
             return response
-        except httpx.TimeoutException as exc:
-            error: ClientError = TransientError(f"{what}: timeout ({type(exc).__name__})")
         except httpx.TransportError as exc:
-            error = TransientError(f"{what}: network error ({type(exc).__name__})")
+            error = transport_error(exc, what)
         except TransientError as exc:
             error = exc
+        if not idempotent and error.maybe_processed:
+            raise error
         delay = error.retry_after if error.retry_after is not None else base_delay * 2 ** (attempt - 1)
         delay = min(delay, 30.0) * (1 + random.random() * 0.1)
         if attempt >= max_attempts or (deadline is not None and time.monotonic() + delay >= deadline):
