@@ -20,7 +20,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
-VAR = ROOT / "var"
+VAR = Path(os.environ.get("SERENITY_VAR_DIR") or ROOT / "var")
 PYTHON = sys.executable
 BIN = Path(PYTHON).parent
 STOP_GRACE_SECONDS = 15
