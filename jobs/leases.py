@@ -18,6 +18,9 @@ from django.utils import timezone
 from jobs import states
 from jobs.exceptions import LeaseLost
 from jobs.models import AsyncJob
+from tokens import services as grants
+from tokens.services import LoadedGrant
+from tokens.types import PromiseToken
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +89,15 @@ class JobRun:
         return AsyncJob.objects.filter(id=self.job.id, status=states.IN_PROGRESS, lease_token=self.lease_token,
                                        lease_expires_at__gt=timezone.now())
 
+    def _merged(self, values: dict) -> dict:
+        """The job's checkpoints with `values` merged in; a None value removes its key."""
+        merged = {**self.job.checkpoints, **values}
+        return {key: value for key, value in merged.items() if value is not None}
+
     def checkpoint(self, *, phase: str | None = None, **values) -> None:
-        """Merge `values` into the job's checkpoints (and move its phase). Raises LeaseLost."""
-        checkpoints = {**self.job.checkpoints, **values}
+        """Merge `values` into the job's checkpoints (a None value removes its key) and move its phase.
+        Raises LeaseLost."""
+        checkpoints = self._merged(values)
         fields = {"checkpoints": checkpoints, "updated_at": timezone.now()}
         if phase:
             fields["phase"] = phase
@@ -100,7 +109,8 @@ class JobRun:
             states.record(self.job.id, "checkpoint", actor=self.worker, detail=phase)
 
     def confirm(self) -> None:
-        """Fence: prove the lease is still ours right before a write outside the database. Raises LeaseLost.
+        """Fence: prove the lease is still ours right before a call with an effect outside the database (an
+        IMS exchange, a Semrush write). Raises LeaseLost.
 
         It does not extend the lease. The TTL (930 s) already covers the whole task budget (900 s), and a
         lease that outlived its message's visibility window (960 s) would make the redelivery of a crashed
@@ -109,19 +119,26 @@ class JobRun:
         if self._fenced().update(updated_at=timezone.now()) != 1:
             raise self.lost("confirm")
 
-    @contextlib.contextmanager
-    def fenced_atomic(self):
-        """A transaction holding the job row locked, entered only while we still own the lease.
+    def store_rotated_token(self, *, exchanged: LoadedGrant, rotated: PromiseToken, **checkpoint_values) -> None:
+        """Store the token an IMS exchange just rotated to, fenced: in one short transaction (no network
+        call inside), the job row is updated only while this run still holds the lease, and the grant only
+        while it still holds the token that was exchanged. `checkpoint_values` are merged in the same write.
 
-        No other delivery can claim the job while the block runs (a claim must update the locked row), so
-        work that must not happen after a takeover goes inside: the IMS exchange and the storing of the
-        token it rotated. Raises LeaseLost.
+        If either fence fails, the rotated token would be live with no owner: it is invalidated at IMS at
+        once (after the transaction), and LeaseLost is raised. The job's new owner then holds the token we
+        exchanged, which IMS has rotated away; its own exchange is refused and the job ends NEEDS_REAUTH.
         """
+        checkpoints = self._merged(checkpoint_values)
         with transaction.atomic():
-            if self._fenced().select_for_update().exists():
-                yield
-                return
-        raise self.lost("fenced write")  # outside the transaction, so the event row is kept
+            fenced = self._fenced().update(checkpoints=checkpoints, updated_at=timezone.now()) == 1
+            stored = fenced and grants.grant_rotate(job_id=self.job.id, expect_fingerprint=exchanged.fingerprint,
+                                                    token=rotated)
+            if fenced and not stored:
+                transaction.set_rollback(True)
+        if not stored:
+            grants.promise_invalidate_quietly(pair=exchanged.pair, token=rotated, job_id=self.job.id)
+            raise self.lost("token rotation")
+        self.job.checkpoints = checkpoints
 
     @contextlib.contextmanager
     def heartbeat(self, every: float | None = None):

@@ -40,6 +40,9 @@ class AsyncJob(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     lease_epoch = models.PositiveIntegerField(default=0)
     attempts = models.PositiveIntegerField(default=0)
+    # Held by the one re-authorisation under way (FAILED jobs only), while it obtains a credential.
+    reauth_claim = models.UUIDField(null=True, blank=True)
+    reauth_claim_expires_at = models.DateTimeField(null=True, blank=True)
 
     message_sent_at = models.DateTimeField(null=True, blank=True, help_text="When its queue message last went out")
     created_at = models.DateTimeField(default=timezone.now)
@@ -59,6 +62,12 @@ class AsyncJob(models.Model):
                 condition=models.Q(lease_token__isnull=True)
                 | models.Q(status="IN_PROGRESS", lease_expires_at__isnull=False),
                 name="async_job_lease_only_in_progress",
+            ),
+            # A re-authorisation claim only on a FAILED job, always with an expiry.
+            models.CheckConstraint(
+                condition=models.Q(reauth_claim__isnull=True)
+                | models.Q(status="FAILED", reauth_claim_expires_at__isnull=False),
+                name="async_job_reauth_claim_only_failed",
             ),
         ]
         indexes = [

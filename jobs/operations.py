@@ -261,5 +261,7 @@ def grant_purge_orphan(job_id) -> bool:
     """End a grant whose job no longer exists (token invalidated, grant deleted). False if the job exists."""
     if AsyncJob.objects.filter(id=job_id).exists():
         return False
-    grants.grant_end(job_id)
+    with transaction.atomic():
+        taken = grants.grant_take(job_id)
+    taken.invalidate()
     return True

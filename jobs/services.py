@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from jobs import registry, states
@@ -18,6 +19,7 @@ from jobs.exceptions import LeaseLost, RetryableJobError, TerminalJobError
 from jobs.leases import JobRun, lease_claim, lease_release, lease_release_stale
 from jobs.models import AsyncJob
 from serenity import context, metrics
+from serenity.clients.guard import outside_transaction
 from serenity.problems import DomainError
 from tokens import services as grants
 from tokens.pairs import ClientPair
@@ -53,6 +55,7 @@ def _send(job_id, job_type: str, *, delay: int = 0) -> None:
     """Put `{jobId, type}` on the market-jobs queue. Raises whatever the transport raises."""
     from jobs.tasks import run_job_task
 
+    outside_transaction("sqs.send")  # kombu's send is a network call like any other
     options = {"queue": settings.MARKET_JOBS_QUEUE}
     if delay:
         options["DelaySeconds"] = min(int(delay), 900)  # SQS's per-message delay limit
@@ -107,7 +110,8 @@ def job_enqueue(
        Losing a race to a concurrent producer means the other's live job is reused, and the token we
        obtained is invalidated.
     4. After commit, send `{jobId, type}` (job_publish); a failed send fails the job.
-    Raises InvalidPromiseToken for an untyped credential and client errors from the mint.
+    Raises InvalidPromiseToken for an untyped credential, TokenAlreadyGranted when another job's grant
+    holds the token (nothing written, the token left to its owner), and client errors from the mint.
     """
     if AsyncJob.objects.filter(id=job_id, status=states.IN_PROGRESS).exists():
         return Enqueued(job_id=str(job_id), reused=True)
@@ -130,6 +134,8 @@ def job_enqueue(
                     result.sent = job_publish(job_id, job_type, first=True)
 
                 transaction.on_commit(publish)
+    except grants.TokenAlreadyGranted:
+        raise  # the token is another job's: never invalidate it from here
     except IntegrityError:
         # A concurrent producer inserted the same id first and committed: theirs is the live job.
         if not AsyncJob.objects.filter(id=job_id, status=states.IN_PROGRESS).exists():
@@ -296,24 +302,65 @@ def _retry_or_exhaust(run: JobRun, exc: RetryableJobError) -> str:
 def job_reauthorize(*, job_id, user_id: str, pair: ClientPair, obtain_token: Callable[[], PromiseToken]) -> AsyncJob:
     """Give a job awaiting re-authorisation a new credential and queue the same job id again.
 
-    One transaction with the job row locked, so of concurrent calls exactly one wins; the credential is
-    obtained inside it on purpose (a failure must leave the job as it was, and losers must mint
-    nothing). Raises NotRequester (403), NotAwaitingReauth (409), client errors from the mint.
+    1. Only the requester (403), only a job FAILED with NEEDS_REAUTH (409).
+    2. Claim the re-authorisation: one conditional UPDATE on the job row. Of concurrent calls exactly one
+       wins; the others get 409 and obtain nothing. A claim expires (JOB_REAUTH_CLAIM_SECONDS), so a
+       process that dies while holding it does not block the job for good.
+    3. Obtain the credential outside any transaction (a network call). If that fails, the claim is given
+       back and the job awaits re-authorisation as before; the error propagates.
+    4. One short transaction fenced on the claim: FAILED -> IN_PROGRESS, store the grant, send after
+       commit. A claim lost meanwhile (it expired and another call took it) leaves the job alone and
+       invalidates the credential just obtained (NotAwaitingReauth).
+    Raises AsyncJob.DoesNotExist, NotRequester, NotAwaitingReauth, and what `obtain_token` raises.
     """
-    with transaction.atomic():
-        job = AsyncJob.objects.select_for_update().get(id=job_id)
-        if not job.user_id or job.user_id != user_id:
-            raise NotRequester()
-        if job.status != states.FAILED or job.error_code != NEEDS_REAUTH:
-            raise NotAwaitingReauth(f"Job {job.id} is {job.status}.")
+    job = AsyncJob.objects.get(id=job_id)
+    if not job.user_id or job.user_id != user_id:
+        raise NotRequester()
+    if job.status != states.FAILED or job.error_code != NEEDS_REAUTH:
+        raise NotAwaitingReauth(f"Job {job.id} is {job.status}.")
+    claim = _reauth_claim(job.id, user_id)
+    if claim is None:
+        raise NotAwaitingReauth(f"Job {job.id} is already being re-authorised, or no longer awaits it.")
+    try:
         token = obtain_token()
-        grants.grant_store(job_id=job.id, pair=pair, token=token)
-        states.transition(job.id, to=states.IN_PROGRESS, expect=states.FAILED, event="reauthorized", actor=user_id,
-                          error=None, error_code=None, message_sent_at=None, attempts=0,
-                          expires_at=timezone.now() + timedelta(days=settings.JOB_RECORD_TTL_DAYS))
-        transaction.on_commit(lambda: job_publish(job.id, job.job_type))
+    except BaseException:
+        _reauth_release(job.id, claim)
+        raise
+    try:
+        with transaction.atomic():
+            moved = states.transition(
+                job.id, to=states.IN_PROGRESS, expect=states.FAILED, event="reauthorized", actor=user_id,
+                extra_filter={"reauth_claim": claim}, reauth_claim=None, reauth_claim_expires_at=None,
+                error=None, error_code=None, message_sent_at=None, attempts=0,
+                expires_at=timezone.now() + timedelta(days=settings.JOB_RECORD_TTL_DAYS))
+            if moved:
+                grants.grant_store(job_id=job.id, pair=pair, token=token)
+                transaction.on_commit(lambda: job_publish(job.id, job.job_type))
+    except grants.TokenAlreadyGranted:
+        _reauth_release(job.id, claim)
+        raise
+    if not moved:
+        grants.promise_invalidate_quietly(pair=pair, token=token, job_id=job.id)
+        raise NotAwaitingReauth(f"Job {job.id} was re-authorised by another request.")
     job.refresh_from_db()
     return job
+
+
+def _reauth_claim(job_id, user_id: str):
+    """Take the job's re-authorisation claim; the claim token, or None when another call holds a live one
+    or the job no longer awaits re-authorisation."""
+    now = timezone.now()
+    claim = uuid.uuid4()
+    taken = (
+        AsyncJob.objects.filter(id=job_id, status=states.FAILED, error_code=NEEDS_REAUTH, user_id=user_id)
+        .filter(Q(reauth_claim__isnull=True) | Q(reauth_claim_expires_at__lte=now))
+        .update(reauth_claim=claim, reauth_claim_expires_at=now + timedelta(seconds=settings.JOB_REAUTH_CLAIM_SECONDS))
+    )
+    return claim if taken == 1 else None
+
+
+def _reauth_release(job_id, claim) -> None:
+    AsyncJob.objects.filter(id=job_id, reauth_claim=claim).update(reauth_claim=None, reauth_claim_expires_at=None)
 
 
 # --- Operators -----------------------------------------------------------------------------------------

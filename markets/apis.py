@@ -19,8 +19,10 @@ from markets.dto import ProblemSerializer
 from markets.models import Brand, Site
 from markets.selectors import brand_get_for_caller, org_get_for_caller
 from serenity.problems import problem
-from tokens.exceptions import InvalidAudience
-from tokens.pairs import UnknownAudience, pair_from_audience
+from tokens.exceptions import InvalidAudience, InvalidForwardedToken
+from tokens.pairs import SEMRUSH, UnknownAudience, pair_from_audience
+from tokens.services import promise_accept_forwarded, promise_from_header
+from tokens.types import InvalidPromiseToken
 
 MAX_ACTIVATE_MARKETS = 50
 
@@ -30,8 +32,10 @@ AUDIENCE_HEADERS = [
                                  "(required for prompt generation)."),
     OpenApiParameter("x-promise-token", str, OpenApiParameter.HEADER, required=False,
                      description="A promise token forwarded by the browser, as the typed JSON object "
-                                 "`{promise_token, token_type, expires_in}` (a bare value gets no job); minted "
-                                 "from the bearer when absent."),
+                                 "`{promise_token, token_type: \"promise_token\", expires_in}`, live at IMS and "
+                                 "the caller's own (otherwise 400 `invalid_promise_token`). It serves the first "
+                                 "new market of the request; every other one gets a token minted from the "
+                                 "bearer, as do all when the header is absent."),
 ]
 
 
@@ -141,14 +145,27 @@ def market_body(outcome: services.MarketOutcome) -> dict:
 
 def generation_for(request, generate_prompts: bool) -> services.Generation:
     """The async producer only with the flag on and `generatePrompts: true`; else the old path.
-    Only then does `x-promise-audience` matter, and an unknown value is a 400."""
+
+    Only then do the headers matter, and they are checked before anything is created: an unknown
+    `x-promise-audience` is a 400, and so is an `x-promise-token` that is malformed, claims a lifetime IMS
+    never gives, or that IMS says is not a live token of this caller for the Semrush pair.
+    """
     if not (services.async_generation_enabled() and generate_prompts):
         return services.Generation(use_async=False)
     try:
         pair = pair_from_audience(request.headers.get("x-promise-audience"))
     except UnknownAudience:
         raise InvalidAudience("x-promise-audience must be `semrush` or absent.") from None
-    return services.Generation(use_async=True, pair=pair, forwarded_token=request.headers.get("x-promise-token"))
+    header = request.headers.get("x-promise-token")
+    forwarded = None
+    try:
+        if header is not None and pair.name == SEMRUSH:
+            forwarded = promise_accept_forwarded(value=header, user_id=request.user.user_id, pair=pair)
+        elif header is not None:
+            promise_from_header(header)  # unused without the Semrush pair, but still not accepted malformed
+    except InvalidPromiseToken as exc:
+        raise InvalidForwardedToken(str(exc)) from None
+    return services.Generation(use_async=True, pair=pair, forwarded=forwarded)
 
 
 class BrandCreateApi(APIView):

@@ -23,10 +23,11 @@ from markets import constants
 from markets.dto import GenerationJobSerializer, ProblemSerializer, ReauthAcceptedSerializer, job_dto, reauth_accepted
 from markets.selectors import JobNotFound, job_get_for_caller
 from serenity.clients.http import ClientError
-from serenity.problems import PROBLEM_CONTENT_TYPE, DomainError, InvalidInput, UpstreamUnavailable
+from serenity.problems import PROBLEM_CONTENT_TYPE, InvalidInput, UpstreamUnavailable
+from serenity.throttles import ReauthRateThrottle
 from tokens import pairs
-from tokens.exceptions import InvalidAudience, PromisePairRequired
-from tokens.services import promise_obtain
+from tokens.exceptions import InvalidAudience, InvalidForwardedToken, PromisePairRequired
+from tokens.services import promise_accept_forwarded, promise_from_header, promise_mint
 from tokens.types import InvalidPromiseToken
 
 log = logging.getLogger(__name__)
@@ -45,10 +46,6 @@ RETRY_AFTER_SECONDS = {
     constants.PHASE_PUBLISHED: 2,
 }
 DEFAULT_RETRY_AFTER_SECONDS = 5
-
-
-class InvalidForwardedToken(DomainError):
-    status, code, title = 400, "invalid_promise_token", "x-promise-token is not a usable promise token"
 
 
 class CredentialUnavailable(UpstreamUnavailable):
@@ -195,14 +192,17 @@ class GenerationJobDetailApi(APIView):
 class GenerationJobReauthApi(APIView):
     """Give a job awaiting re-authorisation a fresh credential and queue the same job again."""
 
+    throttle_classes = [ReauthRateThrottle]
+
     @extend_schema(
         operation_id="reauthorizeGenerationJob",
         summary="Re-authorise a prompt generation job",
         description=(
             "Only for a job that is `FAILED` with `NEEDS_REAUTH`, and only by the user who started it. The credential "
-            "is the forwarded `x-promise-token`, or one minted from the caller's bearer. Of concurrent calls exactly "
-            "one wins; the others get 409 and obtain nothing. If IMS does not issue the credential the job stays "
-            "`FAILED` `NEEDS_REAUTH` (502)."
+            "is the forwarded `x-promise-token` (live at IMS and the caller's own, else 400), or one minted from the "
+            "caller's bearer. Of concurrent calls exactly one wins; the others get 409 at once and obtain nothing. "
+            "If IMS does not issue the credential the job stays `FAILED` `NEEDS_REAUTH` (502). Limited per user "
+            "(429 with `Retry-After`)."
         ),
         tags=["generation jobs"],
         request=None,
@@ -224,7 +224,10 @@ class GenerationJobReauthApi(APIView):
             (401, PROBLEM_CONTENT_TYPE): COMMON_PROBLEMS[(401, PROBLEM_CONTENT_TYPE)],
             (403, PROBLEM_CONTENT_TYPE): _problem("The caller is not the user who started the job."),
             (404, PROBLEM_CONTENT_TYPE): COMMON_PROBLEMS[(404, PROBLEM_CONTENT_TYPE)],
-            (409, PROBLEM_CONTENT_TYPE): _problem("The job is not awaiting re-authorisation."),
+            (409, PROBLEM_CONTENT_TYPE): _problem("The job is not awaiting re-authorisation, or another "
+                                                  "re-authorisation of it is under way."),
+            (429, PROBLEM_CONTENT_TYPE): _problem("Too many re-authorisations by this user: retry after the "
+                                                  "`Retry-After` seconds."),
             (502, PROBLEM_CONTENT_TYPE): _problem("IMS did not issue a credential; the job still awaits "
                                                   "re-authorisation."),
         },
@@ -236,18 +239,29 @@ class GenerationJobReauthApi(APIView):
         job = job_get_for_caller(caller=caller, org_id=org_id, brand_id=brand_id, job_id=job_id,
                                  allowed_types=GENERATION_JOB_TYPES)
         forwarded = request.headers.get("x-promise-token")
+        if forwarded is not None:
+            try:
+                promise_from_header(forwarded)  # a malformed header is refused before anything else happens
+            except InvalidPromiseToken as exc:
+                raise InvalidForwardedToken(str(exc)) from None
+
+        def obtain_token():
+            # Runs only for the one call that won the claim, outside any transaction.
+            token = None
+            if forwarded is not None:
+                token = promise_accept_forwarded(value=forwarded, user_id=caller.user_id, pair=pair)
+            return token or promise_mint(bearer=caller.bearer, pair=pair)
+
         try:
-            job = job_services.job_reauthorize(
-                job_id=job.id, user_id=caller.user_id, pair=pair,
-                obtain_token=lambda: promise_obtain(bearer=caller.bearer, pair=pair, forwarded=forwarded),
-            )
+            job = job_services.job_reauthorize(job_id=job.id, user_id=caller.user_id, pair=pair,
+                                               obtain_token=obtain_token)
         except ClientError as exc:
-            # The transaction in job_reauthorize rolled back: the job still awaits re-authorisation.
+            # The claim was given back: the job still awaits re-authorisation.
             log.warning("re-authorisation credential not issued",
                         extra={"job_id": str(job_id), "reason": type(exc).__name__, "status": exc.status})
             raise CredentialUnavailable("The job still awaits re-authorisation; try again.") from None
-        except InvalidPromiseToken:
-            raise InvalidForwardedToken() from None
+        except InvalidPromiseToken as exc:
+            raise InvalidForwardedToken(str(exc)) from None
         except AsyncJob.DoesNotExist:
             # Purged between the scoped read and the row lock.
             raise JobNotFound() from None

@@ -4,6 +4,7 @@ It never fails the entry point: every refusal or failure is logged with its reas
 `None` (no handle for that market).
 """
 import logging
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
@@ -17,8 +18,11 @@ from markets.seeds import seeds_from_catalogue
 from serenity.auth import Caller
 from serenity.clients.http import ClientError
 from tokens import pairs
-from tokens.services import promise_obtain
+from tokens.services import TokenAlreadyGranted, promise_mint
 from tokens.types import InvalidPromiseToken
+
+if TYPE_CHECKING:
+    from markets.services import Generation
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +49,7 @@ def job_params(*, brand: Brand, market: Market, seeds: list[dict]) -> dict:
     }
 
 
-def market_generation_enqueue(
-    *, caller: Caller, brand: Brand, market: Market, pair: pairs.ClientPair, forwarded_token: str | None
-) -> dict | None:
+def market_generation_enqueue(*, caller: Caller, brand: Brand, market: Market, generation: "Generation") -> dict | None:
     """Enqueue (or reuse) the generation job of a new market. Returns the response handle
     `{jobId, status: "provisioning", reused}`, or None when no job was queued (reason logged).
 
@@ -55,6 +57,7 @@ def market_generation_enqueue(
     deterministic job id. 4-6. jobs.job_enqueue: dedupe, fail-closed credential, grant, send after commit.
     """
     where = {"market_id": str(market.id), "brand_id": str(brand.id)}
+    pair = generation.pair
     if not readiness.consumer_ready():
         return None
     if pair.name != pairs.SEMRUSH:
@@ -83,8 +86,11 @@ def market_generation_enqueue(
             user_id=caller.user_id,
             params=job_params(brand=brand, market=market, seeds=seeds),
             pair=pair,
-            obtain_token=lambda: promise_obtain(bearer=caller.bearer, pair=pair, forwarded=forwarded_token),
+            obtain_token=lambda: generation.take_forwarded() or promise_mint(bearer=caller.bearer, pair=pair),
         )
+    except TokenAlreadyGranted:
+        log.warning("prompt generation not enqueued", extra={**where, "reason": "TOKEN_ALREADY_GRANTED"})
+        return None
     except InvalidPromiseToken:
         log.warning("prompt generation not enqueued", extra={**where, "reason": InvalidPromiseToken.code})
         return None

@@ -20,6 +20,7 @@ from serenity.auth import Caller
 from serenity.clients.http import ClientError, TransientError
 from serenity.problems import Conflict, DomainError, problem
 from tokens.pairs import ClientPair
+from tokens.types import PromiseToken
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +50,19 @@ def async_generation_enabled() -> bool:
 
 @dataclass
 class Generation:
-    """How a request wants prompts: the async producer (flag on + generatePrompts) or the old path."""
+    """How a request wants prompts: the async producer (flag on + generatePrompts) or the old path.
+
+    `forwarded` is the browser's promise token, already checked with IMS. A token has one owner, so it
+    serves at most one job of the request: `take_forwarded()` hands it out once; every other new job of
+    the request mints its own from the caller's bearer."""
 
     use_async: bool
     pair: ClientPair | None = None
-    forwarded_token: str | None = None
+    forwarded: PromiseToken | None = None
+
+    def take_forwarded(self) -> PromiseToken | None:
+        token, self.forwarded = self.forwarded, None
+        return token
 
 
 @dataclass
@@ -172,9 +181,14 @@ def _market_provision(*, caller, brand, country, language_code, site, generation
     market.save(update_fields=["semrush_project_id", "publish_state", "updated_at"])
     outcome.market = market
     if generation.use_async:
-        outcome.prompt_generation = market_generation_enqueue(
-            caller=caller, brand=brand, market=market, pair=generation.pair, forwarded_token=generation.forwarded_token
-        )
+        try:
+            outcome.prompt_generation = market_generation_enqueue(caller=caller, brand=brand, market=market,
+                                                                  generation=generation)
+        except Exception:
+            # The market is committed and published: whatever went wrong in the producer (a database
+            # error, a bug), the answer is the market without a handle, never a 500 that hides it.
+            log.exception("prompt generation not enqueued", extra={"market_id": str(market.id),
+                                                                   "reason": "producer_error"})
     return outcome
 
 

@@ -13,12 +13,14 @@ from django.core.exceptions import ImproperlyConfigured
 from serenity import localsecrets
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = BASE_DIR / "var"
 
 # FileAwareEnv: every variable may also be given as NAME_FILE, a path whose content is the value
 # (how container secrets are mounted).
 env = environ.FileAwareEnv()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").exists() else None
+
+# Local state of the embedded run: the SQLite database, locally minted secrets, logs.
+VAR_DIR = Path(env.str("SERENITY_VAR_DIR", default=str(BASE_DIR / "var")))
 
 ENVIRONMENT = env.str("SERENITY_ENVIRONMENT", default="local")
 IS_LOCAL = ENVIRONMENT in ("local", "test")
@@ -55,6 +57,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=0))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# The shared cache (request throttles). Default: a table in the database (created by `migrate`), shared by
+# every process; `redis://…` or any django-environ cache URL in CACHE_URL replaces it.
+CACHES = {"default": env.cache_url("CACHE_URL", default="dbcache://serenity_cache")}
 
 # Encryption at rest for promise tokens: comma-separated Fernet keys, newest first (MultiFernet).
 PROMISE_TOKEN_KEYS = _required("PROMISE_TOKEN_KEYS", _local.get("PROMISE_TOKEN_KEYS")).split(",")
@@ -133,6 +139,9 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "serenity.problems.problem_exception_handler",
+    "DEFAULT_THROTTLE_RATES": {
+        "reauth": env.str("THROTTLE_REAUTH_RATE", default="10/min"),
+    },
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
@@ -224,8 +233,14 @@ JOB_RETRY_MAX_SECONDS = env.int("JOB_RETRY_MAX_SECONDS", default=900)
 JOB_HEARTBEAT_SECONDS = env.int("JOB_HEARTBEAT_SECONDS", default=60)
 JOB_RECORD_TTL_DAYS = env.int("JOB_RECORD_TTL_DAYS", default=7)
 JOB_ENQUEUE_GRACE_SECONDS = env.int("JOB_ENQUEUE_GRACE_SECONDS", default=60)
+# How long one re-authorisation may hold its claim on a job while it obtains a credential from IMS: the
+# mint's worst case (three attempts that never connected, each bounded by the IMS timeout) with room.
+JOB_REAUTH_CLAIM_SECONDS = int(3 * IMS_TIMEOUT_SECONDS + 30)
 JOB_STUCK_AFTER_SECONDS = env.int("JOB_STUCK_AFTER_SECONDS", default=3600)
 METRICS_NAMESPACE = "SpacecatSerenityMarketWorker"
+# What a client does when called inside a database transaction (serenity/clients/guard.py): `raise` in
+# local runs and tests, so the mistake fails loudly; `log` (an error line) in deployments.
+NETWORK_CALL_IN_TRANSACTION = env.str("NETWORK_CALL_IN_TRANSACTION", default="raise" if IS_LOCAL else "log")
 
 # --- Celery on SQS (see docs/operations.md for why each option is set) ---------------------------
 _endpoint = urlsplit(AWS_ENDPOINT_URL) if AWS_ENDPOINT_URL else None

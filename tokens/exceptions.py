@@ -14,3 +14,7 @@ class PromisePairRequired(DomainError):
 class InvalidAudience(DomainError):
     status, code, title = 400, "invalid_promise_audience", "Unknown x-promise-audience"
 
+
+
+class InvalidForwardedToken(DomainError):
+    status, code, title = 400, "invalid_promise_token", "x-promise-token is not a usable promise token"

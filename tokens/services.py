@@ -1,90 +1,187 @@
-"""Promise grants: obtain a job's credential, store it encrypted, rotate it, end it.
+"""Promise grants: take in a job's credential, store it encrypted, rotate it, end it.
 
-Callers own the transactions around grant writes (a grant is written with its job, in the same unit).
+A promise token has exactly one owner. IMS rotates it on every exchange (the presented token dies), so a
+token can be exchanged once and belongs to exactly one job's grant; the grant's unique fingerprint makes
+the database refuse a second owner. Callers own the transactions around grant writes (a grant is written
+with its job, in the same unit) and make every network call here outside them.
 """
 import json
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from serenity.clients.http import ClientError
+from serenity import metrics
+from serenity.clients.http import ClientError, TransientError
 from tokens import crypto
 from tokens.clients import ims
+from tokens.fingerprints import token_fingerprint
 from tokens.models import PromiseGrant
 from tokens.pairs import ClientPair, get_pair
-from tokens.types import AccessToken, InvalidPromiseToken, PromiseToken
+from tokens.types import InvalidPromiseToken, PromiseToken
 
 log = logging.getLogger(__name__)
 
+
+class TokenAlreadyGranted(InvalidPromiseToken):
+    """The token is already held by another job's grant: a token has one owner."""
+
+
+class ForeignPromiseToken(InvalidPromiseToken):
+    """A forwarded token IMS does not vouch for: not live, of another pair, or of another user."""
+
+
+@dataclass(frozen=True)
+class LoadedGrant:
+    pair: ClientPair
+    token: PromiseToken
+    fingerprint: str
+
+
+# --- Taking a credential in -------------------------------------------------------------------------------
+
 def promise_from_header(value: str) -> PromiseToken:
     """Type an `x-promise-token` header: the JSON object IMS gave the browser,
-    `{"promise_token": …, "token_type": …, "expires_in": …}`. A bare token value is refused like any other
-    untyped credential (SPEC §4.5). Raises InvalidPromiseToken."""
+    `{"promise_token": …, "token_type": "promise_token", "expires_in": …}`. A bare token value is refused like
+    any other untyped credential (SPEC §4.5), and so is a lifetime IMS would never give. Raises
+    InvalidPromiseToken."""
     value = (value or "").strip()
     if not value.startswith("{"):
         raise InvalidPromiseToken("x-promise-token must be the typed token object, not a bare value")
     try:
-        return PromiseToken.parse(json.loads(value))
-    except ValueError:
+        parsed = json.loads(value)
+    except (ValueError, RecursionError):
         raise InvalidPromiseToken("x-promise-token is not a valid typed token") from None
+    return PromiseToken.parse(parsed)
 
 
-def promise_obtain(*, bearer: str, pair: ClientPair, forwarded: str | None) -> PromiseToken:
-    """The forwarded token when the browser sent one, else a fresh one minted from the caller's bearer.
+def promise_accept_forwarded(*, value: str, user_id: str, pair: ClientPair) -> PromiseToken | None:
+    """The browser's forwarded token, once IMS has said it is live, of `pair`, and the caller's own.
 
-    Raises InvalidPromiseToken, or a client error from the mint.
+    Network call: never inside a transaction. Returns None when the token cannot be checked now (IMS
+    unreachable) or already belongs to a job (a browser re-sending it): the caller then mints from the
+    bearer instead. Raises InvalidPromiseToken for a malformed value and ForeignPromiseToken when IMS
+    says it is not live, not of this pair, or another user's.
     """
-    if forwarded is not None:
-        return promise_from_header(forwarded)
-    return ims.mint(bearer=bearer, pair=pair)
+    token = promise_from_header(value)
+    if PromiseGrant.objects.filter(fingerprint=token_fingerprint(token.promise_token)).exists():
+        log.info("forwarded promise token already belongs to a job; minting instead")
+        return None
+    try:
+        info = ims.validate(promise=token, pair=pair)
+    except ClientError as exc:
+        log.warning("forwarded promise token not checked; minting instead",
+                    extra={"reason": type(exc).__name__, "status": exc.status})
+        return None
+    if not info.valid:
+        raise ForeignPromiseToken(f"IMS does not accept the forwarded token for this pair ({info.reason})")
+    if info.user_id != user_id:
+        raise ForeignPromiseToken("the forwarded token belongs to another user")
+    return token
 
+
+def promise_mint(*, bearer: str, pair: ClientPair) -> PromiseToken:
+    """Mint a promise token from the caller's bearer. Network call: never inside a transaction.
+
+    A mint whose answer was lost (IMS may have minted a live token we never saw) is logged and counted
+    (`PromiseMintAnswerLost`); nothing is stored. Raises the IMS client's errors.
+    """
+    try:
+        return ims.mint(bearer=bearer, pair=pair)
+    except TransientError as exc:
+        if exc.maybe_processed:
+            log.warning("promise mint answer lost; a token may be live at IMS with no owner",
+                        extra={"pair": pair.name, "reason": str(exc)})
+            metrics.emit(PromiseMintAnswerLost=(1, metrics.COUNT))
+        raise
+
+
+# --- The grant --------------------------------------------------------------------------------------------
 
 def grant_store(*, job_id, pair: ClientPair, token: PromiseToken) -> PromiseGrant:
-    """Create or replace the job's grant. Runs inside the caller's transaction."""
+    """Create or replace the job's grant. Runs inside the caller's transaction.
+
+    Raises InvalidPromiseToken for an untyped token and TokenAlreadyGranted when another job's grant holds
+    the same token (the caller's transaction stays usable: the attempt runs in a savepoint).
+    """
     if not isinstance(token, PromiseToken):
         raise InvalidPromiseToken("a grant stores typed promise tokens only")
     now = timezone.now()
-    grant, _ = PromiseGrant.objects.update_or_create(
-        job_id=job_id,
-        defaults={
-            "pair": pair.name,
-            "ciphertext": crypto.seal(token),
-            "expires_at": now + timedelta(seconds=token.expires_in),
-            "updated_at": now,
-            "rotations": 0,
-        },
-    )
+    try:
+        with transaction.atomic():
+            grant, _ = PromiseGrant.objects.update_or_create(
+                job_id=job_id,
+                defaults={
+                    "pair": pair.name,
+                    "ciphertext": crypto.seal(token),
+                    "fingerprint": token_fingerprint(token.promise_token),
+                    "expires_at": now + timedelta(seconds=token.expires_in),
+                    "updated_at": now,
+                    "rotations": 0,
+                },
+            )
+    except IntegrityError:
+        raise TokenAlreadyGranted("this promise token already belongs to another job") from None
     return grant
 
 
-def grant_load(job_id) -> tuple[ClientPair, PromiseToken] | None:
-    """The job's pair and token, or None when it has no grant."""
+def grant_load(job_id) -> LoadedGrant | None:
+    """The job's pair, token and token fingerprint; None when it has no grant, or one no configured key
+    can open (logged: such a grant can never be used, the job needs re-authorisation)."""
     grant = PromiseGrant.objects.filter(job_id=job_id).first()
     if grant is None:
         return None
-    return get_pair(grant.pair), crypto.unseal(grant.ciphertext)
+    try:
+        token = crypto.unseal(grant.ciphertext)
+    except (crypto.InvalidToken, InvalidPromiseToken):
+        log.error("stored grant cannot be opened", extra={"job_id": str(job_id)})
+        return None
+    return LoadedGrant(pair=get_pair(grant.pair), token=token, fingerprint=grant.fingerprint)
 
 
-def grant_rotate(*, job_id, token: PromiseToken) -> int:
-    """Replace the stored token after an exchange rotated it. Callers fence this on their lease."""
+def grant_rotate(*, job_id, expect_fingerprint: str, token: PromiseToken) -> bool:
+    """Replace the stored token after an exchange rotated it, only if the grant still holds the token
+    that was exchanged (compare-and-swap on its fingerprint). True when stored. Callers also fence this
+    on their lease, in the same transaction."""
     now = timezone.now()
-    return PromiseGrant.objects.filter(job_id=job_id).update(
+    return PromiseGrant.objects.filter(job_id=job_id, fingerprint=expect_fingerprint).update(
         ciphertext=crypto.seal(token),
+        fingerprint=token_fingerprint(token.promise_token),
         expires_at=now + timedelta(seconds=token.expires_in),
         updated_at=now,
         rotations=F("rotations") + 1,
-    )
+    ) == 1
 
 
-def grant_delete(job_id) -> int:
-    return PromiseGrant.objects.filter(job_id=job_id).delete()[0]
+@dataclass(frozen=True)
+class TakenGrant:
+    """A grant already deleted, whose token is still to be invalidated at IMS (after the commit)."""
+
+    job_id: object
+    loaded: LoadedGrant | None
+
+    def invalidate(self) -> None:
+        if self.loaded is not None:
+            promise_invalidate_quietly(pair=self.loaded.pair, token=self.loaded.token, job_id=self.job_id)
 
 
-def promise_exchange(*, pair: ClientPair, token: PromiseToken) -> tuple[AccessToken, PromiseToken]:
-    """Exchange at IMS. Raises NeedsReauth, InvalidPromiseToken, TransientError, PermanentError."""
+def grant_take(job_id) -> TakenGrant:
+    """Delete the job's grant inside the caller's transaction and keep its token for `invalidate()`,
+    which the caller runs after commit (a network call must not hold the transaction open). The one way
+    a grant ends."""
+    taken = TakenGrant(job_id=job_id, loaded=grant_load(job_id))
+    PromiseGrant.objects.filter(job_id=job_id).delete()
+    return taken
+
+
+# --- IMS calls on a stored credential -----------------------------------------------------------------------
+
+def promise_exchange(*, pair: ClientPair, token: PromiseToken) -> ims.Exchanged:
+    """Exchange at IMS (rotates the token; never retried once it may have reached IMS). Raises
+    NeedsReauth, InvalidPromiseToken, TransientError (`maybe_processed`), PermanentError."""
     return ims.exchange(promise=token, pair=pair)
 
 
@@ -97,38 +194,3 @@ def promise_invalidate_quietly(*, pair: ClientPair, token: PromiseToken, job_id=
         log.warning("promise token invalidation failed", extra={"job_id": str(job_id) if job_id else None,
                                                                "reason": type(exc).__name__, "status": exc.status})
         return False
-
-
-def grant_load_quietly(job_id) -> tuple[ClientPair, PromiseToken] | None:
-    """Like grant_load, but a grant no configured key can open counts as none (logged)."""
-    try:
-        return grant_load(job_id)
-    except (crypto.InvalidToken, InvalidPromiseToken):
-        log.error("stored grant cannot be opened", extra={"job_id": str(job_id)})
-        return None
-
-
-@dataclass(frozen=True)
-class TakenGrant:
-    """A grant already deleted, whose token is still to be invalidated at IMS (after the commit)."""
-
-    job_id: object
-    loaded: tuple[ClientPair, PromiseToken] | None
-
-    def invalidate(self) -> None:
-        if self.loaded is not None:
-            pair, token = self.loaded
-            promise_invalidate_quietly(pair=pair, token=token, job_id=self.job_id)
-
-
-def grant_take(job_id) -> TakenGrant:
-    """Delete the job's grant inside the caller's transaction and keep its token for `invalidate()`,
-    which the caller runs after commit (a network call must not hold the transaction open)."""
-    taken = TakenGrant(job_id=job_id, loaded=grant_load_quietly(job_id))
-    grant_delete(job_id)
-    return taken
-
-
-def grant_end(job_id) -> None:
-    """Delete the job's grant and invalidate its token at IMS (best effort). Safe to call twice."""
-    grant_take(job_id).invalidate()

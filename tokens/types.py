@@ -1,6 +1,12 @@
 """The typed promise token. A bare string is never a promise token: it must say its type and lifetime."""
 from dataclasses import dataclass, field
 
+# The `token_type` IMS gives promise tokens; anything else offered as one is refused.
+PROMISE_TOKEN_TYPE = "promise_token"
+# The longest lifetime a promise token may claim. IMS issues them for hours; a claim beyond 30 days is not
+# something IMS sends, and an unbounded one would overflow the expiry arithmetic.
+MAX_EXPIRES_IN = 30 * 24 * 3600
+
 
 class InvalidPromiseToken(ValueError):
     """Raised when something that is not a typed promise token is offered as one."""
@@ -17,10 +23,12 @@ class PromiseToken:
     def __post_init__(self):
         if not isinstance(self.promise_token, str) or not self.promise_token.strip():
             raise InvalidPromiseToken("promise_token must be a non-empty string")
-        if not isinstance(self.token_type, str) or not self.token_type:
-            raise InvalidPromiseToken("token_type must be a non-empty string")
-        if isinstance(self.expires_in, bool) or not isinstance(self.expires_in, int) or self.expires_in <= 0:
-            raise InvalidPromiseToken("expires_in must be a positive integer")
+        if self.token_type != PROMISE_TOKEN_TYPE:
+            raise InvalidPromiseToken(f"token_type must be {PROMISE_TOKEN_TYPE!r}")
+        if isinstance(self.expires_in, bool) or not isinstance(self.expires_in, int):
+            raise InvalidPromiseToken("expires_in must be an integer number of seconds")
+        if not 0 < self.expires_in <= MAX_EXPIRES_IN:
+            raise InvalidPromiseToken(f"expires_in must be between 1 and {MAX_EXPIRES_IN} seconds")
 
     @classmethod
     def parse(cls, value) -> "PromiseToken":
@@ -30,7 +38,7 @@ class PromiseToken:
         if not isinstance(value, dict):
             raise InvalidPromiseToken("a promise token must be a typed object, not a bare value")
         expires_in = value.get("expires_in")
-        if isinstance(expires_in, str) and expires_in.isdigit():
+        if isinstance(expires_in, str) and expires_in.isdigit() and len(expires_in) <= 12:
             expires_in = int(expires_in)
         return cls(promise_token=value.get("promise_token"), token_type=value.get("token_type"), expires_in=expires_in)
 

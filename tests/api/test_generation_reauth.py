@@ -1,15 +1,21 @@
 """POST …/serenity/markets/generation/jobs/{jobId}/reauth: who may, when, and what leaves the process."""
 import json
 import threading
+import time
 import uuid
+from datetime import timedelta
 
+import httpx
 import pytest
 from django.db import connections
 from django.test import Client
+from django.utils import timezone
 
 from jobs.models import AsyncJob
-from tests.api.conftest import REQUESTER, Api, make_job, needs_reauth_fields
+from tests.api.conftest import CALLER_ORG, OTHER_ORG, REQUESTER, Api, make_job, needs_reauth_fields
+from tokens.clients import ims as ims_client
 from tokens.models import PromiseGrant
+from tokens.pairs import get_pair
 from tokens.services import grant_load
 
 
@@ -25,7 +31,15 @@ def awaiting_job(world, **fields):
 def assert_still_awaiting_reauth(job):
     job.refresh_from_db()
     assert (job.status, job.error_code, job.error["needsReauth"]) == ("FAILED", "NEEDS_REAUTH", True)
+    assert job.reauth_claim is None
     assert not PromiseGrant.objects.filter(job_id=job.id).exists()
+
+
+def browser_token(bearer_value: str, pair: str = "semrush") -> tuple[str, str]:
+    """A promise token minted at the IMS simulator for the bearer's user, as the browser would forward it:
+    (the x-promise-token header, the token value)."""
+    token = ims_client.mint(bearer=bearer_value, pair=get_pair(pair))
+    return json.dumps(token.as_dict()), token.promise_token
 
 
 def test_the_requester_reauthorises_and_the_same_job_is_queued_again(world, api, ims, queues):
@@ -38,25 +52,63 @@ def test_the_requester_reauthorises_and_the_same_job_is_queued_again(world, api,
     job.refresh_from_db()
     assert (job.status, job.error, job.error_code, job.attempts) == ("IN_PROGRESS", None, None, 0)
     assert job.message_sent_at is not None
-    pair, token = grant_load(job.id)
-    assert pair.name == "semrush"
-    assert [e["fingerprint"] for e in ims.events("minted")] == [ims.fingerprint(token.promise_token)]
+    loaded = grant_load(job.id)
+    assert loaded.pair.name == "semrush"
+    assert [e["fingerprint"] for e in ims.events("minted")] == [ims.fingerprint(loaded.token.promise_token)]
     assert [m["kwargs"] for m in queues.drain()] == [{"jobId": str(job.id), "type": "generateSemrushMarket"}]
 
 
-def test_a_forwarded_promise_token_is_stored_and_nothing_is_minted(world, api, ims, queues):
+def test_a_forwarded_promise_token_of_the_requester_is_stored_and_nothing_is_minted(world, api, ims, queues):
     job = awaiting_job(world)
-    forwarded = json.dumps({"promise_token": "forwarded-promise-value", "token_type": "promise_token",
-                            "expires_in": 3600})
+    forwarded, value = browser_token(api.token)
 
     response = api.reauth(world.org.id, world.brand.id, job.id, **{"x-promise-token": forwarded})
 
     assert response.status_code == 202
     assert response.json() == {"jobId": str(job.id), "jobType": "generateSemrushMarket", "status": "IN_PROGRESS"}
-    _pair, token = grant_load(job.id)
-    assert (token.promise_token, token.expires_in) == ("forwarded-promise-value", 3600)
-    assert ims.count("minted") == 0
+    assert grant_load(job.id).token.promise_token == value
+    assert ims.count("minted") == 1  # the browser's own, before the call
     assert [m["kwargs"]["jobId"] for m in queues.drain()] == [str(job.id)]
+
+
+@pytest.mark.parametrize("owner", ["same org", "another org"])
+def test_a_forwarded_token_of_another_user_is_refused_and_nothing_is_stored(world, api, bearer, ims, queues, owner):
+    job = awaiting_job(world)
+    someone_else = bearer(user_id="someone-else", org_ids=[CALLER_ORG if owner == "same org" else OTHER_ORG])
+    forwarded, _value = browser_token(someone_else)
+
+    response = api.reauth(world.org.id, world.brand.id, job.id, **{"x-promise-token": forwarded})
+
+    assert response.status_code == 400
+    assert response.json() == problem(400, "invalid_promise_token", "x-promise-token is not a usable promise token",
+                                      "the forwarded token belongs to another user")
+    assert_still_awaiting_reauth(job)
+    assert ims.count("minted") == 1 and ims.count("exchanged") == 0
+    assert queues.drain() == []
+
+
+def test_a_forwarded_token_of_the_default_pair_is_refused(world, api, ims, queues):
+    job = awaiting_job(world)
+    forwarded, _value = browser_token(api.token, pair="default")
+
+    response = api.reauth(world.org.id, world.brand.id, job.id, **{"x-promise-token": forwarded})
+
+    assert response.status_code == 400
+    assert response.json()["detail"] == "IMS does not accept the forwarded token for this pair (wrong_pair)"
+    assert_still_awaiting_reauth(job)
+
+
+@pytest.mark.parametrize("expires_in", ["1e20", "1000000000000", '"100000000000000000000000000000"'])
+def test_a_forwarded_token_claiming_an_absurd_lifetime_is_refused(world, api, ims, queues, expires_in):
+    job = awaiting_job(world)
+    forwarded = f'{{"promise_token": "some-value", "token_type": "promise_token", "expires_in": {expires_in}}}'
+
+    response = api.reauth(world.org.id, world.brand.id, job.id, **{"x-promise-token": forwarded})
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_promise_token"
+    assert_still_awaiting_reauth(job)
+    assert ims.events() == []
 
 
 def test_reauth_by_another_user_is_forbidden(world, bearer, ims, queues):
@@ -141,7 +193,7 @@ def test_an_ims_mint_failure_answers_502_and_the_job_still_awaits_reauth(world, 
     from serenity.sandbox.ims import controls
 
     job = awaiting_job(world)
-    controls.fail_next_mints(2, 503)  # the client retries a 5xx mint once
+    controls.fail_next_mints(1, 503)  # a mint is not retried after an answer that may follow a mint
 
     response = api.reauth(world.org.id, world.brand.id, job.id)
 
@@ -151,7 +203,49 @@ def test_an_ims_mint_failure_answers_502_and_the_job_still_awaits_reauth(world, 
                                       "The job still awaits re-authorisation; try again.")
     assert_still_awaiting_reauth(job)
     assert ims.count("minted") == 0
-    assert [e["status"] for e in ims.events("refused")] == [503, 503]
+    assert [e["status"] for e in ims.events("refused")] == [503]
+    assert queues.drain() == []
+
+
+def test_a_claim_left_by_a_dead_request_expires_and_the_next_reauthorisation_wins(world, api, ims, queues):
+    import uuid as _uuid
+
+    job = awaiting_job(world, reauth_claim=_uuid.uuid4(), reauth_claim_expires_at=timezone.now() + timedelta(seconds=30))
+    assert api.reauth(world.org.id, world.brand.id, job.id).status_code == 409
+
+    AsyncJob.objects.filter(id=job.id).update(reauth_claim_expires_at=timezone.now() - timedelta(seconds=1))
+    response = api.reauth(world.org.id, world.brand.id, job.id)
+
+    assert response.status_code == 202
+    job.refresh_from_db()
+    assert (job.status, job.reauth_claim, job.reauth_claim_expires_at) == ("IN_PROGRESS", None, None)
+
+
+def test_a_credential_obtained_after_the_claim_was_lost_is_invalidated_and_the_job_left_alone(
+    world, api, ims, queues, monkeypatch
+):
+    from jobs import services as job_services
+
+    job = awaiting_job(world)
+    real_mint = ims_client.mint
+
+    def slow_mint(**kwargs):
+        token = real_mint(**kwargs)
+        # Meanwhile the claim expired and another request took it.
+        AsyncJob.objects.filter(id=job.id).update(reauth_claim=uuid.uuid4())
+        return token
+
+    monkeypatch.setattr(ims_client, "mint", slow_mint)
+
+    with pytest.raises(job_services.NotAwaitingReauth):
+        job_services.job_reauthorize(job_id=job.id, user_id=REQUESTER, pair=get_pair("semrush"),
+                                     obtain_token=lambda: ims_client.mint(bearer=api.token, pair=get_pair("semrush")))
+
+    job.refresh_from_db()
+    assert (job.status, job.error_code) == ("FAILED", "NEEDS_REAUTH")
+    assert not PromiseGrant.objects.filter(job_id=job.id).exists()
+    assert ims.count("minted") == ims.count("invalidated") == 1
+    assert ims.live_tokens() == 0
     assert queues.drain() == []
 
 
@@ -163,7 +257,7 @@ def test_a_malformed_forwarded_token_is_refused_and_the_job_still_awaits_reauth(
 
     assert response.status_code == 400
     assert response.json() == problem(400, "invalid_promise_token", "x-promise-token is not a usable promise token",
-                                      "x-promise-token is not a usable promise token")
+                                      "promise_token must be a non-empty string")
     assert_still_awaiting_reauth(job)
     assert queues.drain() == []
 
@@ -184,29 +278,50 @@ def test_reauth_of_a_missing_job_answers_the_same_404_as_polling_it(world, api):
     assert response.content == api.poll(world.org.id, world.brand.id, missing).content
 
 
-def test_of_twenty_concurrent_reauthorisations_exactly_one_wins(world, caller_token, ims, queues):
+def test_of_twenty_four_concurrent_reauthorisations_one_wins_fast_while_the_api_keeps_answering(
+    world, caller_token, ims, queues, sims
+):
+    from serenity.sandbox.ims import controls
+
+    controls.set_latency(300)  # a slow IMS: the losers must not wait for the winner's mint
     job = awaiting_job(world)
-    start = threading.Barrier(20)
-    statuses: list[int] = []
+    start = threading.Barrier(24)
+    answers: list[tuple[int, float]] = []
+    health: list[int] = []
+    done = threading.Event()
 
     def reauthorise():
         try:
             start.wait(timeout=10)
-            statuses.append(Api(caller_token, Client()).reauth(world.org.id, world.brand.id, job.id).status_code)
+            began = time.monotonic()
+            status = Api(caller_token, Client()).reauth(world.org.id, world.brand.id, job.id).status_code
+            answers.append((status, time.monotonic() - began))
         finally:
             connections.close_all()  # each thread had its own connection
 
-    threads = [threading.Thread(target=reauthorise) for _ in range(20)]
+    def probe_health():
+        while not done.is_set():
+            health.append(httpx.get(f"{sims.url}/healthz", timeout=5).status_code)
+            time.sleep(0.05)
+
+    prober = threading.Thread(target=probe_health)
+    prober.start()
+    threads = [threading.Thread(target=reauthorise) for _ in range(24)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=60)
+    done.set()
+    prober.join()
 
-    assert sorted(statuses) == [202] + [409] * 19
+    statuses = sorted(status for status, _ in answers)
+    assert statuses == [202] + [409] * 23
+    assert max(seconds for status, seconds in answers if status == 409) < 1.0
+    assert health and set(health) == {200}
     job.refresh_from_db()
     assert job.status == "IN_PROGRESS"
     assert AsyncJob.objects.get(id=job.id).events.filter(kind="reauthorized").count() == 1
-    assert ims.count("minted") == 1
+    assert ims.count("minted") == 1 and ims.live_tokens() == 1
     assert [m["kwargs"] for m in queues.drain()] == [{"jobId": str(job.id), "type": "generateSemrushMarket"}]
 
 

@@ -54,7 +54,7 @@ def test_the_reauth_documents_its_headers_and_every_answer():
     assert headers["x-promise-audience"]["required"] is True
     assert headers["x-promise-audience"]["schema"]["enum"] == ["semrush"]
     assert "x-promise-token" in headers
-    assert set(post["responses"]) == {"202", "400", "401", "403", "404", "409", "502"}
+    assert set(post["responses"]) == {"202", "400", "401", "403", "404", "409", "429", "502"}
 
 
 def test_the_schema_is_served_without_a_bearer(client):

@@ -12,7 +12,10 @@ from jobs import registry, services
 from jobs.exceptions import LeaseLost, RetryableJobError, TerminalJobError
 from jobs.leases import JobRun, lease_claim
 from jobs.models import AsyncJob, JobEvent
+from tests.jobs.conftest import store_grant
 from tests.jobs.factories import AsyncJobFactory
+from tokens import services as grants
+from tokens.types import PromiseToken
 
 
 class Handler:
@@ -119,24 +122,30 @@ def test_a_live_lease_refuses_a_second_claim_and_an_expired_one_is_taken_over(db
     assert job.lease_token == second and job.lease_epoch == 2
 
 
-def test_a_worker_whose_lease_was_taken_over_cannot_write_a_checkpoint_or_a_result(db):
+def test_a_worker_whose_lease_was_taken_over_cannot_write_a_checkpoint_a_token_or_a_result(db, ims_invalidations):
     job = AsyncJobFactory()
+    store_grant(job)
+    exchanged = grants.grant_load(job.id)
     old = lease_claim(job.id)
     AsyncJob.objects.filter(id=job.id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     new = lease_claim(job.id)
     stale = JobRun(AsyncJob.objects.get(id=job.id), old)
+    rotated = PromiseToken(promise_token="rotated-by-a-stale-worker", token_type="promise_token", expires_in=60)
     with pytest.raises(LeaseLost):
         stale.checkpoint(phase="generated", batch={"prompts": []})
     with pytest.raises(LeaseLost):
         stale.confirm()
-    with pytest.raises(LeaseLost), stale.fenced_atomic():
-        pass
+    with pytest.raises(LeaseLost):
+        stale.store_rotated_token(exchanged=exchanged, rotated=rotated)
     from jobs import states
 
     assert states.transition(job.id, to="COMPLETED", lease_token=old, event="completed", result={"x": 1}) is False
     job.refresh_from_db()
     assert job.status == "IN_PROGRESS" and job.lease_token == new and job.checkpoints == {} and job.result is None
     assert JobEvent.objects.filter(job=job, kind="lease_lost").count() == 3
+    # The grant still holds the token the new owner will use; the stale worker's rotated token is dead.
+    assert grants.grant_load(job.id).token == exchanged.token
+    assert ims_invalidations == [("semrush", "rotated-by-a-stale-worker")]
 
 
 def test_a_heartbeat_confirms_the_lease_without_stretching_it_past_the_message_visibility(transactional_db):

@@ -9,11 +9,14 @@ from jobs.models import AsyncJob
 from markets.jobid import generation_job_id
 from markets.models import Market
 from markets.producer import market_generation_enqueue
+from markets.services import Generation
 from serenity.auth import verify_bearer
 from serenity.sandbox.ims import ledger
 from tokens import crypto
+from tokens.clients import ims as ims_client
 from tokens.models import PromiseGrant
 from tokens.pairs import get_pair
+from tokens.services import grant_store
 
 
 def test_the_job_id_matches_the_spec_test_vector():
@@ -37,8 +40,9 @@ def market(world):
 
 
 def enqueue(world, market, *, forwarded=None, pair="semrush"):
+    generation = Generation(use_async=True, pair=get_pair(pair), forwarded=forwarded)
     return market_generation_enqueue(caller=verify_bearer(world.token), brand=world.brand, market=market,
-                                     pair=get_pair(pair), forwarded_token=forwarded)
+                                     generation=generation)
 
 
 def test_a_live_job_for_the_slice_is_reused_and_nothing_is_minted(world, market, queues):
@@ -66,19 +70,25 @@ def test_a_terminal_job_for_the_slice_is_replaced_by_a_fresh_one_with_the_same_i
 
 
 def test_a_forwarded_promise_token_is_stored_encrypted_and_nothing_is_minted(world, market, queues):
-    forwarded = '{"promise_token": "forwarded-promise-value-123", "token_type": "promise_token", "expires_in": 900}'
+    forwarded = ims_client.mint(bearer=world.token, pair=get_pair("semrush"))  # what the browser holds
     handle = enqueue(world, market, forwarded=forwarded)
-    assert handle["reused"] is False and ledger.count(ledger.MINTED) == 0
+    assert handle["reused"] is False and ledger.count(ledger.MINTED) == 1
     grant = PromiseGrant.objects.get(job_id=handle["jobId"])
-    assert "forwarded-promise-value-123" not in grant.ciphertext
-    assert crypto.unseal(grant.ciphertext).promise_token == "forwarded-promise-value-123"
+    assert forwarded.promise_token not in grant.ciphertext
+    assert crypto.unseal(grant.ciphertext).promise_token == forwarded.promise_token
 
 
-@pytest.mark.parametrize("forwarded", ["bare-promise-value", "   ", '{"promise_token": "x"}'])
-def test_a_forwarded_untyped_token_is_refused_and_no_job_is_made(world, market, queues, caplog, forwarded):
-    assert enqueue(world, market, forwarded=forwarded) is None
+def test_a_token_another_job_holds_is_never_stored_twice_nor_invalidated(world, market, queues, caplog):
+    held = ims_client.mint(bearer=world.token, pair=get_pair("semrush"))
+    other_job = uuid.uuid4()
+    grant_store(job_id=other_job, pair=get_pair("semrush"), token=held)
+
+    assert enqueue(world, market, forwarded=held) is None
+
     assert AsyncJob.objects.count() == 0 and queues.drain() == []
-    assert any(getattr(r, "reason", None) == "INVALID_PROMISE_TOKEN" for r in caplog.records)
+    assert list(PromiseGrant.objects.values_list("job_id", flat=True)) == [other_job]
+    assert ledger.count(ledger.INVALIDATED) == 0 and ledger.live_tokens() == 1
+    assert any(getattr(r, "reason", None) == "TOKEN_ALREADY_GRANTED" for r in caplog.records)
 
 
 def test_an_ims_mint_failure_leaves_no_job_and_is_logged(world, market, queues, caplog):

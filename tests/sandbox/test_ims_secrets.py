@@ -17,11 +17,12 @@ def live_a_token_life(bearer) -> list[str]:
     semrush = get_pair("semrush")
     user_token = bearer()
     minted = ims.mint(bearer=user_token, pair=semrush)
-    access, rotated = ims.exchange(promise=minted, pair=semrush)
+    exchanged = ims.exchange(promise=minted, pair=semrush)
     with pytest.raises(NeedsReauth):
         ims.exchange(promise=minted, pair=semrush)
-    ims.invalidate(promise=rotated, pair=semrush)
-    return [user_token, minted.promise_token, access.access_token, rotated.promise_token]
+    assert ims.validate(promise=exchanged.rotated, pair=semrush).valid
+    ims.invalidate(promise=exchanged.rotated, pair=semrush)
+    return [user_token, minted.promise_token, exchanged.access.access_token, exchanged.rotated.promise_token]
 
 
 @pytest.fixture

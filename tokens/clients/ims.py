@@ -1,14 +1,21 @@
-"""IMS client: mint, exchange (rotates) and invalidate promise tokens. The only IMS HTTP code.
+"""IMS client: mint, exchange (rotates), validate and invalidate promise tokens. The only IMS HTTP code.
 
 Wire contract (form-encoded POSTs on IMS_HOST; see docs/simulators/ims.md):
 - mint:       POST /ims/token/v4  grant_type=promise_token_mint, client_id, client_secret,
               definition_id, user_token        -> {promise_token, token_type, expires_in}
 - exchange:   POST /ims/token/v4  grant_type=promise_token_exchange, client_id, client_secret,
-              promise_token                    -> {access_token, token_type, expires_in,
+              promise_token                    -> {access_token, token_type, expires_in, user_id,
                                                    promise: {promise_token, token_type, expires_in}}
+- validate:   POST /ims/validate_token/v1  client_id, client_secret, type=promise_token, token
+                                               -> {valid, user_id?, expires_in?, reason?}
 - invalidate: POST /ims/invalidate_token/v2  client_id, client_secret, token_type=promise_token, token
+
+A mint creates a live credential and an exchange rotates one, so neither is retried in place unless the
+failed attempt provably never reached IMS (see serenity.clients.http: `idempotent=False`). Validate and
+invalidate change nothing that a second call would change again, so they retry like any read.
 """
 import logging
+from dataclasses import dataclass
 
 import httpx
 from django.conf import settings
@@ -16,12 +23,32 @@ from django.conf import settings
 from serenity.clients import http
 from tokens.exceptions import NeedsReauth
 from tokens.pairs import ClientPair
-from tokens.types import AccessToken, InvalidPromiseToken, PromiseToken
+from tokens.types import PROMISE_TOKEN_TYPE, AccessToken, InvalidPromiseToken, PromiseToken
 
 log = logging.getLogger(__name__)
 
 TOKEN_PATH = "/ims/token/v4"
+VALIDATE_PATH = "/ims/validate_token/v1"
 INVALIDATE_PATH = "/ims/invalidate_token/v2"
+
+
+@dataclass(frozen=True)
+class Exchanged:
+    """What an exchange gives back: the access token, the promise token that replaces the one presented,
+    and the IMS user the token belongs to."""
+
+    access: AccessToken
+    rotated: PromiseToken
+    user_id: str
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """IMS's word on a promise token, for the pair whose client asked: live or not, and whose."""
+
+    valid: bool
+    user_id: str | None = None
+    reason: str = ""
 
 
 def _client() -> httpx.Client:
@@ -31,11 +58,13 @@ def _client() -> httpx.Client:
 def mint(*, bearer: str, pair: ClientPair) -> PromiseToken:
     """Mint a promise token from a user bearer with the pair's emitter client.
 
-    Raises ReauthRequired (the bearer was refused), TransientError, PermanentError.
+    Retried only when the attempt never reached IMS. Raises ReauthRequired (the bearer was refused),
+    TransientError (`maybe_processed` tells whether a token may have been minted with its answer lost),
+    PermanentError.
     """
     with _client() as client:
         response = http.request(
-            client, "POST", TOKEN_PATH, what="ims.mint", max_attempts=2,
+            client, "POST", TOKEN_PATH, what="ims.mint", max_attempts=3, idempotent=False,
             data={
                 "grant_type": "promise_token_mint",
                 "client_id": pair.emitter_client_id,
@@ -50,19 +79,20 @@ def mint(*, bearer: str, pair: ClientPair) -> PromiseToken:
         raise http.PermanentError(f"ims.mint: {exc}") from None
 
 
-def exchange(*, promise: PromiseToken, pair: ClientPair) -> tuple[AccessToken, PromiseToken]:
+def exchange(*, promise: PromiseToken, pair: ClientPair) -> Exchanged:
     """Exchange a promise token for an access token with the pair's consumer client.
 
-    IMS rotates the promise token on every exchange: the returned PromiseToken replaces the one given,
-    which is no longer valid. Raises NeedsReauth on 401/403 (decided from the status), InvalidPromiseToken
-    for a bare value, TransientError, PermanentError.
+    IMS rotates the promise token on every exchange: the returned one replaces the one given, which is no
+    longer valid. Never retried once the request may have reached IMS: a second attempt would present a
+    token IMS has already rotated away. Raises NeedsReauth on 401/403 (decided from the status),
+    InvalidPromiseToken for a bare value, TransientError (with `maybe_processed`), PermanentError.
     """
     if not isinstance(promise, PromiseToken):
         raise InvalidPromiseToken("exchange needs a typed promise token")
     try:
         with _client() as client:
             response = http.request(
-                client, "POST", TOKEN_PATH, what="ims.exchange", max_attempts=3,
+                client, "POST", TOKEN_PATH, what="ims.exchange", max_attempts=3, idempotent=False,
                 data={
                     "grant_type": "promise_token_exchange",
                     "client_id": pair.consumer_client_id,
@@ -73,14 +103,40 @@ def exchange(*, promise: PromiseToken, pair: ClientPair) -> tuple[AccessToken, P
     except http.ReauthRequired as exc:
         raise NeedsReauth("ims.exchange refused the promise token", status=exc.status) from None
     body = http.json_object(response, "ims.exchange")
-    access, expires_in = body.get("access_token"), body.get("expires_in")
+    access, expires_in, user_id = body.get("access_token"), body.get("expires_in"), body.get("user_id")
     if not isinstance(access, str) or not access or not isinstance(expires_in, int):
         raise http.PermanentError("ims.exchange: no access token in the response")
+    if not isinstance(user_id, str) or not user_id:
+        raise http.PermanentError("ims.exchange: the response names no user")
     try:
         rotated = PromiseToken.parse(body.get("promise"))
     except InvalidPromiseToken as exc:
         raise http.PermanentError(f"ims.exchange: rotated promise token unusable ({exc})") from None
-    return AccessToken(access_token=access, expires_in=expires_in), rotated
+    return Exchanged(access=AccessToken(access_token=access, expires_in=expires_in), rotated=rotated, user_id=user_id)
+
+
+def validate(*, promise: PromiseToken, pair: ClientPair) -> TokenInfo:
+    """Ask IMS whether a promise token is live for this pair, and whose it is. Changes nothing at IMS.
+
+    Raises TransientError / PermanentError / ReauthRequired (our client was refused).
+    """
+    with _client() as client:
+        response = http.request(
+            client, "POST", VALIDATE_PATH, what="ims.validate", max_attempts=2,
+            data={
+                "client_id": pair.consumer_client_id,
+                "client_secret": pair.consumer_client_secret,
+                "type": PROMISE_TOKEN_TYPE,
+                "token": promise.promise_token,
+            },
+        )
+    body = http.json_object(response, "ims.validate")
+    if body.get("valid") is not True:
+        return TokenInfo(valid=False, reason=str(body.get("reason") or "invalid")[:64])
+    user_id = body.get("user_id")
+    if not isinstance(user_id, str) or not user_id:
+        raise http.PermanentError("ims.validate: a valid token with no user")
+    return TokenInfo(valid=True, user_id=user_id)
 
 
 def invalidate(*, promise: PromiseToken, pair: ClientPair) -> None:
@@ -91,7 +147,7 @@ def invalidate(*, promise: PromiseToken, pair: ClientPair) -> None:
             data={
                 "client_id": pair.consumer_client_id,
                 "client_secret": pair.consumer_client_secret,
-                "token_type": "promise_token",
+                "token_type": PROMISE_TOKEN_TYPE,
                 "token": promise.promise_token,
             },
         )
