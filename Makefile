@@ -21,9 +21,11 @@ run: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python scripts/check_test_db.py
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest --create-db $(PYTEST_ARGS)
 

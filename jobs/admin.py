@@ -6,13 +6,13 @@ from datetime import timedelta
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
-from django.db.models import Q
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from jobs import selectors, services
+from jobs import codes, display, handlers, selectors
+from jobs import services as job_services
+from jobs.display import ago
 from jobs.models import AsyncJob
-from jobs.selectors import ERROR_CODE, ago
 
 
 def admin_actor(request) -> str:
@@ -60,29 +60,10 @@ class AgeFilter(admin.SimpleListFilter):
         return queryset
 
 
-class MarketFilter(admin.SimpleListFilter):
-    title = "market"
-    parameter_name = "market"
-
-    def lookups(self, request, model_admin):
-        values = AsyncJob.objects.values_list("params__market", "params__languageCode").distinct()
-        labels = sorted({selectors.market_label({"market": m, "languageCode": lang}) for m, lang in values} - {""})
-        return [(label, label) for label in labels]
-
-    def queryset(self, request, queryset):
-        if not self.value():
-            return queryset
-        market, _, language = self.value().partition("/")
-        filters = Q(params__market=market)
-        if language:
-            filters &= Q(params__languageCode=language)
-        return queryset.filter(filters)
-
-
 class OperatorActionForm(ActionForm):
     """The action bar, with the two inputs "mark failed" needs."""
 
-    code = forms.CharField(required=False, initial=services.OPERATOR_FAILED, label="Code",
+    code = forms.CharField(required=False, initial=codes.OPERATOR_FAILED, label="Code",
                            widget=forms.TextInput(attrs={"size": 18}))
     reason = forms.CharField(required=False, max_length=300, label="Reason",
                              widget=forms.TextInput(attrs={"size": 40}))
@@ -90,9 +71,8 @@ class OperatorActionForm(ActionForm):
 
 @admin.register(AsyncJob)
 class AsyncJobAdmin(admin.ModelAdmin):
-    list_display = ("id", "job_type", "status", "error_code", "attempts", "lease", "age", "brand", "market")
-    list_filter = ("status", "job_type", "error_code", "attempts", LeaseStateFilter, AgeFilter, "brand_id",
-                   MarketFilter)
+    list_display = ("id", "job_type", "status", "error_code", "attempts", "lease", "age")
+    list_filter = ("status", "job_type", "error_code", "attempts", LeaseStateFilter, AgeFilter, "brand_id")
     search_fields = ("id", "brand_id")
     ordering = ("-created_at",)
     list_per_page = 50
@@ -101,7 +81,7 @@ class AsyncJobAdmin(admin.ModelAdmin):
     actions = ["release_stale_lease", "requeue", "mark_failed"]
     fieldsets = [
         (None, {"fields": ("id", "job_type", "status", "phase", "error_view", "result_view")}),
-        ("Owner", {"fields": ("organization_id", "brand_id", "site_id", "user_id", "brand", "market")}),
+        ("Owner", {"fields": ("organization_id", "brand_id", "site_id", "user_id", "about")}),
         ("Lease", {"fields": ("lease_view", "lease_epoch", "attempts")}),
         ("Checkpoints", {"fields": ("checkpoints_view",)}),
         ("History", {"fields": ("history_view",)}),
@@ -110,7 +90,7 @@ class AsyncJobAdmin(admin.ModelAdmin):
                               "expires_at")}),
     ]
     readonly_fields = ("id", "job_type", "status", "phase", "error_view", "result_view", "organization_id",
-                       "brand_id", "site_id", "user_id", "brand", "market", "lease_view", "lease_epoch", "attempts",
+                       "brand_id", "site_id", "user_id", "about", "lease_view", "lease_epoch", "attempts",
                        "checkpoints_view", "history_view", "params_view", "created_at", "updated_at", "started_at",
                        "message_sent_at", "ended_at", "expires_at")
 
@@ -137,23 +117,19 @@ class AsyncJobAdmin(admin.ModelAdmin):
     def age(self, job):
         return ago(job.created_at)
 
-    @admin.display(description="brand")
-    def brand(self, job):
-        return selectors.brand_label(job.params) or (str(job.brand_id) if job.brand_id else "-")
-
-    @admin.display(description="market")
-    def market(self, job):
-        return selectors.market_label(job.params) or "-"
+    @admin.display(description="about")
+    def about(self, job):
+        return handlers.describe(job) or "-"
 
     @admin.display(description="error")
     def error_view(self, job):
         if not job.error:
             return "-"
-        return format_html("<pre>{}</pre>", selectors.params_for_display(job.error))
+        return format_html("<pre>{}</pre>", display.params_for_display(job.error))
 
     @admin.display(description="result")
     def result_view(self, job):
-        return format_html("<pre>{}</pre>", selectors.params_for_display(job.result)) if job.result else "-"
+        return format_html("<pre>{}</pre>", display.params_for_display(job.result)) if job.result else "-"
 
     @admin.display(description="lease")
     def lease_view(self, job):
@@ -164,7 +140,7 @@ class AsyncJobAdmin(admin.ModelAdmin):
 
     @admin.display(description="checkpoints")
     def checkpoints_view(self, job):
-        summary = selectors.checkpoints_summary(job.checkpoints)
+        summary = display.checkpoints_summary(job.checkpoints)
         if not summary:
             return "none"
         return format_html("<table>{}</table>", format_html_join(
@@ -175,7 +151,7 @@ class AsyncJobAdmin(admin.ModelAdmin):
         # A table of our own rather than an inline: an inline prints each row's str(), which holds the raw
         # detail, and every value here must go through the redaction first.
         rows = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", (
-            (f"{e.at:%Y-%m-%d %H:%M:%S}", e.kind, e.actor or "-", selectors.redacted(e.detail))
+            (f"{e.at:%Y-%m-%d %H:%M:%S}", e.kind, e.actor or "-", display.redacted(e.detail))
             for e in selectors.job_events(job.id)))
         if not rows:
             return "none"
@@ -185,7 +161,7 @@ class AsyncJobAdmin(admin.ModelAdmin):
     @admin.display(description="parameters")
     def params_view(self, job):
         return format_html('<pre style="max-height:30em;overflow:auto">{}</pre>',
-                           selectors.params_for_display(job.params))
+                           display.params_for_display(job.params))
 
     # -- actions --------------------------------------------------------------------------------------------------
     def _report(self, request, verb: str, done: int, total: int, why_not: str) -> None:
@@ -198,24 +174,24 @@ class AsyncJobAdmin(admin.ModelAdmin):
     @admin.action(description="Release stale lease (expired leases only)", permissions=["operate"])
     def release_stale_lease(self, request, queryset):
         ids = list(queryset.values_list("id", flat=True))
-        done = sum(services.job_release_stale_lease(i, actor=admin_actor(request)) for i in ids)
+        done = sum(job_services.job_release_stale_lease(i, actor=admin_actor(request)) for i in ids)
         self._report(request, "Released the stale lease of", done, len(ids),
                      "not IN_PROGRESS, or the lease is live or absent")
 
     @admin.action(description="Re-enqueue (IN_PROGRESS without a live lease)", permissions=["operate"])
     def requeue(self, request, queryset):
         ids = list(queryset.values_list("id", flat=True))
-        done = sum(services.job_requeue(i, actor=admin_actor(request)) for i in ids)
+        done = sum(job_services.job_requeue(i, actor=admin_actor(request)) for i in ids)
         self._report(request, "Re-enqueued", done, len(ids), "not IN_PROGRESS, a live lease, or the send failed")
 
     @admin.action(description="Mark failed (enter a code and a reason)", permissions=["operate"])
     def mark_failed(self, request, queryset):
-        code = (request.POST.get("code") or services.OPERATOR_FAILED).strip()
+        code = (request.POST.get("code") or codes.OPERATOR_FAILED).strip()
         reason = (request.POST.get("reason") or "").strip()
-        if not ERROR_CODE.match(code) or not reason or len(reason) > 300:
+        if not codes.ERROR_CODE.match(code) or not reason or len(reason) > 300:
             self.message_user(request, "Mark failed needs an error code (like OPERATOR_FAILED) and a reason "
                               "(at most 300 characters); nothing changed.", messages.ERROR)
             return
         ids = list(queryset.values_list("id", flat=True))
-        done = sum(services.job_mark_failed(i, code=code, reason=reason, actor=admin_actor(request)) for i in ids)
+        done = sum(job_services.job_mark_failed(i, code=code, reason=reason, actor=admin_actor(request)) for i in ids)
         self._report(request, f"Marked FAILED {code}:", done, len(ids), "not IN_PROGRESS")

@@ -1,12 +1,14 @@
-"""What a job handler raises to tell the runner how the attempt ended."""
+"""What a job handler raises to tell the runner how an attempt ended, and the job services' refusals.
+
+Every attempt error is a `JobError` with a `code` and a `message` (the stored, operator-facing text):
+`JobFailed` ends the job FAILED, `RetryLater` keeps it IN_PROGRESS for a delayed retry, `LeaseLost` stops
+a delivery that no longer owns the job.
+"""
+from serenity.problems import DomainError
 
 
-class LeaseLost(Exception):
-    """Another delivery owns the job now: stop at once and write nothing more anywhere."""
-
-
-class RetryableJobError(Exception):
-    """The attempt failed for a reason that may pass (timeouts, 429/5xx, DRS `retryable`)."""
+class JobError(Exception):
+    """An attempt of a job ended before its handler returned."""
 
     def __init__(self, code: str, message: str):
         super().__init__(message)
@@ -14,12 +16,35 @@ class RetryableJobError(Exception):
         self.message = message
 
 
-class TerminalJobError(Exception):
-    """The job cannot succeed as it stands: it ends FAILED with this code."""
+class JobFailed(JobError):
+    """The job cannot succeed as it stands: it ends FAILED with this code.
+
+    `needs_reauth`: only a re-authorisation by the requester can bring it back. `retryable`: a later
+    re-run may succeed (the condition was temporary, e.g. retries exhausted during an outage).
+    """
 
     def __init__(self, code: str, message: str, *, needs_reauth: bool = False, retryable: bool = False):
-        super().__init__(message)
-        self.code = code
-        self.message = message
+        super().__init__(code, message)
         self.needs_reauth = needs_reauth
         self.retryable = retryable
+
+
+class RetryLater(JobError):
+    """The attempt failed for a reason that may pass (timeouts, 429/5xx, DRS `retryable`): the job stays
+    IN_PROGRESS and its message comes back after a backoff, within the attempt budget."""
+
+
+class LeaseLost(JobError):
+    """Another delivery owns the job now: stop at once and write nothing more anywhere."""
+
+    def __init__(self, where: str):
+        super().__init__("LEASE_LOST", f"lease lost at {where}")
+        self.where = where
+
+
+class NotAwaitingReauth(DomainError):
+    status, code, title = 409, "job_not_awaiting_reauth", "Job is not awaiting re-authentication"
+
+
+class NotRequester(DomainError):
+    status, code, title = 403, "not_job_requester", "Only the user who started the job may re-authorise it"

@@ -1,12 +1,10 @@
-"""Operator reads over async jobs, shared by the admin, the runbook commands, the doctor and the probe.
+"""Reads over async jobs, shared by the admin, the runbook commands, the doctor, the probe and the sweeper.
 
-Nothing here writes. "Activity" is the later of `updated_at` (every claim, checkpoint, release and status
-change touches it) and `message_sent_at` (every publish sets it), so a job an operator just re-enqueued
-is not "quiet" again until the threshold passes once more: that is what makes the runbooks safe to run
-twice.
+Nothing here writes, and nothing here formats for display (see jobs/display.py). "Activity" is the later
+of `updated_at` (every claim, checkpoint, release and status change touches it) and `message_sent_at`
+(every publish sets it), so a job an operator just re-enqueued is not "quiet" again until the threshold
+passes once more: that is what makes the runbooks safe to run twice.
 """
-import json
-import re
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -15,19 +13,11 @@ from django.db.models import Count, DateTimeField, OuterRef, Q, QuerySet, Subque
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
-from jobs import states
-from jobs.models import AsyncJob, JobEvent
-from jobs.services import NEEDS_REAUTH
-from serenity.logging import REDACTED, redact
+from jobs.codes import NEEDS_REAUTH
+from jobs.models import AsyncJob, JobEvent, JobStatus
 from tokens.models import PromiseGrant
 
 LEASE_STATES = ("held", "expired", "none")
-# What an operator may record as an error code (mark failed): the shape of the product's own codes.
-ERROR_CODE = re.compile(r"^[A-Z][A-Z0-9_]{2,63}$")
-
-# Keys whose values are never shown, whatever they hold (a parameter must never carry a token, but
-# the admin and the runbooks must stay token-free even if one ever did).
-_SECRET_KEY = re.compile(r"(?i)token|secret|password|authorization|bearer|credential|cookie|api[-_]?key")
 
 
 @dataclass(frozen=True)
@@ -83,7 +73,7 @@ def jobs_filtered(filters: JobFilter = JobFilter(), qs: QuerySet | None = None) 
 def jobs_with_stale_lease(*, expired_for: timedelta = timedelta(0), filters: JobFilter = JobFilter(), now=None):
     """IN_PROGRESS jobs whose lease expired at least `expired_for` ago (their worker is gone)."""
     now = now or timezone.now()
-    qs = AsyncJob.objects.filter(status=states.IN_PROGRESS, lease_token__isnull=False,
+    qs = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, lease_token__isnull=False,
                                  lease_expires_at__lte=now - expired_for)
     return jobs_filtered(filters, qs).order_by("lease_expires_at", "id")
 
@@ -91,7 +81,7 @@ def jobs_with_stale_lease(*, expired_for: timedelta = timedelta(0), filters: Job
 def jobs_stuck(*, quiet_for: timedelta, filters: JobFilter = JobFilter(), now=None):
     """IN_PROGRESS jobs with no live lease and no activity for at least `quiet_for`."""
     now = now or timezone.now()
-    qs = AsyncJob.objects.filter(status=states.IN_PROGRESS).exclude(lease_state_q("held", now=now))
+    qs = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exclude(lease_state_q("held", now=now))
     return with_activity(jobs_filtered(filters, qs)).filter(
         last_activity_at__lte=now - quiet_for).order_by("last_activity_at", "id")
 
@@ -127,85 +117,17 @@ def probe_counts(*, stuck_after: int | None = None, now=None) -> ProbeCounts:
     now = now or timezone.now()
     stuck_after = settings.JOB_STUCK_AFTER_SECONDS if stuck_after is None else stuck_after
     counts = with_in_progress_since(AsyncJob.objects.all()).aggregate(
-        stuck=Count("id", filter=Q(status=states.IN_PROGRESS,
+        stuck=Count("id", filter=Q(status=JobStatus.IN_PROGRESS,
                                    in_progress_since__lte=now - timedelta(seconds=stuck_after))),
-        reauth=Count("id", filter=Q(status=states.FAILED, error_code=NEEDS_REAUTH, expires_at__gt=now)),
+        reauth=Count("id", filter=Q(status=JobStatus.FAILED, error_code=NEEDS_REAUTH, expires_at__gt=now)),
     )
     return ProbeCounts(stuck_in_progress=counts["stuck"], needs_reauth_backlog=counts["reauth"])
 
 
-# --- Token-free presentation -------------------------------------------------------------------------
-
-def redacted(value):
-    """`value` with secret-named keys masked and token-shaped strings replaced, at any depth."""
-    if isinstance(value, dict):
-        return {k: REDACTED if _SECRET_KEY.search(str(k)) else redacted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redacted(v) for v in value]
-    if isinstance(value, str):
-        return redact(value)
-    return value
-
-
-def params_for_display(params) -> str:
-    """The job's parameters as indented JSON, redacted."""
-    return json.dumps(redacted(params or {}), indent=2, sort_keys=True, default=str)
-
-
-def checkpoints_summary(checkpoints) -> dict:
-    """Checkpoints with bulky values summarised: a persisted batch shows as its prompt count, other
-    lists and objects as their size; scalars as they are (redacted)."""
-    out = {}
-    for key, value in (checkpoints or {}).items():
-        if _SECRET_KEY.search(str(key)):
-            out[key] = REDACTED
-        elif isinstance(value, dict) and isinstance(value.get("prompts"), list):
-            out[key] = f"{len(value['prompts'])} prompts"
-        elif isinstance(value, list):
-            out[key] = f"{len(value)} items"
-        elif isinstance(value, dict):
-            out[key] = f"{len(value)} keys"
-        else:
-            out[key] = redacted(value)
-    return out
-
-
-def checkpoints_line(checkpoints) -> str:
-    summary = checkpoints_summary(checkpoints)
-    return ", ".join(f"{k}={v}" for k, v in summary.items()) or "none"
-
-
-def market_label(params) -> str:
-    """`FR/fr` from a job's parameters, or an empty string when it names no market."""
-    params = params or {}
-    market, language = params.get("market"), params.get("languageCode")
-    return "/".join(str(p) for p in (market, language) if p) if market or language else ""
-
-
-def brand_label(params) -> str:
-    params = params or {}
-    brand = params.get("brand")
-    if isinstance(brand, dict):
-        brand = brand.get("name") or brand.get("displayName")
-    return redact(str(brand)) if brand else ""
-
-
-def ago(moment, now=None) -> str:
-    """`42m ago` style age of a datetime, for one-line reports."""
-    if moment is None:
-        return "never"
-    seconds = int(((now or timezone.now()) - moment).total_seconds())
-    if seconds < 0:
-        return f"in {_span(-seconds)}"
-    return f"{_span(seconds)} ago"
-
-
-def _span(seconds: int) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
-
-
-def stamp(moment) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment else "-"
+def unsent_jobs(*, grace_seconds: int | None = None):
+    """IN_PROGRESS jobs whose message never went out (or whose re-send failed), past the grace period, with
+    no lease: a crash between commit and send."""
+    cutoff = timezone.now() - timedelta(seconds=settings.JOB_ENQUEUE_GRACE_SECONDS if grace_seconds is None
+                                        else grace_seconds)
+    return AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, message_sent_at__isnull=True,
+                                   lease_token__isnull=True, updated_at__lte=cutoff).order_by("created_at")

@@ -1,29 +1,27 @@
-"""The one job state machine: statuses, allowed transitions, and the only function that changes status.
+"""The one job state machine: the allowed transitions, the only function that changes a job's status, and
+the job's history.
 
     IN_PROGRESS --complete--> COMPLETED
     IN_PROGRESS --fail------> FAILED
     IN_PROGRESS --cancel----> CANCELLED
-    FAILED      --reauth----> IN_PROGRESS   (only when awaiting re-authorisation; see jobs.services)
+    FAILED      --reauth----> IN_PROGRESS   (only when awaiting re-authorisation; see services/producer.py)
     any terminal --replace--> IN_PROGRESS   (the producer reuses the deterministic id for a fresh job)
 
 Every change is one conditional UPDATE naming the expected current status (and, for a worker, its
 lease token): zero rows means someone else moved the job first, and the caller must stop.
+Statuses are `jobs.models.JobStatus`, the one name for each.
 """
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobEvent, JobStatus
 
-IN_PROGRESS = JobStatus.IN_PROGRESS
-COMPLETED = JobStatus.COMPLETED
-FAILED = JobStatus.FAILED
-CANCELLED = JobStatus.CANCELLED
-TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
+TERMINAL = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED})
 
 ALLOWED = {
-    IN_PROGRESS: frozenset({COMPLETED, FAILED, CANCELLED}),
-    FAILED: frozenset({IN_PROGRESS}),
-    COMPLETED: frozenset({IN_PROGRESS}),
-    CANCELLED: frozenset({IN_PROGRESS}),
+    JobStatus.IN_PROGRESS: frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED}),
+    JobStatus.FAILED: frozenset({JobStatus.IN_PROGRESS}),
+    JobStatus.COMPLETED: frozenset({JobStatus.IN_PROGRESS}),
+    JobStatus.CANCELLED: frozenset({JobStatus.IN_PROGRESS}),
 }
 
 
@@ -32,6 +30,7 @@ class IllegalTransition(ValueError):
 
 
 def error_doc(code: str, message: str, *, retryable: bool = False, needs_reauth: bool = False) -> dict:
+    """The stored error of a FAILED job: `{code, message, retryable, needsReauth}`."""
     return {"code": code, "message": message, "retryable": retryable, "needsReauth": needs_reauth}
 
 
@@ -39,7 +38,7 @@ def transition(
     job_id,
     *,
     to: str,
-    expect: str | frozenset = IN_PROGRESS,
+    expect: str | frozenset = JobStatus.IN_PROGRESS,
     lease_token=None,
     event: str,
     actor: str = "",
@@ -49,8 +48,9 @@ def transition(
 ) -> bool:
     """Move a job to `to` if it is in `expect` (and holds `lease_token` when given). True when it moved.
 
-    Terminal states clear the lease and set `ended_at`; IN_PROGRESS clears `ended_at`. The event row is
-    written in the same transaction as the caller's (call it inside `atomic()` to make both one unit).
+    `fields` are set in the same UPDATE. Terminal states clear the lease and set `ended_at`; IN_PROGRESS
+    clears `ended_at`. The event row is written in the caller's transaction (call it inside `atomic()` to
+    make both one unit).
     """
     expected = {expect} if isinstance(expect, str) else set(expect)
     if any(to not in ALLOWED[s] for s in expected):
@@ -73,4 +73,3 @@ def transition(
 def record(job_id, kind: str, *, actor: str = "", detail: str = "") -> None:
     """Append an event that is not a status change (lease claim/loss, retry, checkpoint)."""
     JobEvent.objects.create(job_id=job_id, kind=kind, actor=actor, detail=detail[:500])
-

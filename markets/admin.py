@@ -1,11 +1,27 @@
 """Django admin for organizations, brands, sites and markets: browsable and read-only (onboarding
-services own every write), with links from a brand to its generation jobs."""
+services own every write), with links from a brand to its generation jobs; and the job list's market
+columns and filter (the job admin itself knows nothing of markets)."""
 from django.contrib import admin
 from django.db import models
+from django.db.models import Q
 from django.urls import reverse
 from django.utils.html import format_html
 
+from jobs.admin import AsyncJobAdmin
+from jobs.models import AsyncJob
 from markets.models import Brand, Market, Organization, Site
+from serenity.logging import redact
+
+
+def market_label(params) -> str:
+    """`FR/fr` from a generation job's parameters, or an empty string when it names no market."""
+    params = params or {}
+    return "/".join(str(p) for p in (params.get("market"), params.get("languageCode")) if p)
+
+
+def brand_label(params) -> str:
+    brand = (params or {}).get("brand")
+    return redact(str(brand)) if brand else ""
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -80,3 +96,41 @@ class MarketAdmin(ReadOnlyAdmin):
     @admin.display(description="generation jobs")
     def jobs(self, market):
         return jobs_link(market.brand_id)
+
+
+class MarketFilter(admin.SimpleListFilter):
+    title = "market"
+    parameter_name = "market"
+
+    def lookups(self, request, model_admin):
+        values = AsyncJob.objects.values_list("params__market", "params__languageCode").distinct()
+        labels = sorted({market_label({"market": m, "languageCode": lang}) for m, lang in values} - {""})
+        return [(label, label) for label in labels]
+
+    def queryset(self, request, queryset):
+        if not self.value():
+            return queryset
+        market, _, language = self.value().partition("/")
+        filters = Q(params__market=market)
+        if language:
+            filters &= Q(params__languageCode=language)
+        return queryset.filter(filters)
+
+
+class MarketJobAdmin(AsyncJobAdmin):
+    """The job admin with the brand and market of each generation job."""
+
+    list_display = (*AsyncJobAdmin.list_display, "brand", "market")
+    list_filter = (*AsyncJobAdmin.list_filter, MarketFilter)
+
+    @admin.display(description="brand")
+    def brand(self, job):
+        return brand_label(job.params) or (str(job.brand_id) if job.brand_id else "-")
+
+    @admin.display(description="market")
+    def market(self, job):
+        return market_label(job.params) or "-"
+
+
+admin.site.unregister(AsyncJob)
+admin.site.register(AsyncJob, MarketJobAdmin)

@@ -15,9 +15,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from markets import geo, services
-from markets.dto import ProblemSerializer
 from markets.models import Brand, Site
+from markets.producer import Generation
 from markets.selectors import brand_get_for_caller, org_get_for_caller
+from serenity.openapi import ProblemSerializer
 from serenity.problems import problem
 from tokens.exceptions import InvalidAudience, InvalidForwardedToken
 from tokens.pairs import SEMRUSH, UnknownAudience, pair_from_audience
@@ -143,7 +144,7 @@ def market_body(outcome: services.MarketOutcome) -> dict:
     return body
 
 
-def generation_for(request, generate_prompts: bool) -> services.Generation:
+def generation_for(request, generate_prompts: bool) -> Generation:
     """The async producer only with the flag on and `generatePrompts: true`; else the old path.
 
     Only then do the headers matter, and they are checked before anything is created: an unknown
@@ -151,7 +152,7 @@ def generation_for(request, generate_prompts: bool) -> services.Generation:
     never gives, or that IMS says is not a live token of this caller for the Semrush pair.
     """
     if not (services.async_generation_enabled() and generate_prompts):
-        return services.Generation(use_async=False)
+        return Generation(use_async=False)
     try:
         pair = pair_from_audience(request.headers.get("x-promise-audience"))
     except UnknownAudience:
@@ -165,7 +166,7 @@ def generation_for(request, generate_prompts: bool) -> services.Generation:
             promise_from_header(header)  # unused without the Semrush pair, but still not accepted malformed
     except InvalidPromiseToken as exc:
         raise InvalidForwardedToken(str(exc)) from None
-    return services.Generation(use_async=True, pair=pair, forwarded=forwarded)
+    return Generation(use_async=True, pair=pair, forwarded=forwarded)
 
 
 class BrandCreateApi(APIView):

@@ -8,7 +8,6 @@ import logging
 import uuid
 
 from django.http import HttpResponseNotModified
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status as http
@@ -17,12 +16,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs import services as job_services
-from jobs import states
-from jobs.models import AsyncJob
+from jobs.models import AsyncJob, JobStatus
 from markets import constants
-from markets.dto import GenerationJobSerializer, ProblemSerializer, ReauthAcceptedSerializer, job_dto, reauth_accepted
+from markets.dto import GenerationJobSerializer, ReauthAcceptedSerializer, job_dto, reauth_accepted
 from markets.selectors import JobNotFound, job_get_for_caller
 from serenity.clients.http import ClientError
+from serenity.openapi import problem_response
 from serenity.problems import PROBLEM_CONTENT_TYPE, InvalidInput, UpstreamUnavailable
 from serenity.throttles import ReauthRateThrottle
 from tokens import pairs
@@ -96,22 +95,6 @@ def semrush_pair_from(header: str | None) -> pairs.ClientPair:
 
 # --- OpenAPI description -----------------------------------------------------------------------------
 
-class ImsBearerScheme(OpenApiAuthenticationExtension):
-    """Describes serenity.auth.ImsBearerAuthentication in the schema (registered on import of this module,
-    which the URL configuration loads before any schema is generated)."""
-
-    target_class = "serenity.auth.ImsBearerAuthentication"
-    name = "imsBearer"
-
-    def get_security_definition(self, auto_schema):
-        return {"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
-                "description": "An IMS user access token (RS256 JWT) listing the organization in `org_ids`."}
-
-
-def _problem(description: str) -> OpenApiResponse:
-    return OpenApiResponse(response=ProblemSerializer, description=description)
-
-
 PATH_IDS = [
     OpenApiParameter("orgId", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The organization."),
     OpenApiParameter("brandId", OpenApiTypes.UUID, OpenApiParameter.PATH, description="A brand of the organization."),
@@ -119,9 +102,9 @@ PATH_IDS = [
                      description="The job id from `promptGeneration.jobId` of an entry point's response."),
 ]
 COMMON_PROBLEMS = {
-    (400, PROBLEM_CONTENT_TYPE): _problem("A path id is not a UUID."),
-    (401, PROBLEM_CONTENT_TYPE): _problem("Missing, invalid or expired bearer token."),
-    (404, PROBLEM_CONTENT_TYPE): _problem(
+    (400, PROBLEM_CONTENT_TYPE): problem_response("A path id is not a UUID."),
+    (401, PROBLEM_CONTENT_TYPE): problem_response("Missing, invalid or expired bearer token."),
+    (404, PROBLEM_CONTENT_TYPE): problem_response(
         "No such job for this caller: missing, of another organization, brand or site, or of another type. "
         "Every case answers the same body."
     ),
@@ -179,7 +162,7 @@ class GenerationJobDetailApi(APIView):
         etag = etag_for(body)
         # Private: the body is per caller. no-cache: any cache must revalidate, which If-None-Match makes cheap.
         headers = {"ETag": etag, "Cache-Control": "private, no-cache", "Vary": "Authorization"}
-        if job.status == states.IN_PROGRESS:
+        if job.status == JobStatus.IN_PROGRESS:
             headers["Retry-After"] = str(retry_after_seconds(job.phase))
         if if_none_match(request.headers.get("If-None-Match"), etag):
             not_modified = HttpResponseNotModified()
@@ -218,17 +201,17 @@ class GenerationJobReauthApi(APIView):
         responses={
             202: OpenApiResponse(response=ReauthAcceptedSerializer,
                                  description="Accepted: the same job id is queued again."),
-            (400, PROBLEM_CONTENT_TYPE): _problem(
+            (400, PROBLEM_CONTENT_TYPE): problem_response(
                 "A path id is not a UUID, x-promise-audience is not `semrush`, or x-promise-token is unusable."
             ),
             (401, PROBLEM_CONTENT_TYPE): COMMON_PROBLEMS[(401, PROBLEM_CONTENT_TYPE)],
-            (403, PROBLEM_CONTENT_TYPE): _problem("The caller is not the user who started the job."),
+            (403, PROBLEM_CONTENT_TYPE): problem_response("The caller is not the user who started the job."),
             (404, PROBLEM_CONTENT_TYPE): COMMON_PROBLEMS[(404, PROBLEM_CONTENT_TYPE)],
-            (409, PROBLEM_CONTENT_TYPE): _problem("The job is not awaiting re-authorisation, or another "
+            (409, PROBLEM_CONTENT_TYPE): problem_response("The job is not awaiting re-authorisation, or another "
                                                   "re-authorisation of it is under way."),
-            (429, PROBLEM_CONTENT_TYPE): _problem("Too many re-authorisations by this user: retry after the "
+            (429, PROBLEM_CONTENT_TYPE): problem_response("Too many re-authorisations by this user: retry after the "
                                                   "`Retry-After` seconds."),
-            (502, PROBLEM_CONTENT_TYPE): _problem("IMS did not issue a credential; the job still awaits "
+            (502, PROBLEM_CONTENT_TYPE): problem_response("IMS did not issue a credential; the job still awaits "
                                                   "re-authorisation."),
         },
     )

@@ -17,9 +17,11 @@ import time
 
 from django.conf import settings
 
-from jobs import registry
-from jobs.exceptions import RetryableJobError, TerminalJobError
-from jobs.leases import JobRun
+from jobs import handlers
+from jobs.exceptions import JobFailed, RetryLater
+from jobs.handlers import JobContext, Progress
+from jobs.models import AsyncJob
+from markets import codes
 from markets import constants as c
 from markets.clients import drs
 from markets.clients.semrush import SemrushClient
@@ -53,52 +55,68 @@ class SemrushSession:
     """The Semrush client of one delivery, made on first use: the promise token is exchanged only when a
     Semrush call is about to happen, and at most once per delivery."""
 
-    def __init__(self, handler: "MarketGenerationHandler", run: JobRun):
-        self._handler, self._run = handler, run
+    def __init__(self, handler: "MarketGenerationHandler", ctx: JobContext):
+        self._handler, self._ctx = handler, ctx
         self._client: SemrushClient | None = None
 
     def client(self) -> SemrushClient:
         if self._client is None:
-            self._client = self._handler.semrush_for(self._run)
+            self._client = self._handler.semrush_for(self._ctx)
         return self._client
 
 
 class MarketGenerationHandler:
-    def run(self, run: JobRun) -> dict:
-        batch = run.job.checkpoints.get("batch")
+    """The job handler of `generateSemrushMarket` (jobs/handlers.py protocol)."""
+
+    def progress(self, job: AsyncJob) -> Progress:
+        if job.checkpoints.get("written") is not None:
+            return Progress.EFFECTS_WRITTEN
+        if job.checkpoints.get("batch") is not None:
+            return Progress.INPUT_PERSISTED
+        return Progress.NOT_STARTED
+
+    def describe(self, job: AsyncJob) -> str:
+        """`FR/fr of Acme`, from the job's parameters (token-free: they never hold one)."""
+        params = job.params or {}
+        market = "/".join(str(p) for p in (params.get("market"), params.get("languageCode")) if p)
+        brand = params.get("brand")
+        return " of ".join(str(p) for p in (market, brand) if p)
+
+    def run(self, ctx: JobContext) -> dict:
+        batch = ctx.job.checkpoints.get("batch")
         if batch is None:
-            batch = self.generate(run)
+            batch = self.generate(ctx)
         prompts = usable_prompts(batch)
         if not prompts:
-            raise TerminalJobError(c.PROMPT_GENERATION_EMPTY, "DRS shipped no usable prompt.")
+            raise JobFailed(codes.PROMPT_GENERATION_EMPTY, "DRS shipped no usable prompt.")
         # A redelivery after a crash between publish and COMPLETED has nothing left to do in Semrush: it
         # completes without IMS. With `written` only, the exchange happens for the publish alone.
-        semrush = SemrushSession(self, run)
-        if run.job.checkpoints.get("written") is None:
-            self.write(run, semrush.client(), prompts)
-        project_id = run.job.checkpoints["projectId"]
-        if not run.job.checkpoints.get("published"):
-            self.publish(run, semrush.client(), project_id)
-        return {"promptCount": run.job.checkpoints["written"], "projectId": project_id, "published": True,
+        semrush = SemrushSession(self, ctx)
+        if ctx.job.checkpoints.get("written") is None:
+            self.write(ctx, semrush.client(), prompts)
+        project_id = ctx.job.checkpoints["projectId"]
+        if not ctx.job.checkpoints.get("published"):
+            self.publish(ctx, semrush.client(), project_id)
+        return {"promptCount": ctx.job.checkpoints["written"], "projectId": project_id, "published": True,
                 "verdict": "ship"}
 
     # -- phase 1 --------------------------------------------------------------------------------------
-    def generate(self, run: JobRun) -> dict:
-        run.checkpoint(phase=c.PHASE_GENERATING)
+    def generate(self, ctx: JobContext) -> dict:
+        ctx.checkpoint(phase=c.PHASE_GENERATING)
         try:
-            with run.heartbeat():
-                ship = drs.generate(run.job.params)
+            with ctx.heartbeat():
+                ship = drs.generate(ctx.job.params)
         except drs.DrsError as exc:
             log.info("DRS did not ship", extra={"code": exc.code, "reason": exc.reason})
             if exc.retryable:
-                raise RetryableJobError(exc.code, exc.reason) from None
-            raise TerminalJobError(exc.code, exc.reason) from None
+                raise RetryLater(exc.code, exc.reason) from None
+            raise JobFailed(exc.code, exc.reason) from None
         batch = {"prompts": ship.prompts, "summary": ship.summary}
-        run.checkpoint(phase=c.PHASE_GENERATED, batch=batch, batchSize=len(ship.prompts))
+        ctx.checkpoint(phase=c.PHASE_GENERATED, batch=batch, batchSize=len(ship.prompts))
         return batch
 
     # -- phase 2 --------------------------------------------------------------------------------------
-    def semrush_for(self, run: JobRun) -> SemrushClient:
+    def semrush_for(self, ctx: JobContext) -> SemrushClient:
         """A Semrush client on a fresh write-scoped access token. Never inside a transaction.
 
         1. Confirm the lease: a worker that lost the job must not exchange (IMS would rotate away the
@@ -109,14 +127,14 @@ class MarketGenerationHandler:
            checkpoint `exchangeInDoubt` and retry later, never in place. Not reached -> retry later.
         4. The token must be the requester's: otherwise its rotated successor is invalidated and the job
            ends NEEDS_REAUTH without any Semrush call.
-        5. Store the rotated token, fenced on the lease and on the grant (JobRun.store_rotated_token): a
+        5. Store the rotated token, fenced on the lease and on the grant (JobContext.store_rotated_token): a
            failed fence invalidates it and raises LeaseLost.
         """
-        run.confirm()
-        loaded = grants.grant_load(run.job.id)
+        ctx.confirm()
+        loaded = grants.grant_load(ctx.job.id)
         if loaded is None:
             raise self.needs_reauth("The job has no usable stored credential.")
-        in_doubt = run.job.checkpoints.get(EXCHANGE_IN_DOUBT) == loaded.fingerprint
+        in_doubt = ctx.job.checkpoints.get(EXCHANGE_IN_DOUBT) == loaded.fingerprint
         try:
             exchanged = grants.promise_exchange(pair=loaded.pair, token=loaded.token)
         except (NeedsReauth, InvalidPromiseToken):
@@ -126,55 +144,55 @@ class MarketGenerationHandler:
             raise self.needs_reauth("IMS refused the promise token.") from None
         except TransientError as exc:
             if exc.maybe_processed:
-                run.checkpoint(**{EXCHANGE_IN_DOUBT: loaded.fingerprint})
-            raise RetryableJobError(c.IMS_UNAVAILABLE, f"exchange failed: {exc}") from None
+                ctx.checkpoint(**{EXCHANGE_IN_DOUBT: loaded.fingerprint})
+            raise RetryLater(codes.IMS_UNAVAILABLE, f"exchange failed: {exc}") from None
         except ClientError as exc:
-            raise TerminalJobError(c.IMS_EXCHANGE_REJECTED, f"exchange refused: {exc}") from None
-        if exchanged.user_id != run.job.user_id:
-            grants.promise_invalidate_quietly(pair=loaded.pair, token=exchanged.rotated, job_id=run.job.id)
+            raise JobFailed(codes.IMS_EXCHANGE_REJECTED, f"exchange refused: {exc}") from None
+        if exchanged.user_id != ctx.job.user_id:
+            grants.promise_invalidate_quietly(pair=loaded.pair, token=exchanged.rotated, job_id=ctx.job.id)
             raise self.needs_reauth("The promise token belongs to another user than the job's requester.")
-        run.store_rotated_token(exchanged=loaded, rotated=exchanged.rotated, **{EXCHANGE_IN_DOUBT: None})
+        ctx.store_rotated_token(exchanged=loaded, rotated=exchanged.rotated, **{EXCHANGE_IN_DOUBT: None})
         return SemrushClient(exchanged.access.access_token,
                              deadline=time.monotonic() + settings.SEMRUSH_WRITE_BUDGET_SECONDS)
 
-    def write(self, run: JobRun, semrush: SemrushClient, prompts: list[str]) -> None:
-        params = run.job.params
+    def write(self, ctx: JobContext, semrush: SemrushClient, prompts: list[str]) -> None:
+        params = ctx.job.params
         try:
             project = semrush.find_project(workspace_id=params["workspaceId"], geo_target_id=params["geoTargetId"],
                                            language_code=params["languageCode"])
             if project is None:
-                raise RetryableJobError(c.SEMRUSH_PROJECT_MISSING, "The market's Semrush project does not exist yet.")
-            run.checkpoint(phase=c.PHASE_WRITING, projectId=project["id"])
+                raise RetryLater(codes.SEMRUSH_PROJECT_MISSING, "The market's Semrush project does not exist yet.")
+            ctx.checkpoint(phase=c.PHASE_WRITING, projectId=project["id"])
             tags = semrush.ensure_tags(workspace_id=params["workspaceId"],
                                        wanted={"source": ["semrush"], "origin": ["ai"]})
             present = {p.get("text") for p in semrush.list_prompts(project_id=project["id"])}
             missing = [p for p in prompts if p not in present]
-            run.confirm()  # fence: the writes below happen only while the lease is ours
+            ctx.confirm()  # fence: the writes below happen only while the lease is ours
             if missing:
-                semrush.write_prompts(project_id=project["id"], user_id=run.job.user_id or "", prompts=[
+                semrush.write_prompts(project_id=project["id"], user_id=ctx.job.user_id or "", prompts=[
                     {"text": text, "tagIds": [tags[SOURCE_TAG], tags[ORIGIN_TAG]]} for text in missing])
         except TransientError as exc:
-            raise RetryableJobError(c.SEMRUSH_UNAVAILABLE, f"Semrush failed: {exc}") from None
+            raise RetryLater(codes.SEMRUSH_UNAVAILABLE, f"Semrush failed: {exc}") from None
         except ReauthRequired:
             raise self.needs_reauth("Semrush refused the access token.") from None
         except PermanentError as exc:
-            raise TerminalJobError(c.SEMRUSH_REJECTED, f"Semrush refused the write: HTTP {exc.status}") from None
-        run.checkpoint(phase=c.PHASE_WRITTEN, written=len(prompts), writtenNew=len(missing))
+            raise JobFailed(codes.SEMRUSH_REJECTED, f"Semrush refused the write: HTTP {exc.status}") from None
+        ctx.checkpoint(phase=c.PHASE_WRITTEN, written=len(prompts), writtenNew=len(missing))
 
     # -- phase 3 --------------------------------------------------------------------------------------
-    def publish(self, run: JobRun, semrush: SemrushClient, project_id: str) -> None:
-        run.confirm()  # fence: never publish for a job another delivery owns
+    def publish(self, ctx: JobContext, semrush: SemrushClient, project_id: str) -> None:
+        ctx.confirm()  # fence: never publish for a job another delivery owns
         try:
             semrush.publish(project_id=project_id)
         except (TransientError, PermanentError) as exc:
-            raise RetryableJobError(c.SEMRUSH_PUBLISH_FAILED, f"publish failed: {exc}") from None
+            raise RetryLater(codes.SEMRUSH_PUBLISH_FAILED, f"publish failed: {exc}") from None
         except ReauthRequired:
             raise self.needs_reauth("Semrush refused the access token at publish.") from None
-        run.checkpoint(phase=c.PHASE_PUBLISHED, published=True)
+        ctx.checkpoint(phase=c.PHASE_PUBLISHED, published=True)
 
     @staticmethod
-    def needs_reauth(message: str) -> TerminalJobError:
-        return TerminalJobError(c.NEEDS_REAUTH, message, needs_reauth=True)
+    def needs_reauth(message: str) -> JobFailed:
+        return JobFailed(codes.NEEDS_REAUTH, message, needs_reauth=True)
 
 
-registry.register(c.MARKET_GENERATION_JOB_TYPE, MarketGenerationHandler())
+handlers.register(c.MARKET_GENERATION_JOB_TYPE, MarketGenerationHandler())

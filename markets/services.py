@@ -14,13 +14,11 @@ from markets import geo
 from markets.clients.semrush import SemrushClient
 from markets.intent import IntentClassifier, KeywordIntentClassifier, brand_needles, prompt_type
 from markets.models import Brand, Market, Organization, Site
-from markets.producer import market_generation_enqueue
+from markets.producer import Generation, market_generation_enqueue
 from markets.seeds import example_prompts
 from serenity.auth import Caller
 from serenity.clients.http import ClientError, TransientError
 from serenity.problems import Conflict, DomainError, problem
-from tokens.pairs import ClientPair
-from tokens.types import PromiseToken
 
 log = logging.getLogger(__name__)
 
@@ -46,23 +44,6 @@ MARKET_EXISTS = ("market_exists", "This market is already live for the brand")
 
 def async_generation_enabled() -> bool:
     return str(settings.SERENITY_ASYNC_PROMPT_GEN).strip().lower() == "true"
-
-
-@dataclass
-class Generation:
-    """How a request wants prompts: the async producer (flag on + generatePrompts) or the old path.
-
-    `forwarded` is the browser's promise token, already checked with IMS. A token has one owner, so it
-    serves at most one job of the request: `take_forwarded()` hands it out once; every other new job of
-    the request mints its own from the caller's bearer."""
-
-    use_async: bool
-    pair: ClientPair | None = None
-    forwarded: PromiseToken | None = None
-
-    def take_forwarded(self) -> PromiseToken | None:
-        token, self.forwarded = self.forwarded, None
-        return token
 
 
 @dataclass

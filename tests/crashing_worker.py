@@ -15,7 +15,7 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from jobs.leases import JobRun  # noqa: E402
+from jobs.handlers import JobContext  # noqa: E402
 from markets import handler  # noqa: E402
 from markets.clients.semrush import SemrushClient  # noqa: E402
 from serenity.celery import app  # noqa: E402
@@ -32,14 +32,14 @@ def crash_at(point: str) -> None:
         handler.MarketGenerationHandler.run = lambda self, run: die()
     elif point in ("after_drs_persisted", "after_checkpoint_before_publish"):
         target = "generated" if point == "after_drs_persisted" else "written"
-        original = JobRun.checkpoint
+        original = JobContext.checkpoint
 
         def checkpoint(self, *, phase=None, **values):
             original(self, phase=phase, **values)
             if phase == target:
                 die()
 
-        JobRun.checkpoint = checkpoint
+        JobContext.checkpoint = checkpoint
     elif point == "after_write_before_checkpoint":
         original_write = SemrushClient.write_prompts
 

@@ -23,10 +23,12 @@ from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError,
 from botocore.exceptions import ReadTimeoutError as BotoReadTimeoutError
 from django.conf import settings
 
-from markets.constants import (  # noqa: F401  (re-exported: callers name outcomes as drs.X)
+from markets.codes import (  # noqa: F401  (re-exported: callers name outcomes as drs.X)
     DRS_GENERATION_TERMINAL,
     DRS_INVALID_TARGET,
+    DRS_TRANSIENT,
     PROMPT_GENERATION_GATE_ERROR,
+    PROMPT_GENERATION_GATE_RETRYABLE,
     PROMPT_GENERATION_HELD,
 )
 from serenity import metrics
@@ -42,10 +44,6 @@ JOB_PARAM_KEYS = (
 # Models DRS is priced for; anything else would be refused by DRS as a terminal gate_error.
 PRICED_MODELS = frozenset({"gpt-5.4", "gpt-5.4-mini", "gpt-5.4-nano", "gpt-5-nano"})
 DEFAULT_MODEL = "gpt-5-nano"
-
-# Outcome codes: the terminal ones are job error codes, defined once in markets/constants.py.
-PROMPT_GENERATION_GATE_RETRYABLE = "PROMPT_GENERATION_GATE_RETRYABLE"
-DRS_TRANSIENT = "DRS_TRANSIENT"
 
 # Answers that are DRS working as designed: they never count as a DRSInvokeFailure, so a normal held
 # market pages nobody, and a retryable gate error is neither a transport error nor terminal (SPEC §5.10).

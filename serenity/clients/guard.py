@@ -38,6 +38,15 @@ def outside_transaction(what: str) -> None:
     log.error("network call inside a database transaction", extra={"call": what})
 
 
+def require_no_transaction(what: str) -> None:
+    """A unit of work that commits by itself and then calls out (enqueue, re-authorise) refuses to start
+    inside a caller's transaction, in every environment: its message would leave before its rows commit.
+    Raises NetworkCallInTransaction."""
+    aliases = open_transaction_aliases()
+    if aliases:
+        raise NetworkCallInTransaction(f"{what}: must not run inside a database transaction ({', '.join(aliases)})")
+
+
 def guard_boto3_client(client, service: str):
     """Make a boto3 client check the rule before every request it sends; returns the client."""
     def check(event_name: str = "", **kwargs) -> None:  # returning None lets botocore send as usual

@@ -8,7 +8,8 @@ from django.test import Client
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
-from markets.constants import MARKET_GENERATION_JOB_TYPE, NEEDS_REAUTH
+from markets.codes import NEEDS_REAUTH
+from markets.constants import MARKET_GENERATION_JOB_TYPE
 from markets.models import Brand, Organization, Site
 
 CALLER_ORG = "CALLER0000000000000000@AdobeOrg"

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
-from markets.constants import PROMPT_GENERATION_HELD
+from markets.codes import PROMPT_GENERATION_HELD
 from tests.api.conftest import SECRET, job_path, make_job, needs_reauth_fields
 
 
@@ -77,13 +77,13 @@ def test_a_held_job_shows_its_code_with_the_public_message_not_the_internal_one(
 
 def test_an_error_code_without_its_own_sentence_gets_the_generic_public_message(world, api):
     job = make_job(org=world.org, brand=world.brand, site=world.site, status=JobStatus.FAILED,
-                   error_code="IMS_EXCHANGE_REJECTED",
-                   error={"code": "IMS_EXCHANGE_REJECTED", "message": f"exchange refused: {SECRET}",
+                   error_code="CUSTOM_OPERATOR_CODE",
+                   error={"code": "CUSTOM_OPERATOR_CODE", "message": f"exchange refused: {SECRET}",
                           "retryable": True, "needsReauth": False})
 
     response = api.poll(world.org.id, world.brand.id, job.id)
 
-    assert response.json()["error"] == {"code": "IMS_EXCHANGE_REJECTED", "message": "Prompt generation failed.",
+    assert response.json()["error"] == {"code": "CUSTOM_OPERATOR_CODE", "message": "Prompt generation failed.",
                                         "retryable": True, "needsReauth": False}
 
 
@@ -176,3 +176,15 @@ def test_a_poll_without_a_bearer_answers_401(world, client):
     assert response.status_code == 401
     assert response["Content-Type"] == "application/problem+json"
     assert json.loads(response.content)["code"] == "not_authenticated"
+
+
+def test_every_error_code_the_product_sets_has_its_own_public_sentence():
+    from jobs import codes as job_codes
+    from markets import codes
+
+    product_codes = {v for k, v in vars(codes).items() if k.isupper() and isinstance(v, str) and k == v}
+    product_codes |= {v for k, v in vars(job_codes).items() if k.isupper() and isinstance(v, str) and k == v}
+    retryable_only = {codes.DRS_TRANSIENT, codes.PROMPT_GENERATION_GATE_RETRYABLE, codes.IMS_UNAVAILABLE,
+                      codes.SEMRUSH_UNAVAILABLE, codes.SEMRUSH_PROJECT_MISSING, codes.SEMRUSH_PUBLISH_FAILED}
+
+    assert product_codes - retryable_only - set(codes.PUBLIC_MESSAGES) == set()

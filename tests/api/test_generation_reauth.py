@@ -225,6 +225,7 @@ def test_a_credential_obtained_after_the_claim_was_lost_is_invalidated_and_the_j
     world, api, ims, queues, monkeypatch
 ):
     from jobs import services as job_services
+    from jobs.exceptions import NotAwaitingReauth
 
     job = awaiting_job(world)
     real_mint = ims_client.mint
@@ -237,7 +238,7 @@ def test_a_credential_obtained_after_the_claim_was_lost_is_invalidated_and_the_j
 
     monkeypatch.setattr(ims_client, "mint", slow_mint)
 
-    with pytest.raises(job_services.NotAwaitingReauth):
+    with pytest.raises(NotAwaitingReauth):
         job_services.job_reauthorize(job_id=job.id, user_id=REQUESTER, pair=get_pair("semrush"),
                                      obtain_token=lambda: ims_client.mint(bearer=api.token, pair=get_pair("semrush")))
 

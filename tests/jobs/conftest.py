@@ -9,9 +9,9 @@ from django.conf import settings
 from django.core.management import call_command
 from django.utils import timezone
 
-from jobs import services
 from jobs.clients import sqs
 from jobs.models import AsyncJob
+from jobs.services import producer
 from tests.jobs.factories import AsyncJobFactory
 from tokens import services as grants
 from tokens.pairs import get_pair
@@ -49,7 +49,7 @@ def store_grant(job, value: str = KNOWN_TOKEN):
 
 def celery_body(job_id, job_type: str = "testEcho") -> str:
     """The exact body the producer puts on SQS for a job: sent to the main queue, then taken back."""
-    services._send(job_id, job_type)
+    producer._send(job_id, job_type)
     for message in sqs.receive(settings.MARKET_JOBS_QUEUE_URL, max_messages=10, visibility=60):
         sqs.delete(settings.MARKET_JOBS_QUEUE_URL, message["ReceiptHandle"])
         return message["Body"]
@@ -63,7 +63,7 @@ def to_dlq(job_id, job_type: str = "testEcho") -> str:
 
 def dlq_job_ids() -> list[str | None]:
     """Take every message out of the DLQ: the job id of each (None for a body that is not a job message)."""
-    from jobs.operations import decode_job_message
+    from jobs.messages import decode_job_message
 
     out = []
     while batch := sqs.receive(settings.MARKET_JOBS_DLQ_URL, max_messages=10, visibility=60):

@@ -359,18 +359,18 @@ def test_sweep_unsent_dry_run_lists_jobs_never_sent_and_apply_publishes_them_onc
 # --- job_inspect --------------------------------------------------------------------------------------------
 
 def test_inspect_shows_status_lease_checkpoints_history_and_dlq_presence_without_changing_anything(queues):
-    job = leased(expires_in=-timedelta(minutes=3), phase="generated", params={"market": "FR", "languageCode": "fr",
-                 "brand": "Acme", "promiseToken": KNOWN_TOKEN},
+    job = leased(expires_in=-timedelta(minutes=3), phase="generated", job_type="generateSemrushMarket",
+                 params={"market": "FR", "languageCode": "fr", "brand": "Acme", "promiseToken": KNOWN_TOKEN},
                  checkpoints={"batch": {"prompts": [{"prompt": "a"}, {"prompt": "b"}]}, "batchSize": 2})
     JobEvent.objects.create(job_id=job.id, kind="lease_claimed", actor="worker-1", at=ago(minutes=20))
     store_grant(job)
-    to_dlq(job.id)
+    to_dlq(job.id, "generateSemrushMarket")
     before = snapshot()
 
     text = "\n".join(run("job_inspect", "--job", str(job.id)))
 
-    assert f"job {job.id}  testEcho  IN_PROGRESS  phase generated" in text
-    assert "market FR/fr" in text and "'Acme'" in text
+    assert f"job {job.id}  generateSemrushMarket  IN_PROGRESS  phase generated" in text
+    assert "; FR/fr of Acme" in text  # the job's handler describes it
     assert "lease        expired, expires" in text
     assert "checkpoints  batch=2 prompts, batchSize=2" in text
     assert "queue        in DLQ: message" in text
@@ -400,6 +400,6 @@ def test_every_runbook_help_says_when_to_run_it(name):
 
 
 def test_timestamps_in_the_future_read_as_in():
-    from jobs.selectors import ago as age
+    from jobs.display import ago as age
 
     assert age(timezone.now() + timedelta(minutes=10, seconds=5)) == "in 10m"

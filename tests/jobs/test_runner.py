@@ -2,16 +2,21 @@
 import threading
 import time
 import uuid
+from collections import Counter
 from datetime import timedelta
 
 import pytest
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from jobs import registry, services
-from jobs.exceptions import LeaseLost, RetryableJobError, TerminalJobError
-from jobs.leases import JobRun, lease_claim
+from jobs import handlers
+from jobs import services as job_services
+from jobs.exceptions import JobFailed, LeaseLost, RetryLater
+from jobs.handlers import JobContext
+from jobs.leases import lease_claim
 from jobs.models import AsyncJob, JobEvent
+from jobs.outcomes import COMPLETED, Outcome
+from jobs.services import runner
 from tests.jobs.conftest import store_grant
 from tests.jobs.factories import AsyncJobFactory
 from tokens import services as grants
@@ -33,14 +38,14 @@ class Handler:
 @pytest.fixture
 def handler():
     h = Handler()
-    registry.register("testEcho", h)
+    handlers.register("testEcho", h)
     yield h
-    registry._handlers.pop("testEcho", None)
+    handlers.unregister("testEcho")
 
 
 def test_a_message_carries_only_the_job_id_and_type(db, queues):
     job = AsyncJobFactory(params={"secret": "never-in-a-message"})
-    assert services.job_publish(job.id, job.job_type) is True
+    assert job_services.job_publish(job.id, job.job_type) is True
     (message,) = queues.drain()
     assert message["task"] == "jobs.run"
     assert message["args"] == []
@@ -52,26 +57,26 @@ def test_a_message_carries_only_the_job_id_and_type(db, queues):
 
 
 def test_a_message_for_a_missing_job_is_dropped(db, handler):
-    assert services.job_run(uuid.uuid4(), "testEcho") == "dropped:missing"
+    assert job_services.job_run(uuid.uuid4(), "testEcho") == Outcome("dropped", "missing")
     assert handler.calls == []
 
 
 def test_a_message_with_a_malformed_job_id_is_dropped(db, handler):
-    assert services.job_run("not-a-uuid", "testEcho") == "dropped:malformed"
+    assert job_services.job_run("not-a-uuid", "testEcho") == Outcome("dropped", "malformed")
 
 
 @pytest.mark.parametrize("status", ["COMPLETED", "FAILED", "CANCELLED"])
 def test_a_message_for_a_finished_job_is_dropped_and_the_job_left_alone(db, handler, status):
     job = AsyncJobFactory(status=status)
     before = AsyncJob.objects.get(id=job.id).updated_at
-    assert services.job_run(job.id, "testEcho") == "dropped:not_in_progress"
+    assert job_services.job_run(job.id, "testEcho") == Outcome("dropped", "not_in_progress")
     assert handler.calls == []
     assert AsyncJob.objects.get(id=job.id).updated_at == before
 
 
 def test_a_message_whose_type_contradicts_the_stored_type_is_dropped_without_touching_the_job(db, handler, caplog):
     job = AsyncJobFactory()
-    assert services.job_run(job.id, "somethingElse") == "dropped:type_mismatch"
+    assert job_services.job_run(job.id, "somethingElse") == Outcome("dropped", "type_mismatch")
     job.refresh_from_db()
     assert (job.status, job.attempts, job.lease_token) == ("IN_PROGRESS", 0, None)
     assert handler.calls == []
@@ -80,7 +85,7 @@ def test_a_message_whose_type_contradicts_the_stored_type_is_dropped_without_tou
 
 def test_a_job_type_without_a_handler_fails_with_unknown_job_type(db):
     job = AsyncJobFactory(job_type="noSuchType")
-    assert services.job_run(job.id, "noSuchType") == "failed:UNKNOWN_JOB_TYPE"
+    assert job_services.job_run(job.id, "noSuchType") == Outcome("failed", "UNKNOWN_JOB_TYPE")
     job.refresh_from_db()
     assert job.status == "FAILED"
     assert job.error == {"code": "UNKNOWN_JOB_TYPE", "message": "No handler for this job type.",
@@ -91,7 +96,7 @@ def test_a_job_type_without_a_handler_fails_with_unknown_job_type(db):
 def test_a_successful_run_completes_with_the_result_and_clears_the_lease(db, handler):
     job = AsyncJobFactory()
     handler.behaviour = lambda run: {"promptCount": 3}
-    assert services.job_run(job.id, "testEcho") == "completed"
+    assert job_services.job_run(job.id, "testEcho") == COMPLETED
     job.refresh_from_db()
     assert (job.status, job.result, job.lease_token, job.lease_expires_at) == ("COMPLETED", {"promptCount": 3}, None, None)
     assert job.attempts == 1 and job.lease_epoch == 1 and job.ended_at is not None and job.started_at is not None
@@ -102,10 +107,10 @@ def test_a_terminal_error_fails_the_job_with_its_code(db, handler):
     job = AsyncJobFactory()
 
     def fail(run):
-        raise TerminalJobError("PROMPT_GENERATION_HELD", "held by the language gate")
+        raise JobFailed("PROMPT_GENERATION_HELD", "held by the language gate")
 
     handler.behaviour = fail
-    assert services.job_run(job.id, "testEcho") == "failed:PROMPT_GENERATION_HELD"
+    assert job_services.job_run(job.id, "testEcho") == Outcome("failed", "PROMPT_GENERATION_HELD")
     job.refresh_from_db()
     assert job.status == "FAILED" and job.error_code == "PROMPT_GENERATION_HELD" and job.lease_token is None
 
@@ -129,7 +134,7 @@ def test_a_worker_whose_lease_was_taken_over_cannot_write_a_checkpoint_a_token_o
     old = lease_claim(job.id)
     AsyncJob.objects.filter(id=job.id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     new = lease_claim(job.id)
-    stale = JobRun(AsyncJob.objects.get(id=job.id), old)
+    stale = JobContext(AsyncJob.objects.get(id=job.id), old)
     rotated = PromiseToken(promise_token="rotated-by-a-stale-worker", token_type="promise_token", expires_in=60)
     with pytest.raises(LeaseLost):
         stale.checkpoint(phase="generated", batch={"prompts": []})
@@ -150,7 +155,7 @@ def test_a_worker_whose_lease_was_taken_over_cannot_write_a_checkpoint_a_token_o
 
 def test_a_heartbeat_confirms_the_lease_without_stretching_it_past_the_message_visibility(transactional_db):
     job = AsyncJobFactory()
-    run = JobRun(AsyncJob.objects.get(id=job.id), lease_claim(job.id))
+    run = JobContext(AsyncJob.objects.get(id=job.id), lease_claim(job.id))
     claimed_until = AsyncJob.objects.get(id=job.id).lease_expires_at
     with run.heartbeat(every=0.2):
         time.sleep(0.7)
@@ -163,7 +168,7 @@ def test_a_heartbeat_confirms_the_lease_without_stretching_it_past_the_message_v
 
 def test_an_expired_lease_cannot_be_confirmed(db):
     job = AsyncJobFactory()
-    run = JobRun(AsyncJob.objects.get(id=job.id), lease_claim(job.id))
+    run = JobContext(AsyncJob.objects.get(id=job.id), lease_claim(job.id))
     AsyncJob.objects.filter(id=job.id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     with pytest.raises(LeaseLost):
         run.confirm()
@@ -171,7 +176,7 @@ def test_an_expired_lease_cannot_be_confirmed(db):
 
 def test_a_heartbeat_that_finds_the_lease_gone_raises_lease_lost_after_the_slow_call(transactional_db):
     job = AsyncJobFactory()
-    run = JobRun(AsyncJob.objects.get(id=job.id), lease_claim(job.id))
+    run = JobContext(AsyncJob.objects.get(id=job.id), lease_claim(job.id))
     with pytest.raises(LeaseLost), run.heartbeat(every=0.1):
         AsyncJob.objects.filter(id=job.id).update(lease_token=uuid.uuid4())
         time.sleep(0.4)
@@ -182,10 +187,10 @@ def test_a_retryable_error_releases_the_lease_and_queues_a_delayed_retry(db, han
     job = AsyncJobFactory()
 
     def flaky(run):
-        raise RetryableJobError("DRS_TRANSIENT", "timeout")
+        raise RetryLater("DRS_TRANSIENT", "timeout")
 
     handler.behaviour = flaky
-    assert services.job_run(job.id, "testEcho") == "retry:DRS_TRANSIENT"
+    assert job_services.job_run(job.id, "testEcho") == Outcome("retry", "DRS_TRANSIENT")
     job.refresh_from_db()
     assert (job.status, job.lease_token, job.attempts) == ("IN_PROGRESS", None, 1)
     assert job.message_sent_at is not None
@@ -200,11 +205,11 @@ def test_retries_are_bounded_and_end_failed_and_retryable(db, handler, queues, s
     job = AsyncJobFactory()
 
     def flaky(run):
-        raise RetryableJobError("SEMRUSH_UNAVAILABLE", "503")
+        raise RetryLater("SEMRUSH_UNAVAILABLE", "503")
 
     handler.behaviour = flaky
-    assert services.job_run(job.id, "testEcho") == "retry:SEMRUSH_UNAVAILABLE"
-    assert services.job_run(job.id, "testEcho") == "failed:RETRIES_EXHAUSTED"
+    assert job_services.job_run(job.id, "testEcho") == Outcome("retry", "SEMRUSH_UNAVAILABLE")
+    assert job_services.job_run(job.id, "testEcho") == Outcome("failed", "RETRIES_EXHAUSTED")
     job.refresh_from_db()
     assert job.status == "FAILED"
     assert job.error == {"code": "RETRIES_EXHAUSTED", "message": "SEMRUSH_UNAVAILABLE: 503", "retryable": True,
@@ -214,14 +219,8 @@ def test_retries_are_bounded_and_end_failed_and_retryable(db, handler, queues, s
 def test_a_job_redelivered_past_its_attempt_budget_fails_without_running(db, handler, settings):
     settings.JOB_MAX_ATTEMPTS = 2
     job = AsyncJobFactory(attempts=2)
-    assert services.job_run(job.id, "testEcho") == "failed:RETRIES_EXHAUSTED"
+    assert job_services.job_run(job.id, "testEcho") == Outcome("failed", "RETRIES_EXHAUSTED")
     assert handler.calls == []
-
-
-@pytest.mark.parametrize(("attempt", "expected"), [(1, 30), (2, 60), (3, 120), (5, 480), (6, 900), (12, 900)])
-def test_retry_delay_doubles_and_never_exceeds_the_sqs_limit(settings, attempt, expected):
-    settings.JOB_RETRY_BASE_SECONDS = 30
-    assert services.retry_delay(attempt) == expected
 
 
 def test_a_claim_that_errors_propagates_so_the_message_is_redelivered(db, handler, monkeypatch):
@@ -230,9 +229,9 @@ def test_a_claim_that_errors_propagates_so_the_message_is_redelivered(db, handle
     def broken(*args, **kwargs):
         raise DatabaseError("connection reset")
 
-    monkeypatch.setattr(services, "lease_claim", broken)
+    monkeypatch.setattr(runner, "lease_claim", broken)
     with pytest.raises(DatabaseError):
-        services.job_run(job.id, "testEcho")
+        job_services.job_run(job.id, "testEcho")
     assert handler.calls == []
 
 
@@ -244,7 +243,7 @@ def test_of_five_concurrent_deliveries_exactly_one_runs_the_handler(transactiona
     def deliver():
         barrier.wait()
         try:
-            outcomes.append(services.job_run(job.id, "testEcho"))
+            outcomes.append(job_services.job_run(job.id, "testEcho"))
         finally:
             connection.close()
 
@@ -252,7 +251,7 @@ def test_of_five_concurrent_deliveries_exactly_one_runs_the_handler(transactiona
     [t.start() for t in threads]
     [t.join() for t in threads]
     assert len(handler.calls) == 1
-    assert sorted(outcomes) == ["completed"] + ["dropped:lease_held"] * 4
+    assert Counter(outcomes) == {COMPLETED: 1, Outcome("dropped", "lease_held"): 4}
     assert JobEvent.objects.filter(job=job, kind="delivery_dropped").count() == 4
     job.refresh_from_db()
     assert job.status == "COMPLETED" and job.attempts == 1
@@ -262,7 +261,7 @@ def test_of_five_concurrent_deliveries_exactly_one_runs_the_handler(transactiona
 def test_a_queued_job_is_run_by_a_real_worker_through_sqs(celery_worker, handler):
     job = AsyncJobFactory()
     handler.behaviour = lambda run: {"ran": True}
-    assert services.job_publish(job.id, job.job_type)
+    assert job_services.job_publish(job.id, job.job_type)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         job.refresh_from_db()
@@ -280,23 +279,23 @@ def test_an_unexpected_error_releases_the_lease_so_the_redelivery_can_claim(db, 
 
     handler.behaviour = bug
     with pytest.raises(ZeroDivisionError):
-        services.job_run(job.id, "testEcho")
+        job_services.job_run(job.id, "testEcho")
     job.refresh_from_db()
     assert job.status == "IN_PROGRESS" and job.lease_token is None and job.attempts == 1
     handler.behaviour = lambda run: {"ok": True}
-    assert services.job_run(job.id, "testEcho") == "completed"
+    assert job_services.job_run(job.id, "testEcho") == COMPLETED
 
 
 def test_a_failed_re_send_leaves_the_job_waiting_for_the_sweeper(db, queues):
     job = AsyncJobFactory(message_sent_at=timezone.now())
     queues.sqs.client().delete_queue(QueueUrl=queues.url)  # the send now fails
-    assert services.job_requeue(job.id, actor="operator") is False
+    assert job_services.job_requeue(job.id, actor="operator") is False
     job.refresh_from_db()
     assert (job.status, job.message_sent_at) == ("IN_PROGRESS", None)
     assert job.events.filter(kind="send_failed").count() == 1
     queues.sqs.ensure_queues()
     AsyncJob.objects.filter(id=job.id).update(updated_at=timezone.now() - timedelta(minutes=5))
-    assert [j.id for j in services.sweep_unsent(grace_seconds=60)] == [job.id]
+    assert [j.id for j in job_services.jobs_sweep_unsent(grace_seconds=60)] == [job.id]
     (message,) = queues.drain()
     assert message["kwargs"] == {"jobId": str(job.id), "type": "testEcho"}
 
@@ -304,6 +303,6 @@ def test_a_failed_re_send_leaves_the_job_waiting_for_the_sweeper(db, queues):
 def test_a_failed_first_send_fails_the_job_as_enqueue_failed(db, queues):
     job = AsyncJobFactory()
     queues.sqs.client().delete_queue(QueueUrl=queues.url)
-    assert services.job_publish(job.id, job.job_type, first=True) is False
+    assert job_services.job_publish(job.id, job.job_type, first=True) is False
     job.refresh_from_db()
     assert (job.status, job.error_code, job.error["retryable"]) == ("FAILED", "ENQUEUE_FAILED", True)

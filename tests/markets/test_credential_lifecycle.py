@@ -8,8 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs.exceptions import LeaseLost, TerminalJobError
-from jobs.leases import JobRun, lease_claim
+from jobs.exceptions import JobFailed, LeaseLost
+from jobs.handlers import JobContext
+from jobs.leases import lease_claim
 from jobs.models import AsyncJob
 from markets import handler as handler_module
 from markets.handler import MarketGenerationHandler
@@ -205,8 +206,8 @@ def test_a_job_already_written_and_published_completes_without_calling_ims(world
     assert not [r for r in caplog.records if getattr(r, "call", "") == "ims.exchange"]
 
 
-def claimed(job) -> JobRun:
-    return JobRun(AsyncJob.objects.get(id=job.id), lease_claim(job.id, worker="first"))
+def claimed(job) -> JobContext:
+    return JobContext(AsyncJob.objects.get(id=job.id), lease_claim(job.id, worker="first"))
 
 
 def test_a_worker_losing_its_lease_right_after_an_exchange_leaves_no_live_unowned_token(
@@ -243,7 +244,7 @@ def test_a_job_whose_token_turns_out_to_be_another_users_never_writes_to_semrush
     run = claimed(job)
     run.checkpoint(phase="generated", batch={"prompts": [{"prompt": "Welche Jacke?", "category": ""}], "summary": {}})
 
-    with pytest.raises(TerminalJobError) as ended:
+    with pytest.raises(JobFailed) as ended:
         MarketGenerationHandler().run(run)
 
     assert (ended.value.code, ended.value.needs_reauth) == ("NEEDS_REAUTH", True)

@@ -8,8 +8,8 @@ from django.core.management.base import CommandError
 
 from jobs.clients import sqs
 from jobs.models import AsyncJob, JobEvent
+from jobs.services import doctor
 from markets import constants as c
-from markets import doctor
 from tests.jobs.conftest import ago, dlq_job_ids, leased, plant, run, snapshot, to_dlq, waiting
 
 pytestmark = pytest.mark.django_db
@@ -78,9 +78,10 @@ def test_the_doctor_names_each_planted_inconsistency_and_its_action_without_chan
     by_subject = {line.split("  ")[0]: line for line in lines if not line.startswith("note")}
     assert "-> re-enqueue (job_requeue_stuck): its worker died; a claim takes an expired lease over  [dry run]" in by_subject[
         str(cases[doctor.LEASE_EXPIRED].id)]
-    assert "DRS is not called again" in by_subject[str(cases[doctor.WRITE_STALLED].id)]
-    assert "2 prompts written to project proj-1 but the job is not COMPLETED" in by_subject[
-        str(cases[doctor.WRITTEN_NOT_COMPLETED].id)]
+    assert "which is not produced again" in by_subject[str(cases[doctor.WRITE_STALLED].id)]
+    written = by_subject[str(cases[doctor.WRITTEN_NOT_COMPLETED].id)]
+    assert "external writes done (" in written and "written=2" in written and "projectId=proj-1" in written
+    assert "but the job is not COMPLETED" in written
     assert "its message was never sent" in by_subject[str(cases[doctor.WAITING_WITHOUT_MESSAGE + ":never_sent"].id)]
     assert "-> drop the DLQ message" in by_subject[str(missing)]
     assert lines[-1].startswith("7 inconsistencies (") and lines[-1].endswith(

@@ -5,7 +5,8 @@ import pytest
 from django.utils import timezone
 
 from jobs.exceptions import LeaseLost
-from jobs.leases import JobRun, lease_claim
+from jobs.handlers import JobContext
+from jobs.leases import lease_claim
 from jobs.models import AsyncJob
 from markets.handler import MarketGenerationHandler
 from serenity.sandbox.ims import ledger
@@ -18,7 +19,7 @@ def generated_job(world, async_on):
     """A job whose DRS batch is persisted, claimed by a first worker whose lease then expired and was
     taken over by a second one."""
     job, market = start_job(world)
-    stale = JobRun(AsyncJob.objects.get(id=job.id), lease_claim(job.id, worker="first"))
+    stale = JobContext(AsyncJob.objects.get(id=job.id), lease_claim(job.id, worker="first"))
     stale.checkpoint(phase="generated", batch={"prompts": [{"prompt": "Welche Schuhe?", "category": ""}],
                                                "summary": {}}, batchSize=1)
     AsyncJob.objects.filter(id=job.id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
@@ -37,7 +38,7 @@ def test_a_worker_that_lost_its_lease_neither_exchanges_the_token_nor_writes_to_
 
 def test_a_worker_whose_lease_expired_cannot_write_a_checkpoint(world, async_on):
     job, _ = start_job(world)
-    run = JobRun(AsyncJob.objects.get(id=job.id), lease_claim(job.id))
+    run = JobContext(AsyncJob.objects.get(id=job.id), lease_claim(job.id))
     AsyncJob.objects.filter(id=job.id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     with pytest.raises(LeaseLost):
         run.checkpoint(phase="generated", batch={"prompts": []})

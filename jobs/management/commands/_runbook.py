@@ -1,5 +1,6 @@
 """What every runbook command shares: dry run unless `--apply`, the narrowing filters, duration and id
 parsing (bad input is a CommandError), and the one-line-per-object report with a summary."""
+import getpass
 import re
 import uuid
 from datetime import timedelta
@@ -7,9 +8,9 @@ from datetime import timedelta
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from jobs.codes import ERROR_CODE
 from jobs.models import JobStatus
-from jobs.operations import cli_actor
-from jobs.selectors import ERROR_CODE, JobFilter
+from jobs.selectors import JobFilter
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -28,6 +29,14 @@ def parse_job_id(value: str) -> uuid.UUID:
         return uuid.UUID(value.strip())
     except (ValueError, AttributeError):
         raise CommandError(f"--job must be a job id (a UUID), got {value!r}.") from None
+
+
+def cli_actor() -> str:
+    """Who a runbook command acts as, for the job history: `cli:<os user>`."""
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):  # containers often run as a uid with no passwd entry
+        return "cli:unknown"
 
 
 class RunbookCommand(BaseCommand):

@@ -1,11 +1,12 @@
 """`manage.py job_inspect`: everything an operator needs about a job, in one read-only report."""
 from django.core.management.base import CommandError
 
-from jobs import operations, selectors
+from jobs import display, handlers, selectors
 from jobs.clients import sqs
+from jobs.display import ago, stamp
+from jobs.dlq import DlqScan, queue_counts
 from jobs.management.commands._runbook import RunbookCommand
 from jobs.models import AsyncJob
-from jobs.selectors import ago, stamp
 
 
 class Command(RunbookCommand):
@@ -44,9 +45,9 @@ class Command(RunbookCommand):
 
     def queues(self):
         try:
-            with operations.DlqScan(hold_seconds=30) as scan:
+            with DlqScan(hold_seconds=30) as scan:
                 dlq = scan.by_job()
-            counts = operations.queue_counts()
+            counts = queue_counts()
         except sqs.AWSError as exc:
             return None, f"queues unavailable ({type(exc).__name__})"
         q = counts["queue"]
@@ -64,16 +65,15 @@ class Command(RunbookCommand):
         now = self.now
         w = self.stdout.write
         w(f"job {job.id}  {job.job_type}  {job.status}  phase {job.phase}")
-        market = selectors.market_label(job.params)
-        brand = selectors.brand_label(job.params)
-        w(f"  owner        org {job.organization_id}, brand {job.brand_id} {brand!r}, site {job.site_id or '-'}, "
-          f"user {job.user_id or '-'}" + (f", market {market}" if market else ""))
+        about = handlers.describe(job)
+        w(f"  owner        org {job.organization_id}, brand {job.brand_id}, site {job.site_id or '-'}, "
+          f"user {job.user_id or '-'}" + (f"; {about}" if about else ""))
         if job.error:
             e = job.error
-            w(f"  error        {e.get('code')}: {selectors.redacted(e.get('message'))} "
+            w(f"  error        {e.get('code')}: {display.redacted(e.get('message'))} "
               f"(retryable {e.get('retryable')}, needsReauth {e.get('needsReauth')})")
         if job.result:
-            w(f"  result       {selectors.redacted(job.result)}")
+            w(f"  result       {display.redacted(job.result)}")
         lease = job.lease_state(now)
         lease_line = "none" if lease == "none" else (
             f"{lease}, expires {stamp(job.lease_expires_at)} ({ago(job.lease_expires_at, now)})")
@@ -81,10 +81,10 @@ class Command(RunbookCommand):
         w(f"  times        created {stamp(job.created_at)} ({ago(job.created_at, now)}), last activity "
           f"{ago(job.last_activity_at, now)}, message sent {ago(job.message_sent_at, now)}, "
           f"expires {stamp(job.expires_at)}")
-        w(f"  checkpoints  {selectors.checkpoints_line(job.checkpoints)}")
+        w(f"  checkpoints  {display.checkpoints_line(job.checkpoints)}")
         dlq_lines = self.dlq_lines(dlq, str(job.id)) or ([] if dlq is None else ["not in DLQ"])
         for line in [*dlq_lines, queue_line]:
             w(f"  queue        {line}")
         w("  history")
         for event in selectors.job_events(job.id):
-            w(f"    {stamp(event.at)}  {event.kind:<20} {event.actor or '-'}  {selectors.redacted(event.detail)}")
+            w(f"    {stamp(event.at)}  {event.kind:<20} {event.actor or '-'}  {display.redacted(event.detail)}")

@@ -1,10 +1,11 @@
 """`manage.py job_mark_failed`: end IN_PROGRESS jobs as FAILED with a code and a reason."""
 from django.core.management.base import CommandError
 
-from jobs import services, states
+from jobs import services as job_services
+from jobs.codes import ERROR_CODE, OPERATOR_FAILED
+from jobs.display import ago
 from jobs.management.commands._runbook import RunbookCommand, parse_job_id
-from jobs.models import AsyncJob
-from jobs.selectors import ERROR_CODE, ago
+from jobs.models import AsyncJob, JobStatus
 
 
 class Command(RunbookCommand):
@@ -21,8 +22,8 @@ class Command(RunbookCommand):
         super().add_arguments(parser)
         parser.add_argument("--job", action="append", default=[], metavar="JOB_ID", required=True,
                             help="the job to fail (repeat for several)")
-        parser.add_argument("--code", default=services.OPERATOR_FAILED,
-                            help=f"the error code to record (default {services.OPERATOR_FAILED})")
+        parser.add_argument("--code", default=OPERATOR_FAILED,
+                            help=f"the error code to record (default {OPERATOR_FAILED})")
         parser.add_argument("--reason", required=True, help="a short reason, shown to operators and in the UI's error")
 
     def run(self, options):
@@ -38,12 +39,13 @@ class Command(RunbookCommand):
         found = done = 0
         for job_id in ids:
             job = jobs.get(job_id)
-            if job is None or job.status != states.IN_PROGRESS:
+            if job is None or job.status != JobStatus.IN_PROGRESS:
                 self.stdout.write(f"{job_id}  not failed  job is {job.status if job else 'missing'}: only "
                                   "IN_PROGRESS jobs can be marked failed")
                 continue
             found += 1
-            moved = services.job_mark_failed(job.id, code=code, reason=reason, actor=self.actor) if self.apply else None
+            moved = (job_services.job_mark_failed(job.id, code=code, reason=reason, actor=self.actor)
+                     if self.apply else None)
             done += bool(moved)
             lease = job.lease_state(self.now)
             self.item(job.id, f"mark FAILED {code}",

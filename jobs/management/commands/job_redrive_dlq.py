@@ -1,10 +1,10 @@
 """`manage.py job_redrive_dlq`: the lease-aware redrive of the market-jobs dead-letter queue."""
 from django.core.management.base import CommandError
 
-from jobs import operations
 from jobs.clients import sqs
+from jobs.display import stamp
 from jobs.management.commands._runbook import RunbookCommand
-from jobs.selectors import stamp
+from jobs.services import operator
 
 
 class Command(RunbookCommand):
@@ -25,20 +25,20 @@ class Command(RunbookCommand):
         if options["limit"] < 1:
             raise CommandError("--limit must be at least 1.")
         try:
-            items = operations.dlq_redrive(apply=self.apply, actor=self.actor, filters=self.job_filter(options),
+            items = operator.dlq_redrive(apply=self.apply, actor=self.actor, filters=self.job_filter(options),
                                            limit=options["limit"])
         except sqs.AWSError as exc:
             raise CommandError(f"The DLQ cannot be read: {type(exc).__name__}.") from None
-        actions = {operations.RESEND: "re-send", operations.DROP: "drop", operations.KEEP: "keep in DLQ"}
+        actions = {operator.RESEND: "re-send", operator.DROP: "drop", operator.KEEP: "keep in DLQ"}
         done = 0
         for item in items:
-            done += bool(item.done) and item.verdict != operations.KEEP
+            done += bool(item.done) and item.verdict != operator.KEEP
             message = item.message
             self.item(message.job_id or f"message {message.message_id}", actions[item.verdict],
                       f"{item.reason}; sent {stamp(message.sent_at)}, received {message.receive_count} times",
-                      None if item.verdict == operations.KEEP else item.done,
+                      None if item.verdict == operator.KEEP else item.done,
                       why_not="the job changed since it was read, or the send failed; the message stays")
-        to_act = sum(item.verdict != operations.KEEP for item in items)
+        to_act = sum(item.verdict != operator.KEEP for item in items)
         kept = len(items) - to_act
         self.summary(to_act, "DLQ messages to re-send or drop", done=done, verb="handled")
         if kept:

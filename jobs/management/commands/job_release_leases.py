@@ -1,7 +1,8 @@
 """`manage.py job_release_leases`: clear expired leases on IN_PROGRESS jobs."""
-from jobs import selectors, services
+from jobs import selectors
+from jobs import services as job_services
+from jobs.display import ago, stamp
 from jobs.management.commands._runbook import RunbookCommand
-from jobs.selectors import ago, stamp
 
 
 class Command(RunbookCommand):
@@ -19,7 +20,7 @@ class Command(RunbookCommand):
                                                     filters=self.job_filter(options), now=self.now))
         done = 0
         for job in jobs:
-            released = services.job_release_stale_lease(job.id, actor=self.actor) if self.apply else None
+            released = job_services.job_release_stale_lease(job.id, actor=self.actor) if self.apply else None
             done += bool(released)
             self.item(job.id, "release stale lease",
                       f"lease expired {stamp(job.lease_expires_at)} ({ago(job.lease_expires_at, self.now)}), "

@@ -1,9 +1,10 @@
 """`manage.py job_requeue_stuck`: send a fresh message for IN_PROGRESS jobs nothing is working on."""
 from django.conf import settings
 
-from jobs import selectors, services
+from jobs import selectors
+from jobs import services as job_services
+from jobs.display import ago
 from jobs.management.commands._runbook import RunbookCommand
-from jobs.selectors import ago
 
 
 class Command(RunbookCommand):
@@ -23,7 +24,7 @@ class Command(RunbookCommand):
                                          now=self.now))
         done = 0
         for job in jobs:
-            sent = services.job_requeue(job.id, actor=self.actor) if self.apply else None
+            sent = job_services.job_requeue(job.id, actor=self.actor) if self.apply else None
             done += bool(sent)
             self.item(job.id, "re-enqueue",
                       f"last activity {ago(job.last_activity_at, self.now)}, lease {job.lease_state(self.now)}, "

@@ -3,10 +3,10 @@ from datetime import timedelta
 
 from django.conf import settings
 
-from jobs import services
+from jobs import services as job_services
+from jobs.display import ago
 from jobs.management.commands._runbook import RunbookCommand
 from jobs.models import AsyncJob
-from jobs.selectors import ago
 
 
 class Command(RunbookCommand):
@@ -22,7 +22,7 @@ class Command(RunbookCommand):
 
     def run(self, options):
         grace = int(self.older_than(options) / timedelta(seconds=1))
-        jobs = services.sweep_unsent(grace_seconds=grace, apply=self.apply, actor=self.actor)
+        jobs = job_services.jobs_sweep_unsent(grace_seconds=grace, apply=self.apply, actor=self.actor)
         sent = set(AsyncJob.objects.filter(id__in=[j.id for j in jobs], message_sent_at__isnull=False)
                    .values_list("id", flat=True)) if self.apply else set()
         for job in jobs:

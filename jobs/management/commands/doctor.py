@@ -3,7 +3,7 @@ from django.core.management.base import CommandError
 
 from jobs.clients import sqs
 from jobs.management.commands._runbook import RunbookCommand
-from markets import doctor
+from jobs.services import doctor
 
 
 class Command(RunbookCommand):

@@ -1,0 +1,74 @@
+"""Token-free presentation of jobs for the admin and the runbook commands: redaction, summaries, ages.
+
+A job's parameters must never carry a token, but what an operator sees stays token-free even if one ever
+did: secret-named keys are masked and token-shaped strings replaced, at any depth.
+"""
+import json
+import re
+
+from django.utils import timezone
+
+from serenity.logging import REDACTED, redact
+
+# Keys whose values are never shown, whatever they hold.
+_SECRET_KEY = re.compile(r"(?i)token|secret|password|authorization|bearer|credential|cookie|api[-_]?key")
+
+
+def redacted(value):
+    """`value` with secret-named keys masked and token-shaped strings replaced, at any depth."""
+    if isinstance(value, dict):
+        return {k: REDACTED if _SECRET_KEY.search(str(k)) else redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redacted(v) for v in value]
+    if isinstance(value, str):
+        return redact(value)
+    return value
+
+
+def params_for_display(params) -> str:
+    """The job's parameters as indented JSON, redacted."""
+    return json.dumps(redacted(params or {}), indent=2, sort_keys=True, default=str)
+
+
+def checkpoints_summary(checkpoints) -> dict:
+    """Checkpoints with bulky values summarised: a persisted batch shows as its prompt count, other
+    lists and objects as their size; scalars as they are (redacted)."""
+    out = {}
+    for key, value in (checkpoints or {}).items():
+        if _SECRET_KEY.search(str(key)):
+            out[key] = REDACTED
+        elif isinstance(value, dict) and isinstance(value.get("prompts"), list):
+            out[key] = f"{len(value['prompts'])} prompts"
+        elif isinstance(value, list):
+            out[key] = f"{len(value)} items"
+        elif isinstance(value, dict):
+            out[key] = f"{len(value)} keys"
+        else:
+            out[key] = redacted(value)
+    return out
+
+
+def checkpoints_line(checkpoints) -> str:
+    summary = checkpoints_summary(checkpoints)
+    return ", ".join(f"{k}={v}" for k, v in summary.items()) or "none"
+
+
+def ago(moment, now=None) -> str:
+    """`42m ago` style age of a datetime, for one-line reports."""
+    if moment is None:
+        return "never"
+    seconds = int(((now or timezone.now()) - moment).total_seconds())
+    if seconds < 0:
+        return f"in {_span(-seconds)}"
+    return f"{_span(seconds)} ago"
+
+
+def _span(seconds: int) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def stamp(moment) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment else "-"

@@ -1,0 +1,186 @@
+"""Job handlers: the protocol a job type implements, the registry the runner dispatches on, and the
+`JobContext` a handler gets — the job as claimed, and every write fenced on the lease it holds.
+
+Apps register their handler at start-up (e.g. markets.apps); `jobs` knows nothing of what they do.
+"""
+import contextlib
+import enum
+import logging
+import threading
+import uuid
+from typing import Protocol
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from jobs import states
+from jobs.exceptions import LeaseLost
+from jobs.models import AsyncJob, JobStatus
+from serenity.logging import redact
+from tokens import services as grants
+from tokens.services import LoadedGrant
+from tokens.types import PromiseToken
+
+log = logging.getLogger(__name__)
+
+
+class Progress(enum.Enum):
+    """How far a job got, as its handler reads its checkpoints (for operators and the doctor)."""
+
+    NOT_STARTED = "not started"
+    INPUT_PERSISTED = "input persisted"  # the expensive input (e.g. a DRS batch) is stored; effects not done
+    EFFECTS_WRITTEN = "effects written"  # the external writes are done; only the finishing step remains
+
+
+class JobHandler(Protocol):
+    def run(self, ctx: "JobContext") -> dict:
+        """Do the job. Return the result for COMPLETED, or raise JobFailed / RetryLater (LeaseLost comes
+        from the context's fenced writes)."""
+
+    def progress(self, job: AsyncJob) -> Progress:
+        """How far `job` got, from its checkpoints."""
+
+    def describe(self, job: AsyncJob) -> str:
+        """A short, token-free label of what the job is about (e.g. `FR/fr of Acme`), for operators."""
+
+
+_handlers: dict[str, JobHandler] = {}
+
+
+def register(job_type: str, handler: JobHandler) -> None:
+    _handlers[job_type] = handler
+
+
+def unregister(job_type: str) -> None:
+    _handlers.pop(job_type, None)
+
+
+def get(job_type: str) -> JobHandler | None:
+    return _handlers.get(job_type)
+
+
+def progress_of(job: AsyncJob) -> Progress:
+    handler = get(job.job_type)
+    return handler.progress(job) if handler is not None and hasattr(handler, "progress") else Progress.NOT_STARTED
+
+
+def describe(job: AsyncJob) -> str:
+    """The handler's label for `job`, redacted (empty when the handler gives none)."""
+    handler = get(job.job_type)
+    return redact(handler.describe(job)) if handler is not None and hasattr(handler, "describe") else ""
+
+
+class JobContext:
+    """What a handler gets: the job as claimed, and writes fenced on the lease it holds.
+
+    Every write is a conditional UPDATE naming the lease token: zero rows means another delivery owns the
+    job, and LeaseLost stops this one before it touches anything outside the database.
+    """
+
+    def __init__(self, job: AsyncJob, lease_token: uuid.UUID, *, worker: str = ""):
+        self.job = job
+        self.lease_token = lease_token
+        self.worker = worker
+
+    @property
+    def id(self):
+        return self.job.id
+
+    def _fenced(self):
+        """The job row, only while this delivery's lease is the job's lease and has not expired."""
+        return AsyncJob.objects.filter(id=self.job.id, status=JobStatus.IN_PROGRESS, lease_token=self.lease_token,
+                                       lease_expires_at__gt=timezone.now())
+
+    def _merged(self, values: dict) -> dict:
+        """The job's checkpoints with `values` merged in; a None value removes its key."""
+        merged = {**self.job.checkpoints, **values}
+        return {key: value for key, value in merged.items() if value is not None}
+
+    def checkpoint(self, *, phase: str | None = None, **values) -> None:
+        """Merge `values` into the job's checkpoints (a None value removes its key) and move its phase.
+        Fenced on the lease; raises LeaseLost."""
+        checkpoints = self._merged(values)
+        fields = {"checkpoints": checkpoints, "updated_at": timezone.now()}
+        if phase:
+            fields["phase"] = phase
+        if self._fenced().update(**fields) != 1:
+            raise self.lost("checkpoint")
+        self.job.checkpoints = checkpoints
+        if phase:
+            self.job.phase = phase
+            states.record(self.job.id, "checkpoint", actor=self.worker, detail=phase)
+
+    def confirm(self) -> None:
+        """Fence: prove the lease is still ours right before a call with an effect outside the database (an
+        IMS exchange, a Semrush write). Raises LeaseLost.
+
+        It does not extend the lease. The TTL (930 s) already covers the whole task budget (900 s), and a
+        lease that outlived its message's visibility window (960 s) would make the redelivery of a crashed
+        worker's message find the lease still held and drop it, leaving the job stranded.
+        """
+        if self._fenced().update(updated_at=timezone.now()) != 1:
+            raise self.lost("confirm")
+
+    def store_rotated_token(self, *, exchanged: LoadedGrant, rotated: PromiseToken, **checkpoint_values) -> None:
+        """Store the token an IMS exchange just rotated to, fenced: in one short transaction (no network
+        call inside), the job row is updated only while this delivery still holds the lease, and the grant
+        only while it still holds the token that was exchanged. `checkpoint_values` go in the same write.
+
+        If either fence fails, the rotated token would be live with no owner: it is invalidated at IMS at
+        once (after the transaction), and LeaseLost is raised. The job's new owner then holds the token we
+        exchanged, which IMS has rotated away; its own exchange is refused and the job ends NEEDS_REAUTH.
+        """
+        checkpoints = self._merged(checkpoint_values)
+        with transaction.atomic():
+            fenced = self._fenced().update(checkpoints=checkpoints, updated_at=timezone.now()) == 1
+            stored = fenced and grants.grant_rotate(job_id=self.job.id, expect_fingerprint=exchanged.fingerprint,
+                                                    token=rotated)
+            if fenced and not stored:
+                transaction.set_rollback(True)
+        if not stored:
+            grants.promise_invalidate_quietly(pair=exchanged.pair, token=rotated, job_id=self.job.id)
+            raise self.lost("token rotation")
+        self.job.checkpoints = checkpoints
+
+    @contextlib.contextmanager
+    def heartbeat(self, every: float | None = None):
+        """Confirm the lease in the background while a slow call runs (DRS, up to 300 s).
+
+        A lost lease is remembered and raised as LeaseLost when the block ends, so the result of the slow
+        call is never written by a worker that lost the job meanwhile, and the job's `updated_at` shows an
+        operator that the worker is alive.
+        """
+        every = every or settings.JOB_HEARTBEAT_SECONDS
+        stop = threading.Event()
+        lost: list[BaseException] = []
+
+        def beat():
+            try:
+                while not stop.wait(every):
+                    self.confirm()
+            except LeaseLost as exc:
+                lost.append(exc)
+            except Exception as exc:  # a DB hiccup: the fenced writes after the call still decide
+                log.warning("lease heartbeat failed", extra={"job_id": str(self.job.id), "reason": type(exc).__name__})
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=beat, name=f"lease-heartbeat-{self.job.id}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+        if lost:
+            raise lost[0]
+
+    def lost(self, where: str) -> LeaseLost:
+        """The LeaseLost to raise, logged and written to the job's history."""
+        log.warning("lease lost; stopping without further writes", extra={"job_id": str(self.job.id), "at": where})
+        try:
+            states.record(self.job.id, "lease_lost", actor=self.worker, detail=where)
+        except Exception:  # the record is for operators; losing it must not hide the LeaseLost
+            log.debug("lease-lost event not recorded", exc_info=True)
+        return LeaseLost(where)

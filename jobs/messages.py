@@ -1,0 +1,34 @@
+"""The job message on the wire: the task it calls, its body `{jobId, type}` (ids only, never a token), and
+how to read one back from a raw SQS body."""
+import base64
+import binascii
+import json
+import uuid
+
+RUN_TASK = "jobs.run"
+
+
+def message_kwargs(job_id, job_type: str) -> dict:
+    return {"jobId": str(job_id), "type": job_type}
+
+
+def decode_job_message(body: str) -> tuple[str, str | None] | None:
+    """`(jobId, type)` from a job message as Celery puts it on SQS, or None when the body is not one.
+
+    kombu's SQS transport sends base64 of a JSON envelope whose `body` is base64 of the JSON task call
+    `[args, kwargs, embed]`; a job message has kwargs `{jobId, type}`.
+    """
+    try:
+        text = body if body.lstrip().startswith("{") else base64.b64decode(body, validate=True).decode()
+        envelope = json.loads(text)
+        if envelope.get("headers", {}).get("task") != RUN_TASK:
+            return None
+        inner = envelope["body"]
+        if envelope.get("properties", {}).get("body_encoding", "base64") == "base64":
+            inner = base64.b64decode(inner).decode()
+        _args, kwargs, _embed = json.loads(inner)
+        job_id = str(uuid.UUID(str(kwargs["jobId"])))
+    except (ValueError, TypeError, KeyError, AttributeError, binascii.Error, UnicodeDecodeError):
+        return None
+    job_type = kwargs.get("type")
+    return job_id, job_type if isinstance(job_type, str) else None

@@ -1,0 +1,21 @@
+"""The one way a job ends: its terminal status and the deletion of its grant in one transaction (a finished
+job never holds a credential), then the token's invalidation at IMS after the commit."""
+from django.db import transaction
+
+from jobs import states
+from tokens import services as grants
+
+
+def job_finish(job_id, *, to: str, event: str, lease_token=None, actor: str = "", detail: str = "",
+               error: dict | None = None, result: dict | None = None, extra_filter: dict | None = None) -> bool:
+    """Move an IN_PROGRESS job to the terminal status `to` (fenced on `lease_token` when given), recording
+    `event`; set its `error` (and `error_code` from it) or its `result`. Deletes the grant in the same
+    transaction and invalidates its token at IMS after the commit, best effort. True when the job moved."""
+    fields = {"result": result, "error": error, "error_code": error["code"] if error else None}
+    with transaction.atomic():
+        moved = states.transition(job_id, to=to, lease_token=lease_token, event=event, actor=actor, detail=detail,
+                                  extra_filter=extra_filter, **fields)
+        taken = grants.grant_take(job_id) if moved else None
+    if taken is not None:
+        taken.invalidate()
+    return moved

@@ -1,0 +1,211 @@
+"""Operator services: every write the admin actions, the runbook commands and the doctor make. Each is a
+conditional write (or a decision taken again at the moment of acting), so each is safe to repeat."""
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from jobs import selectors, states
+from jobs.dlq import DlqMessage, DlqScan
+from jobs.leases import lease_release_stale
+from jobs.models import AsyncJob, JobStatus
+from jobs.selectors import JobFilter, lease_state_q
+from jobs.services.endings import job_finish
+from jobs.services.producer import job_publish
+from tokens import services as grants
+
+log = logging.getLogger(__name__)
+
+
+# --- One job ---------------------------------------------------------------------------------------------
+
+def job_mark_failed(job_id, *, code: str, reason: str, actor: str) -> bool:
+    """End an IN_PROGRESS job as FAILED (token invalidated, grant deleted). False if not running."""
+    return job_finish(job_id, to=JobStatus.FAILED, event="marked_failed", actor=actor, detail=f"{code}: {reason}",
+                      error=states.error_doc(code, reason))
+
+
+def job_release_stale_lease(job_id, *, actor: str) -> bool:
+    """Clear an expired lease on an IN_PROGRESS job (its worker died). Never touches a live lease."""
+    return lease_release_stale(job_id, actor=actor)
+
+
+def job_requeue(job_id, *, actor: str) -> bool:
+    """Send a stuck job's message again. Only an IN_PROGRESS job without a live lease; an expired lease
+    (its worker died) is cleared first, so the job reads as waiting again. True when sent."""
+    now = timezone.now()
+    job = AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS).first()
+    if job is None or (job.lease_token and job.lease_expires_at and job.lease_expires_at > now):
+        return False
+    if job.lease_token:
+        lease_release_stale(job_id, actor=actor)
+    states.record(job_id, "requeued", actor=actor)
+    return job_publish(job.id, job.job_type)
+
+
+def jobs_sweep_unsent(*, grace_seconds: int | None = None, apply: bool = True, actor: str = "sweeper") -> list:
+    """Re-publish jobs whose message was never confirmed sent (a crash between commit and send, or a failed
+    re-send). A duplicate is harmless (the lease). Returns the jobs found."""
+    jobs = list(selectors.unsent_jobs(grace_seconds=grace_seconds))
+    if apply:
+        for job in jobs:
+            states.record(job.id, "republished", actor=actor, detail="message never confirmed sent")
+            job_publish(job.id, job.job_type)
+    return jobs
+
+
+# --- The DLQ ---------------------------------------------------------------------------------------------
+
+RESEND, DROP, KEEP = "resend", "drop", "keep"
+
+
+@dataclass
+class RedriveItem:
+    message: DlqMessage
+    verdict: str  # resend | drop | keep
+    reason: str
+    done: bool | None = None  # None in a dry run; otherwise whether the verdict was carried out
+
+
+def redrive_verdict(job: AsyncJob | None, *, now=None) -> tuple[str, str]:
+    """What the redrive does with a DLQ message of `job` (None: the job does not exist)."""
+    now = now or timezone.now()
+    if job is None:
+        return DROP, "job no longer exists"
+    if job.status != JobStatus.IN_PROGRESS:
+        return DROP, f"job is {job.status}"
+    if job.lease_state(now) == "held":
+        return KEEP, f"a worker holds the lease until {job.lease_expires_at:%Y-%m-%dT%H:%M:%SZ}; re-run later"
+    return RESEND, f"job is IN_PROGRESS with no live lease (attempts {job.attempts})"
+
+
+def job_redrive(job_id, *, actor: str) -> bool:
+    """Publish a fresh message for a job whose message died in the DLQ, only when it is IN_PROGRESS with
+    no live lease (decided again here, at the moment of sending). True when sent."""
+    job = AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS).exclude(lease_state_q("held")).first()
+    if job is None:
+        return False
+    states.record(job.id, "redriven", actor=actor, detail="fresh message for one found in the DLQ")
+    return job_publish(job.id, job.job_type)
+
+
+def dlq_redrive(*, apply: bool, actor: str, filters: JobFilter = JobFilter(), limit: int = 1000) -> list[RedriveItem]:
+    """Lease-aware redrive of the market-jobs DLQ; run by an operator only, never automatically.
+
+    Per message (in the order they were first sent):
+    1. Not a job message: kept, reported.
+    2. Job missing or finished: dropped (deleted from the DLQ), reported.
+    3. Job IN_PROGRESS under a live lease: kept (a worker owns it; the next run decides).
+    4. Job IN_PROGRESS with no live lease: a fresh message is published (never the old body), then the
+       DLQ copy is deleted; further copies for the same job are dropped as duplicates.
+    A dry run decides and reports, and leaves every message where it was. Messages of jobs outside
+    `filters` are left untouched and unreported.
+    """
+    items: list[RedriveItem] = []
+    with DlqScan(limit=limit) as scan:
+        ids = {m.job_id for m in scan.messages if m.job_id}
+        jobs = {str(j.id): j for j in AsyncJob.objects.filter(id__in=ids)}
+        resent: set[str] = set()
+        for message in scan.messages:
+            job = jobs.get(message.job_id) if message.job_id else None
+            if not _matches(message, job, filters):
+                continue
+            if message.job_id is None:
+                items.append(RedriveItem(message, KEEP, "not a job message"))
+                continue
+            verdict, reason = redrive_verdict(job)
+            if verdict == RESEND and message.job_id in resent:
+                verdict, reason = DROP, "duplicate of a message already re-sent in this run"
+            if verdict == RESEND:
+                resent.add(message.job_id)
+            item = RedriveItem(message, verdict, reason)
+            items.append(item)
+            if apply:
+                item.done = _carry_out(scan, item, job, actor)
+    return items
+
+
+def _matches(message: DlqMessage, job: AsyncJob | None, filters: JobFilter) -> bool:
+    if filters.job_ids and message.job_id not in {str(j) for j in filters.job_ids}:
+        return False
+    if filters.status and (job is None or job.status != filters.status):
+        return False
+    return not (filters.code and (job is None or job.error_code != filters.code))
+
+
+def _carry_out(scan: DlqScan, item: RedriveItem, job: AsyncJob | None, actor: str) -> bool:
+    if item.verdict == KEEP:
+        return True
+    if item.verdict == RESEND:
+        if not job_redrive(job.id, actor=actor):
+            return False  # its state changed since the scan, or the send failed: the DLQ copy stays
+        scan.delete(item.message)
+        return True
+    return dlq_drop(scan, item.message, job=job, actor=actor, reason=item.reason)
+
+
+def dlq_drop(scan: DlqScan, message: DlqMessage, *, job: AsyncJob | None, actor: str, reason: str) -> bool:
+    """Delete a DLQ message that must never run again (its job is finished or gone), noting it in the
+    job's history when the job still exists."""
+    scan.delete(message)
+    if job is not None:
+        states.record(job.id, "dlq_message_dropped", actor=actor, detail=reason)
+    return True
+
+
+
+# --- Expired records ---------------------------------------------------------------------------------
+
+def job_purge(job_id, *, now=None) -> bool:
+    """Delete one expired, finished job record (its history goes with it) and its grant in one transaction,
+    then invalidate its token at IMS (best effort, after commit: a network call must not hold the row lock).
+    A job still IN_PROGRESS is never purged: a worker or a delayed retry may be on it; an operator finishes
+    it first (job_mark_failed). True when deleted."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        job = (AsyncJob.objects.select_for_update().filter(id=job_id, expires_at__lte=now)
+               .exclude(status=JobStatus.IN_PROGRESS).first())
+        if job is None:
+            return False
+        taken = grants.grant_take(job_id)
+        job.delete()
+    taken.invalidate()
+    return True
+
+
+def grant_purge_orphan(job_id) -> bool:
+    """End a grant whose job no longer exists (token invalidated, grant deleted). False if the job exists."""
+    if AsyncJob.objects.filter(id=job_id).exists():
+        return False
+    with transaction.atomic():
+        taken = grants.grant_take(job_id)
+    taken.invalidate()
+    return True
+
+
+@dataclass(frozen=True)
+class PurgeItem:
+    """One record the purge looked at: a job past its expiry, or a grant whose job is gone."""
+
+    job_id: object
+    kind: str  # "job" | "orphaned grant"
+    detail: str
+    done: bool | None  # None in a dry run
+
+
+def jobs_purge_expired(*, apply: bool, expired_for: timedelta = timedelta(0), filters: JobFilter = JobFilter(),
+                       now=None) -> list[PurgeItem]:
+    """The one purge loop (beat's daily task and `job_purge_expired`): every job record past its expiry by
+    `expired_for`, then, when unfiltered, every grant whose job no longer exists. Dry run unless `apply`."""
+    now = now or timezone.now()
+    items = []
+    for job in selectors.jobs_expired(expired_for=expired_for, filters=filters, now=now):
+        done = job_purge(job.id, now=now) if apply else None
+        items.append(PurgeItem(job.id, "job", f"{job.status}, expired {job.expires_at:%Y-%m-%dT%H:%M:%SZ}", done))
+    if not (filters.job_ids or filters.status or filters.code):
+        for grant in selectors.grants_orphaned():
+            done = grant_purge_orphan(grant.job_id) if apply else None
+            items.append(PurgeItem(grant.job_id, "orphaned grant", f"pair {grant.pair}, no job row", done))
+    return items

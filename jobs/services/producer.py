@@ -1,0 +1,214 @@
+"""Producing job messages: enqueue a job with its credential, publish its message, re-authorise it.
+
+Each service commits its rows first and sends after, outside any transaction, and reports what it sent.
+"""
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from jobs import codes, states
+from jobs.exceptions import NotAwaitingReauth, NotRequester
+from jobs.messages import RUN_TASK, message_kwargs
+from jobs.models import AsyncJob, JobStatus
+from jobs.services.endings import job_finish
+from serenity.celery import app as celery_app
+from serenity.clients.guard import outside_transaction, require_no_transaction
+from tokens import services as grants
+from tokens.pairs import ClientPair
+from tokens.types import InvalidPromiseToken, PromiseToken
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """What `job_enqueue` did: the job id, whether a live job was reused, and whether a message was sent
+    (False: the first send failed and the job ended ENQUEUE_FAILED; a reused job sends nothing)."""
+
+    job_id: str
+    reused: bool
+    sent: bool
+
+
+# --- Publishing ------------------------------------------------------------------------------------------
+
+def _send(job_id, job_type: str, *, delay: int = 0) -> None:
+    """Put `{jobId, type}` on the market-jobs queue. Raises whatever the transport raises."""
+    outside_transaction("sqs.send")  # kombu's send is a network call like any other
+    options = {"queue": settings.MARKET_JOBS_QUEUE}
+    if delay:
+        options["DelaySeconds"] = min(int(delay), 900)  # SQS's per-message delay limit
+    celery_app.send_task(RUN_TASK, kwargs=message_kwargs(job_id, job_type), **options)
+
+
+def job_publish(job_id, job_type: str, *, delay: int = 0, first: bool = False) -> bool:
+    """Send the job's message and record that it went out. Returns True when sent.
+
+    When the send fails: a job's `first` message (the producer's) ends the job FAILED ENQUEUE_FAILED and
+    invalidates its token, so the entry point can answer without a handle; a re-send (re-authorisation,
+    sweeper, operator, retry) leaves the job IN_PROGRESS with `message_sent_at` cleared, for the sweeper to
+    send again. Either way no job stays IN_PROGRESS with nothing queued and nobody to notice.
+    """
+    try:
+        _send(job_id, job_type, delay=delay)
+    except Exception as exc:
+        log.warning("job message could not be sent", extra={"job_id": str(job_id), "reason": type(exc).__name__})
+        if first:
+            job_finish(job_id, to=JobStatus.FAILED, event="enqueue_failed", detail=type(exc).__name__,
+                       extra_filter={"lease_token__isnull": True},
+                       error=states.error_doc(codes.ENQUEUE_FAILED, "The job could not be queued.", retryable=True))
+        else:
+            AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS).update(message_sent_at=None)
+            states.record(job_id, "send_failed", detail=f"{type(exc).__name__}; the sweeper will re-send")
+        return False
+    AsyncJob.objects.filter(id=job_id).update(message_sent_at=timezone.now())
+    states.record(job_id, "message_sent", detail=f"delayed {delay}s" if delay else "")
+    return True
+
+
+# --- Enqueue ---------------------------------------------------------------------------------------------
+
+def job_enqueue(
+    *,
+    job_id,
+    job_type: str,
+    organization_id,
+    brand_id,
+    site_id,
+    user_id: str,
+    params: dict,
+    pair: ClientPair,
+    obtain_token: Callable[[], PromiseToken],
+) -> Enqueued:
+    """Create (or reuse) the job with this id, store its credential and queue its message.
+
+    1. A live (IN_PROGRESS) job with this id is reused: nothing obtained, nothing sent.
+    2. Otherwise obtain the credential (outside any transaction: it is a network call).
+    3. In one transaction: insert the job, or replace a terminal one; store the encrypted grant. Losing a
+       race to a concurrent producer means the other's live job is reused, and the token we obtained is
+       invalidated.
+    4. After the commit, send `{jobId, type}` (job_publish); a failed first send fails the job.
+    Never inside a caller's transaction (NetworkCallInTransaction): the message must leave after the rows
+    commit. Raises InvalidPromiseToken for an untyped credential, TokenAlreadyGranted when another job's
+    grant holds the token (nothing written, the token left to its owner), and client errors from the mint.
+    """
+    require_no_transaction("job_enqueue")
+    if AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS).exists():
+        return Enqueued(job_id=str(job_id), reused=True, sent=False)
+    token = obtain_token()
+    if not isinstance(token, PromiseToken):
+        raise InvalidPromiseToken("enqueue needs a typed promise token")
+
+    reused = False
+    try:
+        with transaction.atomic():
+            existing = AsyncJob.objects.select_for_update().filter(id=job_id).first()
+            if existing is not None and existing.status == JobStatus.IN_PROGRESS:
+                reused = True
+            else:
+                _write_fresh_job(existing, job_id=job_id, job_type=job_type, organization_id=organization_id,
+                                 brand_id=brand_id, site_id=site_id, user_id=user_id, params=params)
+                grants.grant_store(job_id=job_id, pair=pair, token=token)
+    except grants.TokenAlreadyGranted:
+        raise  # the token is another job's: never invalidate it from here
+    except IntegrityError:
+        # A concurrent producer inserted the same id first and committed: theirs is the live job.
+        if not AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS).exists():
+            grants.promise_invalidate_quietly(pair=pair, token=token, job_id=job_id)
+            raise
+        reused = True
+    if reused:
+        grants.promise_invalidate_quietly(pair=pair, token=token, job_id=job_id)
+        return Enqueued(job_id=str(job_id), reused=True, sent=False)
+    return Enqueued(job_id=str(job_id), reused=False, sent=job_publish(job_id, job_type, first=True))
+
+
+def _write_fresh_job(existing, *, job_id, job_type, organization_id, brand_id, site_id, user_id, params):
+    now = timezone.now()
+    fresh = {
+        "job_type": job_type, "organization_id": organization_id, "brand_id": brand_id, "site_id": site_id,
+        "user_id": user_id, "params": params, "phase": "queued", "checkpoints": {}, "result": None,
+        "error": None, "error_code": None, "lease_token": None, "lease_expires_at": None, "attempts": 0,
+        "message_sent_at": None, "created_at": now, "started_at": None,
+        "expires_at": now + timedelta(days=settings.JOB_RECORD_TTL_DAYS),
+    }
+    if existing is None:
+        AsyncJob.objects.create(id=job_id, status=JobStatus.IN_PROGRESS, updated_at=now, **fresh)
+        states.record(job_id, "created", actor=user_id or "")
+    else:
+        states.transition(job_id, to=JobStatus.IN_PROGRESS, expect=states.TERMINAL, event="replaced",
+                          actor=user_id or "", detail=f"replaced a {existing.status} job", **fresh)
+
+
+# --- Re-authorisation --------------------------------------------------------------------------------------
+
+def job_reauthorize(*, job_id, user_id: str, pair: ClientPair, obtain_token: Callable[[], PromiseToken]) -> AsyncJob:
+    """Give a job awaiting re-authorisation a new credential and queue the same job id again.
+
+    1. Only the requester (403), only a job FAILED with NEEDS_REAUTH (409).
+    2. Claim the re-authorisation: one conditional UPDATE on the job row. Of concurrent calls exactly one
+       wins; the others get 409 and obtain nothing. A claim expires (JOB_REAUTH_CLAIM_SECONDS), so a
+       process that dies while holding it does not block the job for good.
+    3. Obtain the credential outside any transaction (a network call). If that fails, the claim is given
+       back and the job awaits re-authorisation as before; the error propagates.
+    4. One short transaction fenced on the claim: FAILED -> IN_PROGRESS, store the grant; send after the
+       commit. A claim lost meanwhile (it expired and another call took it) leaves the job alone and
+       invalidates the credential just obtained (NotAwaitingReauth).
+    Raises AsyncJob.DoesNotExist, NotRequester, NotAwaitingReauth, and what `obtain_token` raises.
+    """
+    require_no_transaction("job_reauthorize")
+    job = AsyncJob.objects.get(id=job_id)
+    if not job.user_id or job.user_id != user_id:
+        raise NotRequester()
+    if job.status != JobStatus.FAILED or job.error_code != codes.NEEDS_REAUTH:
+        raise NotAwaitingReauth(f"Job {job.id} is {job.status}.")
+    claim = _reauth_claim(job.id, user_id)
+    if claim is None:
+        raise NotAwaitingReauth(f"Job {job.id} is already being re-authorised, or no longer awaits it.")
+    try:
+        token = obtain_token()
+    except BaseException:
+        _reauth_release(job.id, claim)
+        raise
+    try:
+        with transaction.atomic():
+            moved = states.transition(
+                job.id, to=JobStatus.IN_PROGRESS, expect=JobStatus.FAILED, event="reauthorized", actor=user_id,
+                extra_filter={"reauth_claim": claim}, reauth_claim=None, reauth_claim_expires_at=None,
+                error=None, error_code=None, message_sent_at=None, attempts=0,
+                expires_at=timezone.now() + timedelta(days=settings.JOB_RECORD_TTL_DAYS))
+            if moved:
+                grants.grant_store(job_id=job.id, pair=pair, token=token)
+    except grants.TokenAlreadyGranted:
+        _reauth_release(job.id, claim)
+        raise
+    if not moved:
+        grants.promise_invalidate_quietly(pair=pair, token=token, job_id=job.id)
+        raise NotAwaitingReauth(f"Job {job.id} was re-authorised by another request.")
+    job_publish(job.id, job.job_type)
+    job.refresh_from_db()
+    return job
+
+
+def _reauth_claim(job_id, user_id: str) -> uuid.UUID | None:
+    """Take the job's re-authorisation claim; the claim token, or None when another call holds a live one
+    or the job no longer awaits re-authorisation."""
+    now = timezone.now()
+    claim = uuid.uuid4()
+    taken = (
+        AsyncJob.objects.filter(id=job_id, status=JobStatus.FAILED, error_code=codes.NEEDS_REAUTH, user_id=user_id)
+        .filter(Q(reauth_claim__isnull=True) | Q(reauth_claim_expires_at__lte=now))
+        .update(reauth_claim=claim, reauth_claim_expires_at=now + timedelta(seconds=settings.JOB_REAUTH_CLAIM_SECONDS))
+    )
+    return claim if taken == 1 else None
+
+
+def _reauth_release(job_id, claim) -> None:
+    AsyncJob.objects.filter(id=job_id, reauth_claim=claim).update(reauth_claim=None, reauth_claim_expires_at=None)

@@ -1,0 +1,122 @@
+"""Running one delivery of a job message: drop, dispatch, claim, run the handler, and end or retry the job.
+
+`job_run` returns the delivery's `Outcome`; the Celery task logs and counts it (jobs/outcomes.py).
+"""
+import logging
+import uuid
+
+from jobs import codes, handlers, retries, states
+from jobs.exceptions import JobFailed, LeaseLost, RetryLater
+from jobs.handlers import JobContext
+from jobs.leases import lease_claim, lease_release
+from jobs.models import AsyncJob, JobStatus
+from jobs.outcomes import COMPLETED, Outcome
+from jobs.services.endings import job_finish
+from jobs.services.producer import job_publish
+from serenity import context
+
+log = logging.getLogger(__name__)
+
+LEASE_LOST = Outcome("stopped", "lease_lost")
+
+
+def job_run(job_id, message_type: str | None, *, worker: str = "") -> Outcome:
+    """Run one delivery of a job message `{jobId, type}`.
+
+    1. Malformed id, missing job, or a job not IN_PROGRESS: drop the message (a duplicate delivery).
+    2. Message type contradicting the stored type: drop, leave the job untouched.
+    3. No handler for the stored type: FAILED UNKNOWN_JOB_TYPE.
+    4. Claim the lease (one conditional UPDATE); lost claim: drop. A claim error propagates, so the
+       message is not acked and comes back (fail closed).
+    5. Attempt budget already spent by earlier deliveries (a crash loop): FAILED RETRIES_EXHAUSTED.
+    6. Run the handler under the lease: COMPLETED with its result, FAILED with its JobFailed, or, for
+       RetryLater, what `retries.retry_decision` says (a delayed retry, or RETRIES_EXHAUSTED).
+    An unexpected exception gives the lease back and propagates: the unacked message is redelivered.
+    """
+    token = context.job_id.set(str(job_id))
+    try:
+        return _job_run(job_id, message_type, worker=worker)
+    finally:
+        context.job_id.reset(token)
+
+
+def _job_run(job_id, message_type, *, worker) -> Outcome:
+    try:
+        job_id = uuid.UUID(str(job_id))
+    except ValueError:
+        log.error("message with a malformed job id dropped")
+        return Outcome("dropped", "malformed")
+    job = AsyncJob.objects.filter(id=job_id).first()
+    if job is None:
+        log.info("message for a missing job dropped")
+        return Outcome("dropped", "missing")
+    if job.status != JobStatus.IN_PROGRESS:
+        log.info("message for a finished job dropped", extra={"status": job.status})
+        return Outcome("dropped", "not_in_progress")
+    if message_type != job.job_type:
+        log.error("message type contradicts the stored job type; dropped",
+                  extra={"message_type": str(message_type)[:64], "stored_type": job.job_type})
+        return Outcome("dropped", "type_mismatch")
+    handler = handlers.get(job.job_type)
+    if handler is None:
+        return _fail(job_id, None, JobFailed(codes.UNKNOWN_JOB_TYPE, "No handler for this job type."), worker)
+
+    lease = lease_claim(job_id, worker=worker)
+    if lease is None:
+        log.info("lease held by another delivery; message dropped")
+        states.record(job_id, "delivery_dropped", actor=worker, detail="lease held by another delivery")
+        return Outcome("dropped", "lease_held")
+    job.refresh_from_db()
+    ctx = JobContext(job, lease, worker=worker)
+    if retries.budget_spent_before_run(job.attempts):
+        return _fail(job_id, lease, _exhausted("attempts exhausted by earlier deliveries (repeated crashes)"), worker)
+
+    try:
+        result = handler.run(ctx)
+    except LeaseLost:
+        return LEASE_LOST
+    except JobFailed as exc:
+        return _fail(job_id, lease, exc, worker)
+    except RetryLater as exc:
+        return _retry(ctx, exc)
+    except Exception as exc:
+        # Unexpected (a bug, a database error): give the lease back so the redelivery of this message,
+        # which is not acked, can claim the job instead of finding it held and dropping it.
+        lease_release(job_id, lease, reason=f"unexpected {type(exc).__name__}")
+        raise
+    if job_finish(job_id, to=JobStatus.COMPLETED, lease_token=lease, event="completed", actor=worker, result=result):
+        return COMPLETED
+    log.warning("lease lost before the job could complete")
+    return LEASE_LOST
+
+
+def _exhausted(reason: str) -> JobFailed:
+    return JobFailed(codes.RETRIES_EXHAUSTED, reason, retryable=True)
+
+
+def _fail(job_id, lease, exc: JobFailed, actor: str) -> Outcome:
+    """FAILED with the error's code (fenced on `lease` when there is one)."""
+    moved = job_finish(job_id, lease_token=lease, to=JobStatus.FAILED, event="failed", actor=actor,
+                       detail=f"{exc.code}: {exc.message}",
+                       error=states.error_doc(exc.code, exc.message, retryable=exc.retryable,
+                                              needs_reauth=exc.needs_reauth))
+    if not moved:
+        return LEASE_LOST
+    log.info("job failed", extra={"code": exc.code})
+    return Outcome("failed", exc.code)
+
+
+def _retry(ctx: JobContext, exc: RetryLater) -> Outcome:
+    """Act on the retry decision for a retryable failure: end the job exhausted, or release the lease and
+    send a delayed message. Release first, then send: if the send fails, the job is left for the sweeper
+    (message_sent_at cleared), never IN_PROGRESS with nothing queued and nobody to notice."""
+    decision = retries.retry_decision(ctx.job.attempts)
+    if decision.exhausted:
+        return _fail(ctx.id, ctx.lease_token, _exhausted(f"{exc.code}: {exc.message}"), ctx.worker)
+    if not lease_release(ctx.id, ctx.lease_token, reason=f"retry in {decision.delay_seconds}s: {exc.code}"):
+        return LEASE_LOST
+    states.record(ctx.id, "retry_scheduled", actor=ctx.worker, detail=f"{exc.code}: {exc.message}")
+    log.info("retryable failure; retry scheduled",
+             extra={"code": exc.code, "delay": decision.delay_seconds, "attempt": ctx.job.attempts})
+    job_publish(ctx.id, ctx.job.job_type, delay=decision.delay_seconds)
+    return Outcome("retry", exc.code)

@@ -1,0 +1,43 @@
+"""What the OpenAPI description of every API shares: the IMS bearer scheme and the problem-details body.
+
+drf-spectacular finds `ImsBearerScheme` when this module is imported, which the URL configuration does
+before any schema is generated.
+"""
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import serializers
+
+
+class ImsBearerScheme(OpenApiAuthenticationExtension):
+    """Describes serenity.auth.ImsBearerAuthentication in the schema ."""
+
+    target_class = "serenity.auth.ImsBearerAuthentication"
+    name = "imsBearer"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
+                "description": "An IMS user access token (RS256 JWT) listing the organization in `org_ids`."}
+
+
+class ProblemFieldErrorSerializer(serializers.Serializer):
+    pointer = serializers.CharField(required=False, help_text="JSON pointer to the offending body field (RFC 6901).")
+    parameter = serializers.CharField(required=False, help_text="The offending path or header parameter.")
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class ProblemSerializer(serializers.Serializer):
+    """RFC 9457 problem details, served as `application/problem+json`."""
+
+    type = serializers.URLField()
+    title = serializers.CharField()
+    status = serializers.IntegerField()
+    detail = serializers.CharField(required=False)
+    code = serializers.CharField(help_text="Stable machine-readable code; clients may branch on it.")
+    errors = ProblemFieldErrorSerializer(many=True, required=False, help_text="One entry per invalid field.")
+    requestId = serializers.CharField(required=False)
+
+
+def problem_response(description: str) -> OpenApiResponse:
+    """An answer documented as a problem document (served as application/problem+json)."""
+    return OpenApiResponse(response=ProblemSerializer, description=description)
