@@ -6,7 +6,4 @@ class JobsConfig(AppConfig):
     name = "jobs"
 
     def ready(self):
-        from jobs.clients.sqs import queue_reachable
-        from serenity.health import register_readiness_check
-
-        register_readiness_check("broker", queue_reachable)
+        from jobs import worker  # noqa: F401  (connects the worker's Celery signals)

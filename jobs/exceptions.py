@@ -42,6 +42,14 @@ class LeaseLost(JobError):
         self.where = where
 
 
+class OutOfTime(JobError):
+    """The delivery's time budget cannot fit the next phase: the job is handed back (lease released, a fresh
+    message sent) and the next delivery resumes from the last checkpoint with a whole budget."""
+
+    def __init__(self, before: str):
+        super().__init__("OUT_OF_TIME", f"delivery budget spent before {before}")
+
+
 class NotAwaitingReauth(DomainError):
     status, code, title = 409, "job_not_awaiting_reauth", "Job is not awaiting re-authentication"
 

@@ -7,6 +7,7 @@ import contextlib
 import enum
 import logging
 import threading
+import time
 import uuid
 from typing import Protocol
 
@@ -15,8 +16,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs import states
-from jobs.exceptions import LeaseLost
+from jobs.exceptions import LeaseLost, OutOfTime
 from jobs.models import AsyncJob, JobStatus
+from serenity.db import retry_once_on_disconnect
 from serenity.logging import redact
 from tokens import services as grants
 from tokens.services import LoadedGrant
@@ -72,20 +74,34 @@ def describe(job: AsyncJob) -> str:
 
 
 class JobContext:
-    """What a handler gets: the job as claimed, and writes fenced on the lease it holds.
+    """What a handler gets: the job as claimed, its delivery's time budget, and writes fenced on the lease.
 
     Every write is a conditional UPDATE naming the lease token: zero rows means another delivery owns the
-    job, and LeaseLost stops this one before it touches anything outside the database.
+    job, and LeaseLost stops this one before it touches anything outside the database. A write that meets
+    a dead database connection is retried once on a fresh one (it is conditional, so safe to repeat).
+    The delivery's deadline is JOB_TASK_TIME_LIMIT_SECONDS from its start: every call gets its timeout
+    from `remaining()`, and a phase that cannot fit raises OutOfTime (the runner hands the job back).
     """
 
-    def __init__(self, job: AsyncJob, lease_token: uuid.UUID, *, worker: str = ""):
+    def __init__(self, job: AsyncJob, lease_token: uuid.UUID, *, worker: str = "", deadline: float | None = None):
         self.job = job
         self.lease_token = lease_token
         self.worker = worker
+        self.deadline = deadline if deadline is not None else time.monotonic() + settings.JOB_TASK_TIME_LIMIT_SECONDS
+        self.handed_back = False  # set when a stopping worker gave the job back to the queue
 
     @property
     def id(self):
         return self.job.id
+
+    def remaining(self) -> float:
+        """Seconds left of this delivery's budget (never negative)."""
+        return max(0.0, self.deadline - time.monotonic())
+
+    def require_time(self, seconds: float, *, before: str) -> None:
+        """Raise OutOfTime unless at least `seconds` of the budget are left to start `before`."""
+        if self.remaining() < seconds:
+            raise OutOfTime(before)
 
     def _fenced(self):
         """The job row, only while this delivery's lease is the job's lease and has not expired."""
@@ -104,7 +120,7 @@ class JobContext:
         fields = {"checkpoints": checkpoints, "updated_at": timezone.now()}
         if phase:
             fields["phase"] = phase
-        if self._fenced().update(**fields) != 1:
+        if retry_once_on_disconnect(lambda: self._fenced().update(**fields)) != 1:
             raise self.lost("checkpoint")
         self.job.checkpoints = checkpoints
         if phase:
@@ -119,7 +135,7 @@ class JobContext:
         lease that outlived its message's visibility window (960 s) would make the redelivery of a crashed
         worker's message find the lease still held and drop it, leaving the job stranded.
         """
-        if self._fenced().update(updated_at=timezone.now()) != 1:
+        if retry_once_on_disconnect(lambda: self._fenced().update(updated_at=timezone.now())) != 1:
             raise self.lost("confirm")
 
     def store_rotated_token(self, *, exchanged: LoadedGrant, rotated: PromiseToken, **checkpoint_values) -> None:
@@ -132,13 +148,17 @@ class JobContext:
         exchanged, which IMS has rotated away; its own exchange is refused and the job ends NEEDS_REAUTH.
         """
         checkpoints = self._merged(checkpoint_values)
-        with transaction.atomic():
-            fenced = self._fenced().update(checkpoints=checkpoints, updated_at=timezone.now()) == 1
-            stored = fenced and grants.grant_rotate(job_id=self.job.id, expect_fingerprint=exchanged.fingerprint,
-                                                    token=rotated)
-            if fenced and not stored:
-                transaction.set_rollback(True)
-        if not stored:
+
+        def store() -> bool:
+            with transaction.atomic():
+                fenced = self._fenced().update(checkpoints=checkpoints, updated_at=timezone.now()) == 1
+                stored = fenced and grants.grant_rotate(job_id=self.job.id, expect_fingerprint=exchanged.fingerprint,
+                                                        token=rotated)
+                if fenced and not stored:
+                    transaction.set_rollback(True)
+            return stored
+
+        if not retry_once_on_disconnect(store):
             grants.promise_invalidate_quietly(pair=exchanged.pair, token=rotated, job_id=self.job.id)
             raise self.lost("token rotation")
         self.job.checkpoints = checkpoints
@@ -158,11 +178,15 @@ class JobContext:
         def beat():
             try:
                 while not stop.wait(every):
-                    self.confirm()
-            except LeaseLost as exc:
-                lost.append(exc)
-            except Exception as exc:  # a DB hiccup: the fenced writes after the call still decide
-                log.warning("lease heartbeat failed", extra={"job_id": str(self.job.id), "reason": type(exc).__name__})
+                    try:
+                        self.confirm()
+                    except LeaseLost as exc:
+                        lost.append(exc)
+                        return
+                    except Exception as exc:  # a DB hiccup: keep beating; the fenced writes after still decide
+                        log.warning("lease heartbeat failed",
+                                    extra={"job_id": str(self.job.id), "reason": type(exc).__name__})
+                        connection.close()
             finally:
                 connection.close()
 

@@ -20,12 +20,15 @@ from markets.producer import Generation
 from markets.selectors import brand_get_for_caller, org_get_for_caller
 from serenity.openapi import ProblemSerializer
 from serenity.problems import problem
+from serenity.throttles import OnboardingRateThrottle, OrgMarketsRateThrottle
 from tokens.exceptions import InvalidAudience, InvalidForwardedToken
 from tokens.pairs import SEMRUSH, UnknownAudience, pair_from_audience
 from tokens.services import promise_accept_forwarded, promise_from_header
 from tokens.types import InvalidPromiseToken
 
 MAX_ACTIVATE_MARKETS = 50
+# Per user, and per organization by the number of markets asked for (429 with Retry-After past either).
+ONBOARDING_THROTTLES = [OnboardingRateThrottle, OrgMarketsRateThrottle]
 
 AUDIENCE_HEADERS = [
     OpenApiParameter("x-promise-audience", str, OpenApiParameter.HEADER, required=False,
@@ -41,7 +44,7 @@ AUDIENCE_HEADERS = [
 
 
 PROBLEM = OpenApiResponse(ProblemSerializer, "A problem document (application/problem+json)")
-ERRORS = {400: PROBLEM, 401: PROBLEM, 403: PROBLEM, 404: PROBLEM}
+ERRORS = {400: PROBLEM, 401: PROBLEM, 403: PROBLEM, 404: PROBLEM, 429: PROBLEM}
 
 
 class StrictInput(serializers.Serializer):
@@ -170,6 +173,8 @@ def generation_for(request, generate_prompts: bool) -> Generation:
 
 
 class BrandCreateApi(APIView):
+    throttle_classes = ONBOARDING_THROTTLES
+
     @extend_schema_serializer(component_name="CreateBrandInput")
     class InputSerializer(StrictInput):
         name = serializers.CharField(max_length=200)
@@ -213,6 +218,8 @@ class BrandCreateApi(APIView):
 
 
 class MarketCreateApi(APIView):
+    throttle_classes = ONBOARDING_THROTTLES
+
     @extend_schema_serializer(component_name="CreateMarketInput")
     class InputSerializer(MarketSliceInput):
         siteId = serializers.UUIDField(required=False)  # noqa: N815
@@ -240,6 +247,8 @@ class MarketCreateApi(APIView):
 
 
 class BrandActivateApi(APIView):
+    throttle_classes = ONBOARDING_THROTTLES
+
     @extend_schema_serializer(component_name="ActivateMarketsInput")
     class InputSerializer(StrictInput):
         markets = MarketSliceInput(many=True, allow_empty=False, max_length=MAX_ACTIVATE_MARKETS)
@@ -257,7 +266,9 @@ class BrandActivateApi(APIView):
         markets = inline_serializer("ActivationEntry", many=True, fields={
             "market": serializers.CharField(),
             "languageCode": serializers.CharField(),
-            "status": serializers.IntegerField(help_text="201 new market, 409 already live, 502 Semrush failed"),
+            "status": serializers.IntegerField(help_text="201 new market, 409 already live, 502 Semrush failed, "
+                                                         "503 not attempted within the request's time budget "
+                                                         "(retryable)"),
             "body": serializers.JSONField(help_text="The market (as createMarket) or a problem document"),
         })
 

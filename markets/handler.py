@@ -26,6 +26,7 @@ from markets import constants as c
 from markets.clients import drs
 from markets.clients.semrush import SemrushClient
 from serenity.clients.http import ClientError, PermanentError, ReauthRequired, TransientError
+from serenity.db import reconnect_if_broken
 from tokens import services as grants
 from tokens.exceptions import NeedsReauth
 from tokens.types import InvalidPromiseToken
@@ -34,6 +35,12 @@ log = logging.getLogger(__name__)
 
 SOURCE_TAG = ("source", "semrush")
 ORIGIN_TAG = ("origin", "ai")
+def phase_minimum() -> float:
+    """The least budget worth starting a Semrush phase with; less, and the job is handed back to start
+    afresh (its checkpoints keep what is done)."""
+    return min(5.0, settings.JOB_TASK_TIME_LIMIT_SECONDS / 4)
+
+
 # Checkpoint naming (by fingerprint) the stored token whose exchange failed in a way that may have reached
 # IMS (its answer lost): if IMS then refuses that same token, the rotation was lost, and the job ends
 # NEEDS_REAUTH saying so. A re-authorisation stores another token, so the mark no longer applies.
@@ -93,9 +100,11 @@ class MarketGenerationHandler:
         # completes without IMS. With `written` only, the exchange happens for the publish alone.
         semrush = SemrushSession(self, ctx)
         if ctx.job.checkpoints.get("written") is None:
+            ctx.require_time(phase_minimum(), before="writing")
             self.write(ctx, semrush.client(), prompts)
         project_id = ctx.job.checkpoints["projectId"]
         if not ctx.job.checkpoints.get("published"):
+            ctx.require_time(phase_minimum(), before="publishing")
             self.publish(ctx, semrush.client(), project_id)
         return {"promptCount": ctx.job.checkpoints["written"], "projectId": project_id, "published": True,
                 "verdict": "ship"}
@@ -105,13 +114,14 @@ class MarketGenerationHandler:
         ctx.checkpoint(phase=c.PHASE_GENERATING)
         try:
             with ctx.heartbeat():
-                ship = drs.generate(ctx.job.params)
+                ship = drs.generate(ctx.job.params, timeout=ctx.remaining())
         except drs.DrsError as exc:
             log.info("DRS did not ship", extra={"code": exc.code, "reason": exc.reason})
             if exc.retryable:
                 raise RetryLater(exc.code, exc.reason) from None
             raise JobFailed(exc.code, exc.reason) from None
         batch = {"prompts": ship.prompts, "summary": ship.summary}
+        reconnect_if_broken()  # the connection sat idle for the whole DRS call: the batch must not be lost
         ctx.checkpoint(phase=c.PHASE_GENERATED, batch=batch, batchSize=len(ship.prompts))
         return batch
 
@@ -153,7 +163,7 @@ class MarketGenerationHandler:
             raise self.needs_reauth("The promise token belongs to another user than the job's requester.")
         ctx.store_rotated_token(exchanged=loaded, rotated=exchanged.rotated, **{EXCHANGE_IN_DOUBT: None})
         return SemrushClient(exchanged.access.access_token,
-                             deadline=time.monotonic() + settings.SEMRUSH_WRITE_BUDGET_SECONDS)
+                             deadline=time.monotonic() + min(settings.SEMRUSH_WRITE_BUDGET_SECONDS, ctx.remaining()))
 
     def write(self, ctx: JobContext, semrush: SemrushClient, prompts: list[str]) -> None:
         params = ctx.job.params

@@ -86,7 +86,8 @@ def _not_enqueued(reason: NotEnqueued, where: dict, exc: Exception | None = None
     log.warning("prompt generation not enqueued", extra=extra)
 
 
-def market_generation_enqueue(*, caller: Caller, brand: Brand, market: Market, generation: Generation) -> dict | None:
+def market_generation_enqueue(*, caller: Caller, brand: Brand, market: Market, generation: Generation,
+                              deadline: float | None = None) -> dict | None:
     """Enqueue (or reuse) the generation job of a new market. Returns the response handle
     `{jobId, status: "provisioning", reused}`, or None when no job was queued (reason logged, NotEnqueued).
 
@@ -101,7 +102,7 @@ def market_generation_enqueue(*, caller: Caller, brand: Brand, market: Market, g
     if pair.name != pairs.SEMRUSH:
         return _not_enqueued(NotEnqueued.PROMISE_PAIR_REQUIRED, where)
     try:
-        items = SemrushClient(caller.bearer).brand_topics(
+        items = SemrushClient(caller.bearer, deadline=deadline).brand_topics(
             workspace_id=brand.semrush_workspace_id, domain=brand.domain, country=market.country
         )
     except ClientError as exc:

@@ -40,6 +40,7 @@ class SemrushUnavailable(DomainError):
 
 
 MARKET_EXISTS = ("market_exists", "This market is already live for the brand")
+NOT_ATTEMPTED = ("not_attempted", "Not attempted within the request's time budget")
 
 
 def async_generation_enabled() -> bool:
@@ -110,26 +111,44 @@ def brand_activate_workspace(*, caller: Caller, brand: Brand) -> Brand:
 
 # --- Markets ---------------------------------------------------------------------------------------------
 
+def request_deadline() -> float:
+    """The `time.monotonic()` by which an entry point must have answered (REQUEST_DEADLINE_SECONDS)."""
+    return time.monotonic() + settings.REQUEST_DEADLINE_SECONDS
+
+
 def markets_provision(*, caller: Caller, brand: Brand, slices: list[tuple[str, str, Site | None]],
-                      generation: Generation) -> list[MarketOutcome]:
+                      generation: Generation, deadline: float | None = None) -> list[MarketOutcome]:
     """Create, set up in Semrush and publish each market slice, then give each new one its prompts.
 
-    One SyncBudget spans the whole batch (the old path's shared ~12 s write deadline).
+    Everything runs under the request's deadline: every Semrush call is bounded by it, and a market not
+    started while MARKET_MIN_SECONDS remain is answered 503 `not_attempted` (retryable) and not created at
+    all. One SyncBudget spans the whole batch (the old path's shared ~12 s write deadline).
     """
     if brand.status != Brand.Status.ACTIVE or not brand.semrush_workspace_id:
         raise BrandNotActive()
-    semrush = SemrushClient(caller.bearer)
+    deadline = deadline or request_deadline()
+    semrush = SemrushClient(caller.bearer, deadline=deadline)
     budget = SyncBudget()
     return [
         _market_provision(caller=caller, brand=brand, country=country, language_code=language_code, site=site,
-                          generation=generation, semrush=semrush, budget=budget)
+                          generation=generation, semrush=semrush, budget=budget, deadline=deadline)
         for country, language_code, site in slices
     ]
 
 
-def _market_provision(*, caller, brand, country, language_code, site, generation, semrush, budget) -> MarketOutcome:
+# The least time worth starting a market with: a project lookup or creation, a publish and the producer.
+MARKET_MIN_SECONDS = 3.0
+
+
+def _market_provision(*, caller, brand, country, language_code, site, generation, semrush, budget,
+                      deadline) -> MarketOutcome:
     country = country.upper()
     outcome = MarketOutcome(country=country, language_code=language_code, status=201)
+    if deadline - time.monotonic() < MARKET_MIN_SECONDS:
+        outcome.status = 503
+        outcome.problem = problem(503, *NOT_ATTEMPTED, f"{country}/{language_code} was not attempted within the "
+                                  "request's time budget; nothing was created. Send it again.", retryable=True)
+        return outcome
     try:
         with transaction.atomic():
             market = Market.objects.create(brand=brand, site=site, country=country, language_code=language_code,
@@ -152,7 +171,7 @@ def _market_provision(*, caller, brand, country, language_code, site, generation
     except ClientError as exc:
         log.warning("market not provisioned in Semrush; market removed",
                     extra={"brand_id": str(brand.id), "market": f"{country}/{language_code}",
-                           "reason": type(exc).__name__})
+                           "reason": type(exc).__name__, "detail": str(exc), "status": exc.status})
         Market.objects.filter(id=market.id).delete()
         outcome.status = 502
         outcome.problem = problem(502, SemrushUnavailable.code, SemrushUnavailable.title,
@@ -164,7 +183,7 @@ def _market_provision(*, caller, brand, country, language_code, site, generation
     if generation.use_async:
         try:
             outcome.prompt_generation = market_generation_enqueue(caller=caller, brand=brand, market=market,
-                                                                  generation=generation)
+                                                                  generation=generation, deadline=deadline)
         except Exception:
             # The market is committed and published: whatever went wrong in the producer (a database
             # error, a bug), the answer is the market without a handle, never a 500 that hides it.

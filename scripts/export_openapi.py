@@ -42,6 +42,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "serenity.settings")
+    # A developer's tool, never deployed: the schema is the same in every environment.
+    os.environ.setdefault("SERENITY_ENVIRONMENT", "local")
     import django
 
     django.setup()

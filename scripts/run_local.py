@@ -219,7 +219,8 @@ user {seed.get('userId')}. A local user token for that user (signed by the IMS s
 
   curl -s {base}/sandbox/semrush/_state
 
-More tokens: .venv/bin/python manage.py sandbox_token --user-id {seed.get('userId')} --org {seed.get('imsOrgId')}
+More tokens: SERENITY_ENVIRONMENT=local .venv/bin/python manage.py sandbox_token \\
+  --user-id {seed.get('userId')} --org {seed.get('imsOrgId')}
 API docs: {base}/api/docs    Health: {base}/healthz, {base}/readyz
 """
 
@@ -263,11 +264,12 @@ def main() -> int:
         runner.run_step("bootstrap queues", [*manage, "bootstrap_queues", "--local"])
 
         runner.start("api", [*manage, "runserver", f"127.0.0.1:{port}", "--noreload"])
+        queues = ",".join((env.get("MARKET_JOBS_QUEUE", "serenity-market-jobs"),
+                           env.get("MAINTENANCE_QUEUE", "serenity-maintenance")))
         runner.start("worker", [str(BIN / "celery"), "-A", "serenity", "worker", "-P", "threads", "-c", "8",
-                                "-Q", env.get("MARKET_JOBS_QUEUE", "serenity-market-jobs"), "--without-heartbeat",
+                                "-Q", queues, "--without-heartbeat",
                                 "--without-gossip", "--without-mingle", "-l", "INFO"])
-        runner.start("beat", [str(BIN / "celery"), "-A", "serenity", "beat", "-l", "INFO",
-                              "-s", str(VAR / "celerybeat-schedule")])
+        runner.start("beat", [str(BIN / "celery"), "-A", "serenity", "beat", "-l", "INFO"])
         runner.wait_until(f"the API on {base}", lambda: http_ok(f"{base}/healthz"), 60)
 
         # The seed runs once the API is up: the simulators it fills are served by the API.

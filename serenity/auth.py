@@ -28,8 +28,10 @@ class Caller:
 
 @lru_cache(maxsize=4)
 def _jwks_client(url: str) -> jwt.PyJWKClient:
-    # PyJWKClient caches the key set and refetches once when a token names an unknown kid (rotation).
-    return jwt.PyJWKClient(url, cache_keys=True, lifespan=settings.IMS_JWKS_CACHE_SECONDS, timeout=5)
+    # PyJWKClient caches the key set and refetches it when a token names an unknown kid (a key rotation),
+    # at most once per cooldown: a flood of bearers with made-up kids cannot turn into a flood of fetches.
+    return jwt.PyJWKClient(url, cache_keys=True, lifespan=settings.IMS_JWKS_CACHE_SECONDS, timeout=5,
+                           cooldown_duration=settings.IMS_JWKS_REFETCH_MIN_SECONDS)
 
 
 class InvalidBearer(Exception):

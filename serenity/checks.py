@@ -42,8 +42,11 @@ def check_timeout_nesting(app_configs, **kwargs):
 @register(Tags.security, deploy=True)
 def check_production_values(app_configs, **kwargs):
     errors = []
-    if settings.SANDBOX_ENABLED and not settings.IS_LOCAL:
-        errors.append(Error("The local simulators must never be enabled outside local runs.", id="serenity.E002"))
+    if settings.SANDBOX_ENABLED:
+        errors.append(Error(
+            "The local simulators are mounted (SERENITY_ENVIRONMENT=local or test): this configuration must "
+            "never be deployed.", hint="Set SERENITY_ENVIRONMENT to the deployment's name (e.g. production).",
+            id="serenity.E002"))
     if not settings.IS_LOCAL and settings.DRS_TRANSPORT != "lambda":
         errors.append(Error("DRS_TRANSPORT must be `lambda` outside local runs.", id="serenity.E003"))
     return errors

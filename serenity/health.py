@@ -1,22 +1,15 @@
-"""Liveness and readiness probes (no authentication).
+"""Liveness and readiness probes of the API (no authentication).
 
-Apps add their own readiness checks (e.g. the job queue) with `register_readiness_check`, so this module
-depends on no app.
+`/readyz` depends on the database only: polling needs nothing else, and an entry point answers without a
+generation handle when a queue send fails, so a broker hiccup must not take every API process out of the
+load balancer. The worker's readiness, which does depend on the queues, is `manage.py worker_readiness`.
 """
-from collections.abc import Callable
-
 from django.db import connection
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
-_readiness_checks: dict[str, Callable[[], bool]] = {}
 
-
-def register_readiness_check(name: str, check: Callable[[], bool]) -> None:
-    _readiness_checks[name] = check
-
-
-def _database_reachable() -> bool:
+def database_reachable() -> bool:
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
@@ -32,11 +25,6 @@ def healthz(request):
 
 @require_GET
 def readyz(request):
-    checks = {"database": "ok" if _database_reachable() else "unreachable"}
-    for name, check in _readiness_checks.items():
-        try:
-            checks[name] = "ok" if check() else "unreachable"
-        except Exception:
-            checks[name] = "unreachable"
+    checks = {"database": "ok" if database_reachable() else "unreachable"}
     ready = all(v == "ok" for v in checks.values())
     return JsonResponse({"status": "ok" if ready else "unavailable", "checks": checks}, status=200 if ready else 503)

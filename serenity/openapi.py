@@ -3,9 +3,11 @@
 drf-spectacular finds `ImsBearerScheme` when this module is imported, which the URL configuration does
 before any schema is generated.
 """
+from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
+from rest_framework.permissions import BasePermission
 
 
 class ImsBearerScheme(OpenApiAuthenticationExtension):
@@ -41,3 +43,14 @@ class ProblemSerializer(serializers.Serializer):
 def problem_response(description: str) -> OpenApiResponse:
     """An answer documented as a problem document (served as application/problem+json)."""
     return OpenApiResponse(response=ProblemSerializer, description=description)
+
+
+class ApiDocsAccess(BasePermission):
+    """/api/docs and /api/schema: anyone when API_DOCS_PUBLIC (local runs by default), else a staff session
+    (the admin's login)."""
+
+    def has_permission(self, request, view):
+        if settings.API_DOCS_PUBLIC:
+            return True
+        user = getattr(request, "user", None)
+        return bool(user and user.is_authenticated and user.is_staff)

@@ -3,20 +3,20 @@ from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.authentication import SessionAuthentication
 
 from serenity import health
+from serenity.openapi import ApiDocsAccess
+
+DOCS_ACCESS = {"authentication_classes": [SessionAuthentication], "permission_classes": [ApiDocsAccess]}
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("v2/", include("markets.urls")),
     path("admin/", admin.site.urls),
-    path("api/schema", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"),
-    path(
-        "api/docs",
-        SpectacularSwaggerView.as_view(url_name="schema", authentication_classes=[], permission_classes=[]),
-        name="swagger-ui",
-    ),
+    path("api/schema", SpectacularAPIView.as_view(**DOCS_ACCESS), name="schema"),
+    path("api/docs", SpectacularSwaggerView.as_view(url_name="schema", **DOCS_ACCESS), name="swagger-ui"),
 ]
 if settings.SANDBOX_ENABLED:
     urlpatterns.append(path("sandbox/", include("serenity.sandbox.urls")))

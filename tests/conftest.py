@@ -137,3 +137,18 @@ def metric_lines(request):
     logger.addHandler(handler)
     yield captured
     logger.removeHandler(handler)
+
+
+@pytest.fixture
+def throttle_rates(settings):
+    """Set throttle rates for one test (`throttle_rates(onboarding="2/min")`), on an empty shared cache."""
+    from django.core.cache import cache
+
+    def set_rates(**rates):
+        settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK,
+                                   "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"],
+                                                              **rates}}
+        cache.clear()
+
+    yield set_rates
+    cache.clear()

@@ -1,4 +1,5 @@
-"""A Celery worker that SIGKILLs itself at a chosen point of a market-generation job.
+"""A Celery worker that SIGKILLs itself at a chosen point of a market-generation job, or (`never`) an
+ordinary worker process for a test to stop with a signal.
 
 Run by tests/markets/test_worker_crash.py as a separate process: the kill is exactly what a crashed
 host looks like to the queue and the database (no ack, no cleanup, a lease left behind).
@@ -20,7 +21,8 @@ from markets import handler  # noqa: E402
 from markets.clients.semrush import SemrushClient  # noqa: E402
 from serenity.celery import app  # noqa: E402
 
-POINTS = ("after_claim", "after_drs_persisted", "after_write_before_checkpoint", "after_checkpoint_before_publish")
+POINTS = ("after_claim", "after_drs_persisted", "after_write_before_checkpoint", "after_checkpoint_before_publish",
+          "never")
 
 
 def die():
@@ -28,6 +30,8 @@ def die():
 
 
 def crash_at(point: str) -> None:
+    if point == "never":
+        return
     if point == "after_claim":
         handler.MarketGenerationHandler.run = lambda self, run: die()
     elif point in ("after_drs_persisted", "after_checkpoint_before_publish"):

@@ -28,6 +28,8 @@ os.environ.setdefault("SERENITY_ASYNC_PROMPT_GEN", "false")
 # Throttle counters live in the shared cache, which outlives a test: limits are out of reach unless a test
 # sets its own (tests/test_throttles.py).
 os.environ.setdefault("THROTTLE_REAUTH_RATE", "100000/min")
+os.environ.setdefault("THROTTLE_ONBOARDING_RATE", "100000/min")
+os.environ.setdefault("THROTTLE_ORG_MARKETS_RATE", "1000000/hour")
 
 from serenity.settings import *  # noqa: E402,F403
 

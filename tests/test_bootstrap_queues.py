@@ -28,14 +28,16 @@ def test_local_bootstrap_run_twice_reports_the_same_and_keeps_one_queue_each():
     expected = [
         f"dlq ready: {settings.MARKET_JOBS_DLQ}",
         f"queue ready: {settings.MARKET_JOBS_QUEUE} (visibility 960s)",
+        f"queue ready: {settings.MAINTENANCE_QUEUE} (visibility 960s)",
         f"readiness parameter set: {settings.READINESS_PARAMETER} = true",
         "queues bootstrapped",
     ]
 
     assert bootstrap("--local") == expected
     assert bootstrap("--local") == expected
-    urls = sqs.client().list_queues(QueueNamePrefix=settings.MARKET_JOBS_QUEUE).get("QueueUrls", [])
-    assert sorted(urls) == sorted([settings.MARKET_JOBS_QUEUE_URL, settings.MARKET_JOBS_DLQ_URL])
+    urls = sqs.client().list_queues(QueueNamePrefix="serenity-").get("QueueUrls", [])
+    assert sorted(urls) == sorted([settings.MARKET_JOBS_QUEUE_URL, settings.MARKET_JOBS_DLQ_URL,
+                                   settings.MAINTENANCE_QUEUE_URL])
 
 
 def test_local_bootstrap_gives_the_queue_its_visibility_timeout_and_a_redrive_to_the_dlq():
@@ -82,7 +84,7 @@ def test_verify_reports_a_wrong_visibility_timeout_and_leaves_it_alone(restore_q
 
     assert str(failure.value) == (
         f"1 problem(s) with {settings.MARKET_JOBS_QUEUE} / {settings.MARKET_JOBS_DLQ}:\n"
-        "  - VisibilityTimeout is 30, expected 960"
+        f"  - {settings.MARKET_JOBS_QUEUE}: VisibilityTimeout is 30, expected 960"
     )
     assert sqs.queue_attributes(settings.MARKET_JOBS_QUEUE_URL)["VisibilityTimeout"] == "30"
 

@@ -134,4 +134,5 @@ def test_health_endpoints_need_no_authentication(db, moto_server):
     assert Client().get("/healthz").json() == {"status": "ok"}
     ready = Client().get("/readyz")
     assert ready.status_code == 200
-    assert ready.json() == {"status": "ok", "checks": {"database": "ok", "broker": "ok"}}
+    # The API's readiness is the database only: a broker hiccup must not take the API out of service.
+    assert ready.json() == {"status": "ok", "checks": {"database": "ok"}}

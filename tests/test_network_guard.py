@@ -31,7 +31,7 @@ def test_an_http_client_call_inside_a_transaction_is_refused_before_anything_is_
     lambda: sqs.queue_reachable(),
     lambda: ssm.get_parameter("/anything"),
     lambda: producer._send("00000000-0000-4000-8000-000000000000", "testEcho"),
-    lambda: drs._invoke_http("arn:aws:lambda:us-east-1:123456789012:function:f", b"{}"),
+    lambda: drs._invoke_http("arn:aws:lambda:us-east-1:123456789012:function:f", b"{}", 5.0),
 ], ids=["sqs (boto3)", "ssm (boto3)", "job message (kombu)", "drs (http)"])
 def test_every_kind_of_client_refuses_to_call_out_inside_a_transaction(transactional_db, moto_server, call):
     with pytest.raises(NetworkCallInTransaction), transaction.atomic():

@@ -74,18 +74,21 @@ def test_production_refuses_to_start_without_a_value_that_has_no_safe_default(na
 
 
 def variables_read() -> set[str]:
-    """Names read by serenity/settings.py, by the entry points (manage.py, WSGI, Celery) and by the image's
-    entrypoint (docker/Dockerfile)."""
-    settings_source = (ROOT / "serenity" / "settings.py").read_text()
+    """Names read by the settings package, by the entry points (manage.py, WSGI, Celery, gunicorn's
+    configuration) and by the image's entrypoint (docker/Dockerfile)."""
+    settings_source = "\n".join(f.read_text() for f in sorted((ROOT / "serenity" / "settings").glob("*.py")))
     names = set(re.findall(r"\benv\.\w+\(\s*[\"']([A-Z][A-Z0-9_]+)[\"']", settings_source))
-    names |= set(re.findall(r"\b_required\(\s*[\"']([A-Z][A-Z0-9_]+)[\"']", settings_source))
+    names |= set(re.findall(r"\brequired\(\s*[\"']([A-Z][A-Z0-9_]+)[\"']", settings_source))
     prefixes = re.findall(r"\b_pair\(\s*[\"']([A-Z][A-Z0-9_]+)[\"']\)", settings_source)
     suffixes = re.findall(r"f[\"']\{prefix\}_([A-Z][A-Z0-9_]+)[\"']", settings_source)
     names |= {f"{prefix}_{suffix}" for prefix in prefixes for suffix in suffixes}
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
     names |= set(re.findall(r"\$\{([A-Z][A-Z0-9_]+):-", dockerfile))
-    for entry_point in (ROOT / "manage.py", ROOT / "serenity" / "wsgi.py", ROOT / "serenity" / "celery.py"):
-        names |= set(re.findall(r"os\.environ\.setdefault\(\s*[\"']([A-Z][A-Z0-9_]+)[\"']", entry_point.read_text()))
+    for entry_point in (ROOT / "manage.py", ROOT / "serenity" / "wsgi.py", ROOT / "serenity" / "celery.py",
+                        ROOT / "serenity" / "gunicorn.py"):
+        source = entry_point.read_text()
+        names |= set(re.findall(r"os\.environ\.setdefault\(\s*[\"']([A-Z][A-Z0-9_]+)[\"']", source))
+        names |= set(re.findall(r"os\.environ\.get\(\s*[\"']([A-Z][A-Z0-9_]+)[\"']", source))
     return names
 
 

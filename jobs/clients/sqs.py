@@ -17,8 +17,10 @@ AWSError = (BotoCoreError, ClientError)
 
 
 @lru_cache(maxsize=4)
-def _client(endpoint: str, region: str, key: str, secret: str):
-    kwargs = {"region_name": region, "config": Config(retries={"max_attempts": 2}, connect_timeout=3, read_timeout=25)}
+def _client(endpoint: str, region: str, key: str, secret: str, connect: float, read: float, attempts: int):
+    # Bounded like the Celery transport's client (settings.SQS_*); reads here never long-poll (wait 0).
+    kwargs = {"region_name": region, "config": Config(retries={"mode": "standard", "total_max_attempts": attempts},
+                                                      connect_timeout=connect, read_timeout=read)}
     if endpoint:
         kwargs["endpoint_url"] = endpoint
     if key:
@@ -28,15 +30,21 @@ def _client(endpoint: str, region: str, key: str, secret: str):
 
 def client():
     return _client(settings.AWS_ENDPOINT_URL, settings.AWS_REGION, settings.AWS_ACCESS_KEY_ID,
-                   settings.AWS_SECRET_ACCESS_KEY)
+                   settings.AWS_SECRET_ACCESS_KEY, settings.SQS_CONNECT_TIMEOUT_SECONDS,
+                   settings.SQS_READ_TIMEOUT_SECONDS, settings.SQS_MAX_ATTEMPTS)
 
 
-def queue_reachable() -> bool:
+def queue_reachable(url: str | None = None) -> bool:
     try:
-        client().get_queue_attributes(QueueUrl=settings.MARKET_JOBS_QUEUE_URL, AttributeNames=["QueueArn"])
+        client().get_queue_attributes(QueueUrl=url or settings.MARKET_JOBS_QUEUE_URL, AttributeNames=["QueueArn"])
         return True
     except AWSError:
         return False
+
+
+def queues_reachable() -> bool:
+    """The market-jobs queue and the maintenance queue both answer (a worker consumes both)."""
+    return all(queue_reachable(url) for url in (settings.MARKET_JOBS_QUEUE_URL, settings.MAINTENANCE_QUEUE_URL))
 
 
 def queue_attributes(url: str) -> dict:
@@ -62,11 +70,12 @@ def ensure_queues() -> list[str]:
                                Attributes={"MessageRetentionPeriod": str(14 * 24 * 3600)})["QueueUrl"]
     done.append(f"dlq ready: {settings.MARKET_JOBS_DLQ}")
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    url = sqs.create_queue(QueueName=settings.MARKET_JOBS_QUEUE)["QueueUrl"]
-    # set_queue_attributes, not create_queue(Attributes=...): changing attributes of an existing queue
-    # through create_queue raises QueueAlreadyExists.
-    sqs.set_queue_attributes(QueueUrl=url, Attributes=desired_attributes(dlq_arn))
-    done.append(f"queue ready: {settings.MARKET_JOBS_QUEUE} (visibility {settings.QUEUE_VISIBILITY_TIMEOUT_SECONDS}s)")
+    for name in (settings.MARKET_JOBS_QUEUE, settings.MAINTENANCE_QUEUE):
+        url = sqs.create_queue(QueueName=name)["QueueUrl"]
+        # set_queue_attributes, not create_queue(Attributes=...): changing attributes of an existing queue
+        # through create_queue raises QueueAlreadyExists.
+        sqs.set_queue_attributes(QueueUrl=url, Attributes=desired_attributes(dlq_arn))
+        done.append(f"queue ready: {name} (visibility {settings.QUEUE_VISIBILITY_TIMEOUT_SECONDS}s)")
     return done
 
 
@@ -74,16 +83,19 @@ def verify_queues() -> list[str]:
     """Problems with the deployed queues, without changing anything (empty when all is well)."""
     problems = []
     try:
-        main = queue_attributes(settings.MARKET_JOBS_QUEUE_URL)
         dlq = queue_attributes(settings.MARKET_JOBS_DLQ_URL)
+        queues = {name: queue_attributes(url) for name, url in (
+            (settings.MARKET_JOBS_QUEUE, settings.MARKET_JOBS_QUEUE_URL),
+            (settings.MAINTENANCE_QUEUE, settings.MAINTENANCE_QUEUE_URL))}
     except AWSError as exc:
         return [f"queue unreachable: {type(exc).__name__}"]
-    if int(main.get("VisibilityTimeout", 0)) != settings.QUEUE_VISIBILITY_TIMEOUT_SECONDS:
-        problems.append(f"VisibilityTimeout is {main.get('VisibilityTimeout')}, expected "
-                        f"{settings.QUEUE_VISIBILITY_TIMEOUT_SECONDS}")
-    policy = json.loads(main.get("RedrivePolicy") or "{}")
-    if policy.get("deadLetterTargetArn") != dlq.get("QueueArn"):
-        problems.append("RedrivePolicy does not point at the DLQ")
+    for name, attributes in queues.items():
+        if int(attributes.get("VisibilityTimeout", 0)) != settings.QUEUE_VISIBILITY_TIMEOUT_SECONDS:
+            problems.append(f"{name}: VisibilityTimeout is {attributes.get('VisibilityTimeout')}, expected "
+                            f"{settings.QUEUE_VISIBILITY_TIMEOUT_SECONDS}")
+        policy = json.loads(attributes.get("RedrivePolicy") or "{}")
+        if policy.get("deadLetterTargetArn") != dlq.get("QueueArn"):
+            problems.append(f"{name}: RedrivePolicy does not point at the DLQ")
     return problems
 
 

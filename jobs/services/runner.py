@@ -3,10 +3,13 @@
 `job_run` returns the delivery's `Outcome`; the Celery task logs and counts it (jobs/outcomes.py).
 """
 import logging
+import threading
 import uuid
 
+from django.utils import timezone
+
 from jobs import codes, handlers, retries, states
-from jobs.exceptions import JobFailed, LeaseLost, RetryLater
+from jobs.exceptions import JobFailed, LeaseLost, OutOfTime, RetryLater
 from jobs.handlers import JobContext
 from jobs.leases import lease_claim, lease_release
 from jobs.models import AsyncJob, JobStatus
@@ -14,10 +17,20 @@ from jobs.outcomes import COMPLETED, Outcome
 from jobs.services.endings import job_finish
 from jobs.services.producer import job_publish
 from serenity import context
+from serenity.db import retry_once_on_disconnect
 
 log = logging.getLogger(__name__)
 
 LEASE_LOST = Outcome("stopped", "lease_lost")
+
+# The deliveries this process is running, for a stopping worker to hand back (jobs/worker.py).
+_active: set[JobContext] = set()
+_active_lock = threading.Lock()
+
+
+def active_deliveries() -> list[JobContext]:
+    with _active_lock:
+        return list(_active)
 
 
 def job_run(job_id, message_type: str | None, *, worker: str = "") -> Outcome:
@@ -30,8 +43,13 @@ def job_run(job_id, message_type: str | None, *, worker: str = "") -> Outcome:
        message is not acked and comes back (fail closed).
     5. Attempt budget already spent by earlier deliveries (a crash loop): FAILED RETRIES_EXHAUSTED.
     6. Run the handler under the lease: COMPLETED with its result, FAILED with its JobFailed, or, for
-       RetryLater, what `retries.retry_decision` says (a delayed retry, or RETRIES_EXHAUSTED).
+       RetryLater, what `retries.retry_decision` says (a delayed retry, or RETRIES_EXHAUSTED). OutOfTime
+       (the delivery's budget cannot fit the next phase) hands the job back at once: lease released, a
+       fresh message sent.
+    7. LeaseLost: stop. If no other delivery holds the job (the lease expired unclaimed), send a fresh
+       message, so the job is never left unreachable.
     An unexpected exception gives the lease back and propagates: the unacked message is redelivered.
+    Every write here is retried once on a fresh connection if the database dropped this one meanwhile.
     """
     token = context.job_id.set(str(job_id))
     try:
@@ -71,22 +89,60 @@ def _job_run(job_id, message_type, *, worker) -> Outcome:
     if retries.budget_spent_before_run(job.attempts):
         return _fail(job_id, lease, _exhausted("attempts exhausted by earlier deliveries (repeated crashes)"), worker)
 
+    with _active_lock:
+        _active.add(ctx)
     try:
         result = handler.run(ctx)
     except LeaseLost:
-        return LEASE_LOST
+        return _requeue_if_unowned(ctx)
     except JobFailed as exc:
         return _fail(job_id, lease, exc, worker)
     except RetryLater as exc:
         return _retry(ctx, exc)
+    except OutOfTime as exc:
+        return _hand_back(ctx, reason=exc.message, outcome=Outcome("retry", exc.code))
     except Exception as exc:
         # Unexpected (a bug, a database error): give the lease back so the redelivery of this message,
         # which is not acked, can claim the job instead of finding it held and dropping it.
-        lease_release(job_id, lease, reason=f"unexpected {type(exc).__name__}")
+        retry_once_on_disconnect(lease_release, job_id, lease, reason=f"unexpected {type(exc).__name__}")
         raise
-    if job_finish(job_id, to=JobStatus.COMPLETED, lease_token=lease, event="completed", actor=worker, result=result):
+    finally:
+        with _active_lock:
+            _active.discard(ctx)
+    if retry_once_on_disconnect(job_finish, job_id, to=JobStatus.COMPLETED, lease_token=lease, event="completed",
+                                actor=worker, result=result):
         return COMPLETED
     log.warning("lease lost before the job could complete")
+    return _requeue_if_unowned(ctx)
+
+
+def hand_back(ctx: JobContext, *, reason: str) -> bool:
+    """Give a running delivery's job back to the queue: release its lease (fenced: only if it is still
+    ours) and send a fresh message, so another delivery resumes it from its last checkpoint at once. The
+    delivery, if it goes on, finds its lease gone at its next write and stops. True when handed back."""
+    if not retry_once_on_disconnect(lease_release, ctx.id, ctx.lease_token, reason=reason):
+        return False
+    ctx.handed_back = True
+    job_publish(ctx.id, ctx.job.job_type)
+    return True
+
+
+def _hand_back(ctx: JobContext, *, reason: str, outcome: Outcome) -> Outcome:
+    log.info("delivery handed back", extra={"reason": reason})
+    return outcome if hand_back(ctx, reason=reason) else LEASE_LOST
+
+
+def _requeue_if_unowned(ctx: JobContext) -> Outcome:
+    """After a lost lease: when no other delivery holds the job (our lease expired and nobody claimed it),
+    send a fresh message so the job is not left IN_PROGRESS with nothing queued."""
+    if ctx.handed_back:
+        return LEASE_LOST  # its fresh message is already out
+    unowned = AsyncJob.objects.filter(id=ctx.id, status=JobStatus.IN_PROGRESS).exclude(
+        lease_token__isnull=False, lease_expires_at__gt=timezone.now()).exists()
+    if unowned:
+        retry_once_on_disconnect(lease_release, ctx.id, ctx.lease_token, reason="lease expired during the delivery")
+        states.record(ctx.id, "requeued", actor=ctx.worker, detail="lease expired with nobody holding the job")
+        job_publish(ctx.id, ctx.job.job_type)
     return LEASE_LOST
 
 
@@ -96,10 +152,10 @@ def _exhausted(reason: str) -> JobFailed:
 
 def _fail(job_id, lease, exc: JobFailed, actor: str) -> Outcome:
     """FAILED with the error's code (fenced on `lease` when there is one)."""
-    moved = job_finish(job_id, lease_token=lease, to=JobStatus.FAILED, event="failed", actor=actor,
-                       detail=f"{exc.code}: {exc.message}",
-                       error=states.error_doc(exc.code, exc.message, retryable=exc.retryable,
-                                              needs_reauth=exc.needs_reauth))
+    moved = retry_once_on_disconnect(
+        job_finish, job_id, lease_token=lease, to=JobStatus.FAILED, event="failed", actor=actor,
+        detail=f"{exc.code}: {exc.message}",
+        error=states.error_doc(exc.code, exc.message, retryable=exc.retryable, needs_reauth=exc.needs_reauth))
     if not moved:
         return LEASE_LOST
     log.info("job failed", extra={"code": exc.code})
@@ -113,7 +169,8 @@ def _retry(ctx: JobContext, exc: RetryLater) -> Outcome:
     decision = retries.retry_decision(ctx.job.attempts)
     if decision.exhausted:
         return _fail(ctx.id, ctx.lease_token, _exhausted(f"{exc.code}: {exc.message}"), ctx.worker)
-    if not lease_release(ctx.id, ctx.lease_token, reason=f"retry in {decision.delay_seconds}s: {exc.code}"):
+    if not retry_once_on_disconnect(lease_release, ctx.id, ctx.lease_token,
+                                    reason=f"retry in {decision.delay_seconds}s: {exc.code}"):
         return LEASE_LOST
     states.record(ctx.id, "retry_scheduled", actor=ctx.worker, detail=f"{exc.code}: {exc.message}")
     log.info("retryable failure; retry scheduled",

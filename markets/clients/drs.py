@@ -11,6 +11,7 @@ copies an allow-list of job parameters and nothing else.
 """
 import json
 import logging
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -176,18 +177,22 @@ def _lambda_client(region: str, endpoint: str, key: str, secret: str, read_timeo
     return guard_boto3_client(boto3.client("lambda", **kwargs), "lambda")
 
 
-def lambda_client(region: str | None = None):
+def lambda_client(region: str | None = None, timeout: float | None = None):
     """The boto3 Lambda client used for the function's region (the ARN's region: a function may live in
-    another region than the worker). Cached per configuration, so a test can stub the very client used."""
+    another region than the worker), reading for at most `timeout` seconds (DRS_TIMEOUT_SECONDS by
+    default; a shorter one is rounded up to 10 s steps). Cached per configuration, so a test can stub the
+    very client used."""
+    full = float(settings.DRS_TIMEOUT_SECONDS)
+    read_timeout = full if timeout is None or timeout >= full else float(max(10, math.ceil(timeout / 10) * 10))
     return _lambda_client(
         region or settings.AWS_REGION, settings.AWS_ENDPOINT_URL, settings.AWS_ACCESS_KEY_ID,
-        settings.AWS_SECRET_ACCESS_KEY, float(settings.DRS_TIMEOUT_SECONDS),
+        settings.AWS_SECRET_ACCESS_KEY, min(read_timeout, full),
     )
 
 
-def _invoke_lambda(arn: str, payload: bytes) -> bytes:
+def _invoke_lambda(arn: str, payload: bytes, timeout: float) -> bytes:
     """Invoke the function once; return its payload bytes. Raises retryable DrsError for invoke failures."""
-    client = lambda_client(_FUNCTION_ARN.match(arn).group("region"))
+    client = lambda_client(_FUNCTION_ARN.match(arn).group("region"), timeout)
     try:
         response = client.invoke(FunctionName=arn, InvocationType="RequestResponse", Payload=payload)
         body = response["Payload"].read() if response.get("Payload") is not None else b""
@@ -209,7 +214,7 @@ def _invoke_lambda(arn: str, payload: bytes) -> bytes:
     return body
 
 
-def _invoke_http(arn: str, payload: bytes) -> bytes:
+def _invoke_http(arn: str, payload: bytes, timeout: float) -> bytes:
     """POST the request once (no automatic retries); return the body. Raises retryable DrsError."""
     outside_transaction("drs.invoke")
     try:
@@ -217,7 +222,7 @@ def _invoke_http(arn: str, payload: bytes) -> bytes:
             settings.DRS_HTTP_URL,
             content=payload,
             headers={"Content-Type": "application/json", FUNCTION_HEADER: arn},
-            timeout=float(settings.DRS_TIMEOUT_SECONDS),
+            timeout=timeout,
         )
     except httpx.TimeoutException as exc:
         raise _transient(f"http invoke timed out ({type(exc).__name__})") from None
@@ -319,8 +324,9 @@ def _record(transport: str, duration_ms: float | None, *, error: DrsError | None
                                                "reason": error.reason})
 
 
-def generate(params: dict) -> DrsShip:
-    """Invoke DRS once for these job params and apply SPEC §6's verdict table.
+def generate(params: dict, *, timeout: float | None = None) -> DrsShip:
+    """Invoke DRS once for these job params and apply SPEC §6's verdict table. The call waits at most
+    `timeout` seconds (the caller's remaining budget), never more than DRS_TIMEOUT_SECONDS.
 
     Returns DrsShip for verdict `ship`, even with zero prompts (the caller decides PROMPT_GENERATION_EMPTY
     after its own trimming and dedupe). Raises DrsError otherwise: `retryable` for transport failures,
@@ -343,7 +349,7 @@ def generate(params: dict) -> DrsShip:
     error, ship = None, None
     started = time.monotonic()
     try:
-        raw = invoke(arn, payload)
+        raw = invoke(arn, payload, min(float(settings.DRS_TIMEOUT_SECONDS), timeout or float("inf")))
     except DrsError as exc:
         error = exc
     duration_ms = (time.monotonic() - started) * 1000

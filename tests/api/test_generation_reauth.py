@@ -332,3 +332,13 @@ def test_reauth_is_recorded_in_the_job_history_under_the_requester(world, api, i
     api.reauth(world.org.id, world.brand.id, job.id)
 
     assert list(job.events.values_list("kind", "actor")) == [("reauthorized", REQUESTER), ("message_sent", "")]
+
+
+def test_reauthorisations_past_the_users_limit_get_a_429(world, caller_token, throttle_rates):
+    throttle_rates(reauth="2/min")
+    job = make_job(org=world.org, brand=world.brand, site=world.site, status="COMPLETED")
+    api = Api(caller_token)
+
+    statuses = [api.reauth(world.org.id, world.brand.id, job.id).status_code for _ in range(3)]
+
+    assert statuses == [409, 409, 429]

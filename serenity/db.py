@@ -1,0 +1,34 @@
+"""Surviving a database that went away while this thread waited on something else (a restart, a failover,
+an idle connection dropped during a DRS call of minutes): find out before writing, and retry the one write
+that met a dead connection, once, on a fresh one."""
+import logging
+
+from django.db import InterfaceError, OperationalError, connection
+
+log = logging.getLogger(__name__)
+
+DISCONNECTED = (OperationalError, InterfaceError)
+
+
+def reconnect_if_broken() -> None:
+    """Drop this thread's connection when it no longer works (the next query opens a fresh one). Call it
+    after a long external call, before writing. Does nothing inside a transaction."""
+    if connection.in_atomic_block or connection.connection is None:
+        return
+    if not connection.is_usable():
+        log.warning("database connection lost while waiting; reconnecting")
+        connection.close()
+
+
+def retry_once_on_disconnect(write, *args, **kwargs):
+    """Run `write`; if the connection turns out dead, close it and run `write` once more on a fresh one.
+    Only for writes that are safe to repeat (conditional UPDATEs), and never inside a transaction (the
+    caller's transaction is gone with the connection: that is for the caller to handle)."""
+    try:
+        return write(*args, **kwargs)
+    except DISCONNECTED:
+        if connection.in_atomic_block:
+            raise
+        log.warning("database write met a dead connection; retrying once on a fresh one")
+        connection.close()
+        return write(*args, **kwargs)

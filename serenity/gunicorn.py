@@ -1,0 +1,40 @@
+"""gunicorn's configuration for the API (`gunicorn -c python:serenity.gunicorn serenity.wsgi`).
+
+Besides the server's settings, it makes gunicorn's own error answers problem+json like every other answer
+of the API. A request gunicorn refuses before Django sees it (an over-long request line, too many or too
+large headers, a malformed request) was answered with an HTML page; gunicorn has no hook for that body, so
+its one writer of those pages, `gunicorn.util.write_error`, is replaced here.
+"""
+import json
+import os
+
+from gunicorn import util
+
+bind = f"0.0.0.0:{os.environ.get('PORT', '8000')}"
+worker_class = "gthread"
+workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
+threads = int(os.environ.get("GUNICORN_THREADS", "8"))
+timeout = int(os.environ.get("GUNICORN_TIMEOUT", "60"))
+graceful_timeout = 30
+accesslog = "-"
+# Our requests are small: a long request line or header block is a mistake or an attack.
+limit_request_line = 4094
+limit_request_fields = 100
+limit_request_field_size = 8190
+
+TYPE_BASE = "https://errors.serenity.example/"
+CODES = {400: "bad_request", 403: "forbidden", 431: "request_header_fields_too_large", 500: "internal_error",
+         501: "not_implemented"}
+
+
+def write_problem(sock, status_int, reason, mesg):
+    """gunicorn's error answer as RFC 9457 problem details (the message never echoes the request)."""
+    code = CODES.get(int(status_int), "bad_request")
+    body = json.dumps({"type": TYPE_BASE + code.replace("_", "-"), "title": reason, "status": int(status_int),
+                       "code": code}).encode()
+    head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: application/problem+json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode("latin1")
+    util.write_nonblock(sock, head + body)
+
+
+util.write_error = write_problem

@@ -1,0 +1,163 @@
+"""Django itself: secrets, the database, apps, middleware, security headers, DRF, the API docs, the cache,
+throttles and the admin's login limits."""
+from datetime import timedelta
+
+from serenity import localsecrets
+from serenity.settings.environment import IS_LOCAL, VAR_DIR, env, required
+
+_local = localsecrets.load_or_create(VAR_DIR / "local-secrets.json") if IS_LOCAL else {}
+
+SECRET_KEY = required("SECRET_KEY", _local.get("SECRET_KEY"))
+DEBUG = env.bool("DEBUG", default=False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"] if IS_LOCAL else [])
+
+# --- Database ----------------------------------------------------------------------------------------------
+DATABASES = {"default": env.db_url_config(required("DATABASE_URL", f"sqlite:///{VAR_DIR / 'serenity.sqlite3'}"))}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded run has the API, the worker's threads and beat writing at once: WAL lets readers
+    # proceed beside one writer, the busy timeout queues writers instead of failing, and IMMEDIATE
+    # transactions take the write lock up front so no transaction fails upgrading a read lock.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
+    }
+else:
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=0))
+    # A connection found broken (a restart, a failover, an idle connection dropped) is replaced before use.
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # Bounded waits: connecting, one statement, one lock. TCP keepalives notice a dead peer while a worker
+    # sits idle for the length of a DRS call.
+    DATABASES["default"]["OPTIONS"] = {
+        "connect_timeout": env.int("DB_CONNECT_TIMEOUT_SECONDS", default=5),
+        "options": f"-c statement_timeout={env.int('DB_STATEMENT_TIMEOUT_MS', default=30000)} "
+                   f"-c lock_timeout={env.int('DB_LOCK_TIMEOUT_MS', default=5000)}",
+        "keepalives": 1,
+        "keepalives_idle": 30,
+        "keepalives_interval": 10,
+        "keepalives_count": 3,
+        **DATABASES["default"].get("OPTIONS", {}),
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# The shared cache (request throttles). Default: a table in the database (created by `migrate`), shared by
+# every process; `redis://…` or any django-environ cache URL in CACHE_URL replaces it.
+CACHES = {"default": env.cache_url("CACHE_URL", default="dbcache://serenity_cache")}
+
+# Encryption at rest for promise tokens: comma-separated Fernet keys, newest first (MultiFernet).
+PROMISE_TOKEN_KEYS = required("PROMISE_TOKEN_KEYS", _local.get("PROMISE_TOKEN_KEYS")).split(",")
+
+# The local simulators are mounted only in local runs and tests, never in a deployment.
+SANDBOX_ENABLED = IS_LOCAL and env.bool("SANDBOX_ENABLED", default=True)
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_celery_beat",
+    "axes",
+    "serenity.apps.SerenityConfig",
+    "tokens",
+    "jobs",
+    "markets",
+]
+if SANDBOX_ENABLED:
+    INSTALLED_APPS += ["serenity.sandbox.ims", "serenity.sandbox.semrush", "serenity.sandbox.drs"]
+
+MIDDLEWARE = [
+    "serenity.middleware.RequestIdMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    # Serves the admin's and the API docs' static files (Swagger UI assets are bundled, no CDN).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it answers a locked-out admin login attempt.
+    "axes.middleware.AxesMiddleware",
+]
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+ROOT_URLCONF = "serenity.urls"
+WSGI_APPLICATION = "serenity.wsgi.application"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+# WhiteNoise serves the few static files (admin, bundled Swagger UI) straight from the installed apps:
+# no collectstatic step in any environment.
+WHITENOISE_USE_FINDERS = True
+# Request bodies are small JSON documents; anything near this is abuse.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024
+
+# Security headers for deployments (TLS terminates at the load balancer).
+if not IS_LOCAL:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+
+# --- The API -------------------------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["serenity.auth.ImsBearerAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["serenity.parsers.BoundedJSONParser"],
+    "EXCEPTION_HANDLER": "serenity.problems.problem_exception_handler",
+    # Rates per scope (serenity/throttles.py): N/sec|min|hour|day, counted in the shared cache.
+    "DEFAULT_THROTTLE_RATES": {
+        "onboarding": env.str("THROTTLE_ONBOARDING_RATE", default="60/min"),
+        "org_markets": env.str("THROTTLE_ORG_MARKETS_RATE", default="500/hour"),
+        "reauth": env.str("THROTTLE_REAUTH_RATE", default="10/min"),
+    },
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+# An entry point's whole budget (Semrush calls and retries, the producer): well under a load balancer's
+# typical 60 s, so the answer always reaches the caller; markets not reached in time say so.
+REQUEST_DEADLINE_SECONDS = env.float("REQUEST_DEADLINE_SECONDS", default=25.0)
+# /api/docs and /api/schema: public in local runs; elsewhere only for a staff session unless set.
+API_DOCS_PUBLIC = env.bool("API_DOCS_PUBLIC", default=IS_LOCAL)
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Serenity market provisioning API",
+    "DESCRIPTION": "Onboard AI-search monitoring markets for brands; poll and re-authorise prompt generation jobs.",
+    "VERSION": "2.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- Admin login attempts (django-axes): a username from one address is locked out after N failures ----------
+AXES_FAILURE_LIMIT = env.int("ADMIN_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("ADMIN_LOGIN_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_ENABLE_ACCESS_FAILURE_LOG = False
+AXES_VERBOSE = False

@@ -1,0 +1,103 @@
+"""Jobs, their time budget, Celery on SQS, and beat's schedules (docs/operations.md says why each is set).
+
+The timeouts nest (a system check refuses a configuration where they do not): queue visibility >
+lease > task time limit > DRS timeout + Semrush write budget.
+"""
+from urllib.parse import urlsplit
+
+from celery.schedules import crontab
+
+from serenity.settings.environment import IS_LOCAL, env
+from serenity.settings.services import (
+    AWS_ACCESS_KEY_ID,
+    AWS_ENDPOINT_URL,
+    AWS_REGION,
+    AWS_SECRET_ACCESS_KEY,
+    IMS_TIMEOUT_SECONDS,
+    MAINTENANCE_QUEUE,
+    MAINTENANCE_QUEUE_URL,
+    MARKET_JOBS_QUEUE,
+    MARKET_JOBS_QUEUE_URL,
+    SQS_CONNECT_TIMEOUT_SECONDS,
+    SQS_MAX_ATTEMPTS,
+    SQS_READ_TIMEOUT_SECONDS,
+)
+
+# --- Jobs ------------------------------------------------------------------------------------------------------
+JOB_LEASE_TTL_SECONDS = env.int("JOB_LEASE_TTL_SECONDS", default=930)
+# One delivery's whole budget: every call it makes gets its timeout from what is left of it.
+JOB_TASK_TIME_LIMIT_SECONDS = env.int("JOB_TASK_TIME_LIMIT_SECONDS", default=900)
+JOB_MAX_ATTEMPTS = env.int("JOB_MAX_ATTEMPTS", default=5)
+JOB_RETRY_BASE_SECONDS = env.int("JOB_RETRY_BASE_SECONDS", default=30)
+JOB_RETRY_MAX_SECONDS = env.int("JOB_RETRY_MAX_SECONDS", default=900)
+JOB_HEARTBEAT_SECONDS = env.int("JOB_HEARTBEAT_SECONDS", default=60)
+JOB_RECORD_TTL_DAYS = env.int("JOB_RECORD_TTL_DAYS", default=7)
+JOB_ENQUEUE_GRACE_SECONDS = env.int("JOB_ENQUEUE_GRACE_SECONDS", default=60)
+# How long one re-authorisation may hold its claim on a job while it obtains a credential from IMS: the
+# mint's worst case (three attempts that never connected, each bounded by the IMS timeout) with room.
+JOB_REAUTH_CLAIM_SECONDS = int(3 * IMS_TIMEOUT_SECONDS + 30)
+JOB_STUCK_AFTER_SECONDS = env.int("JOB_STUCK_AFTER_SECONDS", default=3600)
+# On SIGTERM a worker takes no new message; deliveries still running this long after are handed back
+# (lease released, a fresh message sent) so another worker resumes them from their last checkpoint.
+WORKER_STOP_GRACE_SECONDS = env.float("WORKER_STOP_GRACE_SECONDS", default=10.0)
+METRICS_NAMESPACE = "SpacecatSerenityMarketWorker"
+# What a client does when called inside a database transaction (serenity/clients/guard.py): `raise` in
+# local runs and tests, so the mistake fails loudly; `log` (an error line) in deployments.
+NETWORK_CALL_IN_TRANSACTION = env.str("NETWORK_CALL_IN_TRANSACTION", default="raise" if IS_LOCAL else "log")
+
+# --- Celery on SQS ---------------------------------------------------------------------------------------------
+_endpoint = urlsplit(AWS_ENDPOINT_URL) if AWS_ENDPOINT_URL else None
+_credentials = ({"access_key_id": AWS_ACCESS_KEY_ID, "secret_access_key": AWS_SECRET_ACCESS_KEY}
+                if AWS_ACCESS_KEY_ID else {})
+CELERY_BROKER_URL = env.str(
+    "CELERY_BROKER_URL", default=f"sqs://{_endpoint.hostname}:{_endpoint.port}" if _endpoint else "sqs://"
+)
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "region": AWS_REGION,
+    "is_secure": bool(_endpoint is None or _endpoint.scheme == "https"),
+    "wait_time_seconds": env.int("SQS_WAIT_TIME_SECONDS", default=10),
+    "polling_interval": env.float("SQS_POLLING_INTERVAL", default=1.0),
+    # The botocore client kombu sends with: bounded, so a publish in a request thread cannot hang.
+    "client-config": {
+        "connect_timeout": SQS_CONNECT_TIMEOUT_SECONDS,
+        "read_timeout": SQS_READ_TIMEOUT_SECONDS,
+        "retries": {"mode": "standard", "total_max_attempts": SQS_MAX_ATTEMPTS},
+    },
+    "predefined_queues": {
+        MARKET_JOBS_QUEUE: {"url": MARKET_JOBS_QUEUE_URL, **_credentials},
+        MAINTENANCE_QUEUE: {"url": MAINTENANCE_QUEUE_URL, **_credentials},
+    },
+}
+CELERY_TASK_DEFAULT_QUEUE = MARKET_JOBS_QUEUE
+CELERY_TASK_ROUTES = {
+    "jobs.sweep_unsent": {"queue": MAINTENANCE_QUEUE},
+    "jobs.purge_expired": {"queue": MAINTENANCE_QUEUE},
+}
+# A failed publish is reported at once (the producer fails the job ENQUEUE_FAILED, a re-send is left for
+# the sweeper) rather than retried inside a request thread.
+CELERY_TASK_PUBLISH_RETRY = False
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_TASK_ACKS_ON_FAILURE_OR_TIMEOUT = False
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
+CELERY_WORKER_SEND_TASK_EVENTS = False
+CELERY_TASK_SEND_SENT_EVENT = False
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_TASK_TIME_LIMIT = JOB_TASK_TIME_LIMIT_SECONDS
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# --- Beat: schedules kept in the database (django-celery-beat), so a restart never resets them ------------------
+CELERY_BEAT_SCHEDULER = "serenity.beat:Scheduler"
+# Run inside beat itself, not through a queue: the probe must report when no worker is alive.
+BEAT_INLINE_TASKS = ("jobs.probe",)
+CELERY_BEAT_SCHEDULE = {
+    "sweep-unsent-jobs": {"task": "jobs.sweep_unsent", "schedule": env.int("SWEEP_EVERY_SECONDS", default=60)},
+    "probe-stuck-jobs": {"task": "jobs.probe", "schedule": env.int("PROBE_EVERY_SECONDS", default=300)},
+    "purge-expired-jobs": {"task": "jobs.purge_expired",
+                           "schedule": crontab(*env.str("PURGE_CRONTAB", default="15 3 * * *").split())},
+}

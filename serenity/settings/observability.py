@@ -1,0 +1,28 @@
+"""Logging: JSON lines with request and job ids; token values are redacted before output. Metrics are EMF
+lines on stdout (serenity/metrics.py), whatever LOG_LEVEL says."""
+from serenity.settings.environment import env
+
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {
+        "context": {"()": "serenity.logging.ContextFilter"},
+        "redact": {"()": "serenity.logging.RedactingFilter"},
+    },
+    "formatters": {"json": {"()": "serenity.logging.JsonFormatter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "json", "filters": ["context", "redact"]},
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        # EMF lines are metrics, not chatter: they are emitted whatever LOG_LEVEL says.
+        "serenity.metrics": {"level": "INFO"},
+        "django.server": {"level": "WARNING"},
+        "werkzeug": {"level": "WARNING"},
+        "botocore": {"level": "WARNING"},
+        "urllib3": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+    },
+}

@@ -1,0 +1,49 @@
+"""The entry points' limits: per-user and per-organization throttles, and one deadline per request."""
+def test_entry_point_calls_past_the_users_limit_get_a_429_problem_with_retry_after(world, throttle_rates):
+    throttle_rates(onboarding="2/min")
+    answers = [world.post(world.url("markets"), {"market": m, "languageCode": "de"}).status_code
+               for m in ("DE", "AT", "CH")]
+
+    assert answers == [201, 201, 429]
+    refused = world.post(world.url("markets"), {"market": "LU", "languageCode": "de"})
+    assert refused["Content-Type"] == "application/problem+json"
+    assert refused.json()["code"] == "throttled" and int(refused["Retry-After"]) > 0
+
+
+def test_markets_past_the_organizations_hourly_limit_get_a_429_counting_each_market(world, throttle_rates):
+    throttle_rates(org_markets="3/hour")
+
+    first = world.post(world.url("activate"), {"markets": [{"market": "DE", "languageCode": "de"},
+                                                           {"market": "AT", "languageCode": "de"}]})
+    second = world.post(world.url("activate"), {"markets": [{"market": "CH", "languageCode": "de"},
+                                                            {"market": "LU", "languageCode": "de"}]})
+    third = world.post(world.url("markets"), {"market": "CH", "languageCode": "de"})
+
+    assert (first.status_code, second.status_code, third.status_code) == (200, 429, 201)
+    assert int(second["Retry-After"]) > 0
+
+
+def test_an_activation_reports_markets_it_had_no_time_for_as_retryable_and_creates_none_of_them(
+    world, settings, gate, async_on
+):
+    from markets.models import Market
+    from serenity.sandbox.semrush import controls as semrush_controls
+
+    settings.REQUEST_DEADLINE_SECONDS = 4
+    gate("false")  # no producer: only the market's own Semrush calls
+    semrush_controls.set_latency(500)
+    try:
+        response = world.post(world.url("activate"), {"markets": [{"market": m, "languageCode": "de"}
+                                                                  for m in ("DE", "AT", "CH")],
+                                                      "generatePrompts": True}, **{"x-promise-audience": "semrush"})
+    finally:
+        semrush_controls.set_latency(0)
+
+    assert response.status_code == 207
+    entries = response.json()["markets"]
+    assert [e["status"] for e in entries] == [201, 503, 503]
+    assert entries[1]["body"] == {
+        "type": "https://errors.serenity.example/not-attempted", "status": 503, "code": "not_attempted",
+        "title": "Not attempted within the request's time budget", "retryable": True,
+        "detail": "AT/de was not attempted within the request's time budget; nothing was created. Send it again."}
+    assert list(Market.objects.values_list("country", flat=True)) == ["DE"]

@@ -1,0 +1,178 @@
+"""Faults around a running delivery, with real workers, the local SQS and PostgreSQL: the database dropping
+every connection during a DRS call, a delivery out of time, a worker stopped with SIGTERM mid-call, and SQS
+unreachable when a job is enqueued."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from celery.contrib.testing.worker import start_worker
+from django.conf import settings as django_settings
+from django.db import connection
+
+from jobs.models import AsyncJob
+from serenity.celery import app
+from serenity.sandbox.drs import controls as drs_controls
+from serenity.sandbox.drs import state as drs
+from serenity.sandbox.semrush import state as semrush
+from tests.markets.test_worker import start_job, wait_terminal, wait_until
+
+pytestmark = pytest.mark.worker
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def wait_for_phase(job, phase: str, timeout: float = 20.0):
+    def reached():
+        job.refresh_from_db()
+        return job.phase == phase
+
+    wait_until(reached, timeout)
+
+
+def terminate_every_other_backend() -> int:
+    """What a PostgreSQL restart or failover does to every connection but this test's own."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def test_a_database_that_drops_every_connection_during_drs_costs_no_second_drs_call(world, async_on, celery_worker):
+    drs_controls.set_latency(3000, remaining=1)
+    job, market = start_job(world)
+    wait_for_phase(job, "generating")
+
+    assert terminate_every_other_backend() >= 1
+    job = wait_terminal(job, timeout=20)
+
+    assert job.status == "COMPLETED", job.error
+    assert drs.call_count() == 1
+    assert job.attempts == 1  # the same delivery carried on; no redelivery after the visibility timeout
+    assert len(semrush.prompts(market.semrush_project_id)) == 50
+
+
+def test_a_delivery_out_of_time_hands_the_job_back_and_a_redelivery_completes_it(
+    world, async_on, celery_worker, settings
+):
+    settings.JOB_TASK_TIME_LIMIT_SECONDS = 3
+    drs_controls.set_latency(2500, remaining=1)  # leaves too little of the first delivery's budget to write
+    job, market = start_job(world)
+
+    job = wait_terminal(job, timeout=30)
+
+    assert job.status == "COMPLETED", job.error
+    assert job.attempts == 2 and drs.call_count() == 1
+    released = job.events.filter(kind="lease_released").values_list("detail", flat=True)
+    assert "delivery budget spent before writing" in list(released)
+
+
+def worker_process(extra_env: dict) -> subprocess.Popen:
+    db = django_settings.DATABASES["default"]
+    env = {**os.environ, **{k: str(v) for k, v in extra_env.items()},
+           "DJANGO_SETTINGS_MODULE": "tests.settings",
+           "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"}
+    return subprocess.Popen([sys.executable, str(REPO / "tests" / "crashing_worker.py"), "never"], env=env,
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_a_worker_stopped_mid_drs_call_hands_its_job_to_another_worker_within_a_minute(world, async_on, queues):
+    drs_controls.set_latency(8000, remaining=1)
+    job, market = start_job(world)
+    stopping = worker_process({"WORKER_STOP_GRACE_SECONDS": 1})
+    try:
+        wait_for_phase(job, "generating", timeout=30)
+        stopped_at = time.monotonic()
+        os.kill(stopping.pid, signal.SIGTERM)
+        with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING"):
+            job = wait_terminal(job, timeout=60)
+            took = time.monotonic() - stopped_at
+        assert stopping.wait(timeout=30) == 0  # a warm shutdown, once its own call returned
+    finally:
+        if stopping.poll() is None:
+            stopping.kill()
+            stopping.wait()
+
+    assert job.status == "COMPLETED", job.error
+    assert took < 60
+    assert job.events.filter(kind="lease_released", detail="worker stopping").count() == 1
+    assert len(semrush.prompts(market.semrush_project_id)) == 50
+
+
+@contextmanager
+def broker_at(port: int):
+    """Point the Celery app's producer at 127.0.0.1:`port`, keeping every other transport option; the app's
+    own connection and producer pools are put back untouched afterwards."""
+    saved_url, saved_options = app.conf.broker_url, app.conf.broker_transport_options
+    saved_pools = app._pool, app.amqp._producer_pool
+    options = {**saved_options, "predefined_queues": {
+        name: {**queue, "url": f"http://127.0.0.1:{port}/123456789012/{name}"}
+        for name, queue in saved_options["predefined_queues"].items()}}
+    app.conf.broker_url, app.conf.broker_transport_options = f"sqs://127.0.0.1:{port}", options
+    app._pool, app.amqp._producer_pool = None, None
+    try:
+        yield
+    finally:
+        app.amqp.producer_pool.connections.force_close_all()
+        app.conf.broker_url, app.conf.broker_transport_options = saved_url, saved_options
+        app._pool, app.amqp._producer_pool = saved_pools
+
+
+@pytest.fixture
+def blackhole():
+    """A port that accepts connections and never answers: SQS as a network partition leaves it."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(64)
+        yield server.getsockname()[1]
+
+
+def test_sqs_not_answering_fails_the_enqueue_within_the_publish_bound_and_the_api_stays_ready(
+    world, async_on, blackhole
+):
+    from django.test import Client
+
+    bound = (django_settings.SQS_CONNECT_TIMEOUT_SECONDS + django_settings.SQS_READ_TIMEOUT_SECONDS) * \
+        django_settings.SQS_MAX_ATTEMPTS
+    with broker_at(blackhole):
+        started = time.monotonic()
+        response = world.post(world.url("markets"), {"market": "DE", "languageCode": "de", "generatePrompts": True},
+                              **{"x-promise-audience": "semrush"})
+        took = time.monotonic() - started
+        ready = Client().get("/readyz")
+
+    assert response.status_code == 201 and "promptGeneration" not in response.json()
+    assert took < bound + 5  # Semrush calls and the mint included
+    assert AsyncJob.objects.get().error_code == "ENQUEUE_FAILED"
+    assert (ready.status_code, ready.json()["status"]) == (200, "ok")
+
+
+def test_the_workers_readiness_reports_the_broker_down(db, settings, capsys):
+    from django.core.management import call_command
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    settings.AWS_ENDPOINT_URL = f"http://127.0.0.1:{closed}"
+    settings.MARKET_JOBS_QUEUE_URL = f"http://127.0.0.1:{closed}/123456789012/serenity-market-jobs"
+    settings.MAINTENANCE_QUEUE_URL = f"http://127.0.0.1:{closed}/123456789012/serenity-maintenance"
+
+    with pytest.raises(SystemExit) as exited:
+        call_command("worker_readiness")
+
+    assert exited.value.code == 1
+    assert capsys.readouterr().out.strip() == (
+        '{"status": "unavailable", "checks": {"database": "ok", "broker": "unreachable"}}')
+
+
+def test_the_workers_readiness_is_ok_when_database_and_queues_answer(db, queues, capsys):
+    from django.core.management import call_command
+
+    call_command("worker_readiness")
+
+    assert capsys.readouterr().out.strip() == '{"status": "ok", "checks": {"database": "ok", "broker": "ok"}}'
