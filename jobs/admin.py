@@ -78,7 +78,7 @@ class AsyncJobAdmin(admin.ModelAdmin):
     list_per_page = 50
     show_full_result_count = False
     action_form = OperatorActionForm
-    actions = ["release_stale_lease", "requeue", "mark_failed"]
+    actions = ["release_stale_lease", "requeue", "rerun", "mark_failed"]
     fieldsets = [
         (None, {"fields": ("id", "job_type", "status", "phase", "error_view", "result_view")}),
         ("Owner", {"fields": ("organization_id", "brand_id", "site_id", "user_id", "about")}),
@@ -183,6 +183,14 @@ class AsyncJobAdmin(admin.ModelAdmin):
         ids = list(queryset.values_list("id", flat=True))
         done = sum(job_services.job_requeue(i, actor=admin_actor(request)) for i in ids)
         self._report(request, "Re-enqueued", done, len(ids), "not IN_PROGRESS, a live lease, or the send failed")
+
+    @admin.action(description="Re-run (FAILED with a retryable error, with its parked credential)",
+                  permissions=["operate"])
+    def rerun(self, request, queryset):
+        ids = list(queryset.values_list("id", flat=True))
+        results = [job_services.job_rerun(i, actor=admin_actor(request)) for i in ids]
+        reasons = sorted({r.why_not for r in results if not r.done})
+        self._report(request, "Re-ran", sum(r.done for r in results), len(ids), "; ".join(reasons))
 
     @admin.action(description="Mark failed (enter a code and a reason)", permissions=["operate"])
     def mark_failed(self, request, queryset):

@@ -40,9 +40,10 @@ class AsyncJob(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     lease_epoch = models.PositiveIntegerField(default=0)
     attempts = models.PositiveIntegerField(default=0)
-    # Held by the one re-authorisation under way (FAILED jobs only), while it obtains a credential.
-    reauth_claim = models.UUIDField(null=True, blank=True)
-    reauth_claim_expires_at = models.DateTimeField(null=True, blank=True)
+    # Held by the one request putting a finished job back to work (a re-authorisation, a regeneration) while
+    # it obtains a credential outside any transaction; concurrent requests see it and step aside.
+    claim = models.UUIDField(null=True, blank=True)
+    claim_expires_at = models.DateTimeField(null=True, blank=True)
 
     message_sent_at = models.DateTimeField(null=True, blank=True, help_text="When its queue message last went out")
     created_at = models.DateTimeField(default=timezone.now)
@@ -63,11 +64,11 @@ class AsyncJob(models.Model):
                 | models.Q(status="IN_PROGRESS", lease_expires_at__isnull=False),
                 name="async_job_lease_only_in_progress",
             ),
-            # A re-authorisation claim only on a FAILED job, always with an expiry.
+            # A claim only on a finished job, always with an expiry.
             models.CheckConstraint(
-                condition=models.Q(reauth_claim__isnull=True)
-                | models.Q(status="FAILED", reauth_claim_expires_at__isnull=False),
-                name="async_job_reauth_claim_only_failed",
+                condition=models.Q(claim__isnull=True)
+                | (~models.Q(status="IN_PROGRESS") & models.Q(claim_expires_at__isnull=False)),
+                name="async_job_claim_only_finished",
             ),
         ]
         indexes = [

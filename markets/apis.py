@@ -14,12 +14,21 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from markets import geo, services
+from markets import services
+from markets.inputs import (
+    DomainField,
+    HttpUrlField,
+    MarketSliceInput,
+    StrictBooleanField,
+    StrictInput,
+    TextField,
+    UuidField,
+)
 from markets.models import Brand, Site
 from markets.producer import Generation
 from markets.selectors import brand_get_for_caller, org_get_for_caller
-from serenity.openapi import ProblemSerializer
-from serenity.problems import problem
+from serenity.openapi import problem_response
+from serenity.problems import PROBLEM_CONTENT_TYPE, NotFound, problem
 from serenity.throttles import OnboardingRateThrottle, OrgMarketsRateThrottle
 from tokens.exceptions import InvalidAudience, InvalidForwardedToken
 from tokens.pairs import SEMRUSH, UnknownAudience, pair_from_audience
@@ -27,13 +36,20 @@ from tokens.services import promise_accept_forwarded, promise_from_header
 from tokens.types import InvalidPromiseToken
 
 MAX_ACTIVATE_MARKETS = 50
+# `semrush` in any case, as HTTP allows spaces around a header value.
+AUDIENCE_PATTERN = r"^[ \t]*[Ss][Ee][Mm][Rr][Uu][Ss][Hh][ \t]*$"
+
+
+class SiteNotFound(NotFound):
+    code, title = "site_not_found", "Site not found"
 # Per user, and per organization by the number of markets asked for (429 with Retry-After past either).
 ONBOARDING_THROTTLES = [OnboardingRateThrottle, OrgMarketsRateThrottle]
 
 AUDIENCE_HEADERS = [
-    OpenApiParameter("x-promise-audience", str, OpenApiParameter.HEADER, required=False,
-                     description="`semrush` to delegate with the Semrush client pair "
-                                 "(required for prompt generation)."),
+    OpenApiParameter("x-promise-audience", {"type": "string", "pattern": AUDIENCE_PATTERN},
+                     OpenApiParameter.HEADER, required=False,
+                     description="`semrush` (any case) to delegate with the Semrush client pair (required for "
+                                 "prompt generation); absent: the default pair. Anything else is a 400."),
     OpenApiParameter("x-promise-token", str, OpenApiParameter.HEADER, required=False,
                      description="A promise token forwarded by the browser, as the typed JSON object "
                                  "`{promise_token, token_type: \"promise_token\", expires_in}`, live at IMS and "
@@ -43,57 +59,15 @@ AUDIENCE_HEADERS = [
 ]
 
 
-PROBLEM = OpenApiResponse(ProblemSerializer, "A problem document (application/problem+json)")
-ERRORS = {400: PROBLEM, 401: PROBLEM, 403: PROBLEM, 404: PROBLEM, 429: PROBLEM}
-
-
-class StrictInput(serializers.Serializer):
-    """Rejects fields it does not declare, instead of silently ignoring them."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown}, code="unknown_field")
-        return super().to_internal_value(data)
-
-
-class StrictBooleanField(serializers.BooleanField):
-    """A JSON boolean, nothing else ("true", 1 and friends are refused)."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, bool):
-            self.fail("invalid", input=data)
-        return data
-
-
-class CodeField(serializers.CharField):
-    """A code normalised (`upper`/`lower`) and then checked against the ISO library."""
-
-    def __init__(self, *, case: str, is_valid, message: str, error_code: str, **kwargs):
-        super().__init__(**kwargs)
-        self.case, self.is_valid, self.message, self.error_code = case, is_valid, message, error_code
-
-    def to_internal_value(self, data):
-        value = getattr(super().to_internal_value(data).strip(), self.case)()
-        if not self.is_valid(value):
-            raise serializers.ValidationError(self.message, code=self.error_code)
-        return value
-
-
-def CountryField(**kwargs):  # noqa: N802  (reads as a field class where it is used)
-    return CodeField(case="upper", is_valid=geo.is_country, message="Not an ISO 3166-1 alpha-2 country code.",
-                     error_code="invalid_country", max_length=2, **kwargs)
-
-
-def LanguageField(**kwargs):  # noqa: N802
-    return CodeField(case="lower", is_valid=geo.is_language, message="Not an ISO 639-1 language code.",
-                     error_code="invalid_language", max_length=2, **kwargs)
-
-
-class MarketSliceInput(StrictInput):
-    market = CountryField(help_text="ISO 3166-1 alpha-2 country code, e.g. FR")
-    languageCode = LanguageField(help_text="ISO 639-1 language code, e.g. fr")  # noqa: N815
+ERRORS = {
+    (400, PROBLEM_CONTENT_TYPE): problem_response("Invalid body, header or path id; see `errors`."),
+    (401, PROBLEM_CONTENT_TYPE): problem_response("Missing, invalid or expired bearer token."),
+    (403, PROBLEM_CONTENT_TYPE): problem_response("Not a member of the organization, or Serenity is not active."),
+    (404, PROBLEM_CONTENT_TYPE): problem_response("No such organization, brand or site for this caller."),
+    (409, PROBLEM_CONTENT_TYPE): problem_response("Already exists, or the brand is not active yet."),
+    (429, PROBLEM_CONTENT_TYPE): problem_response("Too many requests: retry after `Retry-After` seconds."),
+    (502, PROBLEM_CONTENT_TYPE): problem_response("Semrush did not complete the request."),
+}
 
 
 class PromptGenerationHandle(serializers.Serializer):
@@ -147,28 +121,39 @@ def market_body(outcome: services.MarketOutcome) -> dict:
     return body
 
 
-def generation_for(request, generate_prompts: bool) -> Generation:
-    """The async producer only with the flag on and `generatePrompts: true`; else the old path.
-
-    Only then do the headers matter, and they are checked before anything is created: an unknown
-    `x-promise-audience` is a 400, and so is an `x-promise-token` that is malformed, claims a lifetime IMS
-    never gives, or that IMS says is not a live token of this caller for the Semrush pair.
-    """
-    if not (services.async_generation_enabled() and generate_prompts):
-        return Generation(use_async=False)
+def promise_headers(request) -> tuple:
+    """The `x-promise-audience` pair and the shape-checked `x-promise-token` of a request (None when absent).
+    Checked whenever they are sent, whatever else the request says: an unknown audience or a malformed
+    token is a 400, never silently ignored."""
     try:
         pair = pair_from_audience(request.headers.get("x-promise-audience"))
     except UnknownAudience:
         raise InvalidAudience("x-promise-audience must be `semrush` or absent.") from None
     header = request.headers.get("x-promise-token")
+    if header is not None:
+        try:
+            promise_from_header(header)
+        except InvalidPromiseToken as exc:
+            raise InvalidForwardedToken(str(exc)) from None
+    return pair, header
+
+
+def generation_for(request, generate_prompts: bool) -> Generation:
+    """The async producer only with the flag on and `generatePrompts: true`; else the old path.
+
+    The headers are checked first, before anything is created (400 for an unknown audience or a malformed
+    token). For the producer, a forwarded token must also be one IMS vouches for: live, of the Semrush pair,
+    the caller's own (400 `invalid_promise_token` otherwise).
+    """
+    pair, header = promise_headers(request)
+    if not (services.async_generation_enabled() and generate_prompts):
+        return Generation(use_async=False)
     forwarded = None
-    try:
-        if header is not None and pair.name == SEMRUSH:
+    if header is not None and pair.name == SEMRUSH:
+        try:
             forwarded = promise_accept_forwarded(value=header, user_id=request.user.user_id, pair=pair)
-        elif header is not None:
-            promise_from_header(header)  # unused without the Semrush pair, but still not accepted malformed
-    except InvalidPromiseToken as exc:
-        raise InvalidForwardedToken(str(exc)) from None
+        except InvalidPromiseToken as exc:
+            raise InvalidForwardedToken(str(exc)) from None
     return Generation(use_async=True, pair=pair, forwarded=forwarded)
 
 
@@ -177,10 +162,12 @@ class BrandCreateApi(APIView):
 
     @extend_schema_serializer(component_name="CreateBrandInput")
     class InputSerializer(StrictInput):
-        name = serializers.CharField(max_length=200)
-        domain = serializers.RegexField(r"^(?=.{1,253}$)([a-zA-Z0-9-]{1,63}\.)+[a-zA-Z]{2,63}$", max_length=253)
-        primaryUrl = serializers.URLField(required=False, allow_blank=True, max_length=2000)  # noqa: N815
-        aliases = serializers.ListField(child=serializers.CharField(max_length=200), required=False, max_length=20)
+        """A brand, with its first market when `semrushMarket` is given."""
+
+        name = TextField(max_length=200)
+        domain = DomainField()
+        primaryUrl = HttpUrlField(required=False)  # noqa: N815
+        aliases = serializers.ListField(child=TextField(max_length=200), required=False, max_length=20)
         semrushMarket = MarketSliceInput(required=False)  # noqa: N815
         generatePrompts = StrictBooleanField(required=False, default=False)  # noqa: N815
 
@@ -190,7 +177,7 @@ class BrandCreateApi(APIView):
                                                                "(a problem document if it could not be made).")
 
     @extend_schema(operation_id="createBrand", request=InputSerializer, parameters=AUDIENCE_HEADERS,
-                   responses={201: OutputSerializer, 409: PROBLEM, **ERRORS})
+                   responses={201: OutputSerializer, **ERRORS})
     def post(self, request, orgId):  # noqa: N803
         org = org_get_for_caller(request.user, orgId)
         services.require_serenity(org)
@@ -222,11 +209,13 @@ class MarketCreateApi(APIView):
 
     @extend_schema_serializer(component_name="CreateMarketInput")
     class InputSerializer(MarketSliceInput):
-        siteId = serializers.UUIDField(required=False)  # noqa: N815
+        """A market of the brand, optionally on one of its sites."""
+
+        siteId = UuidField(required=False)  # noqa: N815
         generatePrompts = StrictBooleanField(required=False, default=False)  # noqa: N815
 
     @extend_schema(operation_id="createMarket", request=InputSerializer, parameters=AUDIENCE_HEADERS,
-                   responses={201: MarketCreatedOutput, 409: PROBLEM, 502: PROBLEM, **ERRORS})
+                   responses={201: MarketCreatedOutput, **ERRORS})
     def post(self, request, orgId, brandId):  # noqa: N803
         brand = brand_get_for_caller(request.user, orgId, brandId)
         services.require_serenity(brand.organization)
@@ -238,7 +227,7 @@ class MarketCreateApi(APIView):
             site = Site.objects.filter(Q(brand=brand) | Q(brand__isnull=True), id=v["siteId"],
                                        organization=brand.organization).first()
             if site is None:
-                raise serializers.ValidationError({"siteId": ["No such site for this brand."]}, code="unknown_site")
+                raise SiteNotFound()
         generation = generation_for(request, v["generatePrompts"])
         (outcome,) = services.markets_provision(caller=request.user, brand=brand, generation=generation,
                                                 slices=[(v["market"], v["languageCode"], site)])
@@ -251,7 +240,9 @@ class BrandActivateApi(APIView):
 
     @extend_schema_serializer(component_name="ActivateMarketsInput")
     class InputSerializer(StrictInput):
-        markets = MarketSliceInput(many=True, allow_empty=False, max_length=MAX_ACTIVATE_MARKETS)
+        """The markets to create: 1 to 50, each distinct."""
+
+        markets = serializers.ListField(child=MarketSliceInput(), min_length=1, max_length=MAX_ACTIVATE_MARKETS)
         generatePrompts = StrictBooleanField(required=False, default=False)  # noqa: N815
 
         def validate_markets(self, value):
@@ -274,7 +265,7 @@ class BrandActivateApi(APIView):
 
     @extend_schema(operation_id="activateMarkets", request=InputSerializer, parameters=AUDIENCE_HEADERS,
                    responses={200: OutputSerializer, 207: OpenApiResponse(OutputSerializer, "Partial success"),
-                              409: PROBLEM, 502: PROBLEM, **ERRORS})
+                              **ERRORS})
     def post(self, request, orgId, brandId):  # noqa: N803
         brand = brand_get_for_caller(request.user, orgId, brandId)
         services.require_serenity(brand.organization)

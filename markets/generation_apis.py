@@ -22,10 +22,10 @@ from markets.dto import GenerationJobSerializer, ReauthAcceptedSerializer, job_d
 from markets.selectors import JobNotFound, job_get_for_caller
 from serenity.clients.http import ClientError
 from serenity.openapi import problem_response
-from serenity.problems import PROBLEM_CONTENT_TYPE, InvalidInput, UpstreamUnavailable
+from serenity.problems import PROBLEM_CONTENT_TYPE, InvalidInput
 from serenity.throttles import ReauthRateThrottle
 from tokens import pairs
-from tokens.exceptions import InvalidAudience, InvalidForwardedToken, PromisePairRequired
+from tokens.exceptions import CredentialUnavailable, InvalidAudience, InvalidForwardedToken, PromisePairRequired
 from tokens.services import promise_accept_forwarded, promise_from_header, promise_mint
 from tokens.types import InvalidPromiseToken
 
@@ -45,10 +45,6 @@ RETRY_AFTER_SECONDS = {
     constants.PHASE_PUBLISHED: 2,
 }
 DEFAULT_RETRY_AFTER_SECONDS = 5
-
-
-class CredentialUnavailable(UpstreamUnavailable):
-    code, title = "credential_unavailable", "IMS did not issue a credential"
 
 
 def retry_after_seconds(phase: str) -> int:

@@ -1,4 +1,4 @@
-"""Routes of generation-job polling and re-authorisation (SPEC §7).
+"""Routes of generation-job polling and re-authorisation (SPEC §7), and of regeneration (SPEC §12).
 
 The ids are captured as strings and validated by the views, so a malformed id answers 400 problem+json
 instead of falling through to the router's 404.
@@ -6,10 +6,13 @@ instead of falling through to the router's 404.
 from django.urls import path
 
 from markets.generation_apis import GenerationJobDetailApi, GenerationJobReauthApi
+from markets.regeneration_apis import MarketRegenerateApi
 
 JOB = "orgs/<str:orgId>/brands/<str:brandId>/serenity/markets/generation/jobs/<str:jobId>"
+MARKET = "orgs/<str:orgId>/brands/<str:brandId>/serenity/markets/<str:marketId>"
 
 urlpatterns = [
     path(JOB, GenerationJobDetailApi.as_view(), name="generation-job-detail"),
     path(f"{JOB}/reauth", GenerationJobReauthApi.as_view(), name="generation-job-reauth"),
+    path(f"{MARKET}/generation", MarketRegenerateApi.as_view(), name="market-regenerate"),
 ]

@@ -28,3 +28,8 @@ def is_language(code: str) -> bool:
         and pycountry.languages.get(alpha_2=code) is not None
     )
 
+
+
+# Every code the API accepts, as it must be written: countries in capitals, languages in lower case.
+COUNTRY_CODES = tuple(sorted(c.alpha_2 for c in pycountry.countries))
+LANGUAGE_CODES = tuple(sorted(lang.alpha_2 for lang in pycountry.languages if hasattr(lang, "alpha_2")))

@@ -66,10 +66,10 @@ def job_params(*, brand: Brand, market: Market, seeds: list[dict]) -> dict:
 
 
 class NotEnqueued(enum.StrEnum):
-    """Why a new market got no generation job (the `reason` of the log line; the entry point still answers
-    with the market, without a handle)."""
+    """Why a market got no generation job (the entry points log it and answer the market without a
+    handle; the regeneration endpoint answers it as a problem)."""
 
-    CONSUMER_NOT_READY = "CONSUMER_NOT_READY"  # logged by the readiness gate itself, at info
+    CONSUMER_NOT_READY = "CONSUMER_NOT_READY"
     PROMISE_PAIR_REQUIRED = "PROMISE_PAIR_REQUIRED"
     CATALOGUE_UNREADABLE = "CATALOGUE_UNREADABLE"
     NO_SEEDS = "NO_SEEDS"
@@ -79,37 +79,40 @@ class NotEnqueued(enum.StrEnum):
     ENQUEUE_FAILED = "ENQUEUE_FAILED"
 
 
-def _not_enqueued(reason: NotEnqueued, where: dict, exc: Exception | None = None) -> None:
-    extra = {**where, "reason": reason.value}
-    if exc is not None:
-        extra["error_class"] = type(exc).__name__
-    log.warning("prompt generation not enqueued", extra=extra)
+class ProducerRefused(Exception):
+    """No job was queued, for `reason` (the cause, when there is one, chained)."""
+
+    def __init__(self, reason: NotEnqueued, cause: Exception | None = None):
+        super().__init__(reason.value)
+        self.reason = reason
+        self.cause = cause
 
 
-def market_generation_enqueue(*, caller: Caller, brand: Brand, market: Market, generation: Generation,
-                              deadline: float | None = None) -> dict | None:
-    """Enqueue (or reuse) the generation job of a new market. Returns the response handle
-    `{jobId, status: "provisioning", reused}`, or None when no job was queued (reason logged, NotEnqueued).
+def market_generation_produce(*, caller: Caller, brand: Brand, market: Market, generation: Generation,
+                              deadline: float | None = None) -> dict:
+    """Enqueue (or reuse) the generation job of a market. Returns the handle
+    `{jobId, status: "provisioning", reused}`; raises ProducerRefused saying why no job was queued.
 
     1. Readiness gate (SSM, cached). 2. Only the Semrush pair, before anything is minted. 3. Seeds from
-    the catalogue with the caller's token. 4. The deterministic job id. 5. job_services.job_enqueue: dedupe,
-    fail-closed credential (the request's forwarded token once, else a mint), grant, send after commit.
+    the catalogue with the caller's token (read afresh each time: it may have changed). 4. The
+    deterministic job id. 5. job_services.job_enqueue: dedupe (a live job is reused, a finished one
+    replaced under the same id), fail-closed credential (the request's forwarded token once, else a
+    mint), grant, send after commit.
     """
-    where = {"market_id": str(market.id), "brand_id": str(brand.id)}
     pair = generation.pair
     if not readiness.consumer_ready():
-        return None
+        raise ProducerRefused(NotEnqueued.CONSUMER_NOT_READY)
     if pair.name != pairs.SEMRUSH:
-        return _not_enqueued(NotEnqueued.PROMISE_PAIR_REQUIRED, where)
+        raise ProducerRefused(NotEnqueued.PROMISE_PAIR_REQUIRED)
     try:
         items = SemrushClient(caller.bearer, deadline=deadline).brand_topics(
             workspace_id=brand.semrush_workspace_id, domain=brand.domain, country=market.country
         )
     except ClientError as exc:
-        return _not_enqueued(NotEnqueued.CATALOGUE_UNREADABLE, where, exc)
+        raise ProducerRefused(NotEnqueued.CATALOGUE_UNREADABLE, exc) from exc
     seeds = seeds_from_catalogue(items)
     if not seeds:
-        return _not_enqueued(NotEnqueued.NO_SEEDS, where)
+        raise ProducerRefused(NotEnqueued.NO_SEEDS)
     job_id = generation_job_id(brand.id, market.geo_target_id, market.language_code)
     site = market.site or brand.base_site
     try:
@@ -124,12 +127,29 @@ def market_generation_enqueue(*, caller: Caller, brand: Brand, market: Market, g
             pair=pair,
             obtain_token=lambda: generation.take_forwarded() or promise_mint(bearer=caller.bearer, pair=pair),
         )
-    except TokenAlreadyGranted:
-        return _not_enqueued(NotEnqueued.TOKEN_ALREADY_GRANTED, where)
+    except TokenAlreadyGranted as exc:
+        raise ProducerRefused(NotEnqueued.TOKEN_ALREADY_GRANTED, exc) from exc
     except InvalidPromiseToken as exc:
-        return _not_enqueued(NotEnqueued.INVALID_PROMISE_TOKEN, where, exc)
+        raise ProducerRefused(NotEnqueued.INVALID_PROMISE_TOKEN, exc) from exc
     except ClientError as exc:
-        return _not_enqueued(NotEnqueued.IMS_MINT_FAILED, where, exc)
+        raise ProducerRefused(NotEnqueued.IMS_MINT_FAILED, exc) from exc
     if not enqueued.reused and not enqueued.sent:
-        return _not_enqueued(NotEnqueued.ENQUEUE_FAILED, where)
+        raise ProducerRefused(NotEnqueued.ENQUEUE_FAILED)
     return {"jobId": enqueued.job_id, "status": "provisioning", "reused": enqueued.reused}
+
+
+def market_generation_enqueue(*, caller: Caller, brand: Brand, market: Market, generation: Generation,
+                              deadline: float | None = None) -> dict | None:
+    """The entry points' producer: the handle, or None when no job was queued (the reason logged; an
+    enqueue failure never fails an entry point)."""
+    try:
+        return market_generation_produce(caller=caller, brand=brand, market=market, generation=generation,
+                                         deadline=deadline)
+    except ProducerRefused as refused:
+        extra = {"market_id": str(market.id), "brand_id": str(brand.id), "reason": refused.reason.value}
+        if refused.cause is not None:
+            extra["error_class"] = type(refused.cause).__name__
+        # The readiness gate logs "not ready" itself, at info: an environment without a consumer is normal.
+        level = logging.INFO if refused.reason == NotEnqueued.CONSUMER_NOT_READY else logging.WARNING
+        log.log(level, "prompt generation not enqueued", extra=extra)
+        return None

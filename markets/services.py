@@ -5,20 +5,28 @@ Semrush project cannot be made is removed again, so a retry of the same slice is
 """
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from jobs.models import AsyncJob
 from markets import geo
 from markets.clients.semrush import SemrushClient
-from markets.intent import IntentClassifier, KeywordIntentClassifier, brand_needles, prompt_type
+from markets.jobid import generation_job_id
 from markets.models import Brand, Market, Organization, Site
-from markets.producer import Generation, market_generation_enqueue
-from markets.seeds import example_prompts
+from markets.producer import (
+    Generation,
+    NotEnqueued,
+    ProducerRefused,
+    market_generation_enqueue,
+    market_generation_produce,
+)
+from markets.sync_prompts import SyncBudget, sync_prompts_write
 from serenity.auth import Caller
-from serenity.clients.http import ClientError, TransientError
-from serenity.problems import Conflict, DomainError, problem
+from serenity.clients.http import ClientError
+from serenity.problems import Conflict, DomainError, NotFound, problem
+from tokens.exceptions import CredentialUnavailable, InvalidForwardedToken
 
 log = logging.getLogger(__name__)
 
@@ -56,16 +64,6 @@ class MarketOutcome:
     problem: dict | None = None
     prompt_generation: dict | None = None
     sync_prompts: dict | None = None
-
-
-@dataclass
-class SyncBudget:
-    """The old path's single write deadline, shared by every market of one request."""
-
-    deadline: float = field(default_factory=lambda: time.monotonic() + settings.SYNC_WRITE_DEADLINE_SECONDS)
-
-    def remaining(self) -> float:
-        return self.deadline - time.monotonic()
 
 
 def require_serenity(org: Organization) -> None:
@@ -155,7 +153,8 @@ def _market_provision(*, caller, brand, country, language_code, site, generation
                                            geo_target_id=geo.geo_target_id(country))
     except IntegrityError:
         outcome.status = 409
-        outcome.problem = problem(409, *MARKET_EXISTS, f"{country}/{language_code} is already live.")
+        outcome.problem = problem(409, *MARKET_EXISTS, f"{country}/{language_code} is already live.",
+                                  **existing_market_handle(brand, country, language_code))
         return outcome
     market.brand = brand
     try:
@@ -192,55 +191,76 @@ def _market_provision(*, caller, brand, country, language_code, site, generation
     return outcome
 
 
-# --- The old synchronous path (SPEC §8) -------------------------------------------------------------------
+def existing_market_handle(brand: Brand, country: str, language_code: str) -> dict:
+    """For a 409: the live market's id and, when it has one, its generation job `{jobId, status}`, so the
+    UI can poll it or offer a regeneration."""
+    market = Market.objects.filter(brand=brand, country=country, language_code=language_code).first()
+    if market is None:
+        return {}
+    handle = {"marketId": str(market.id)}
+    job_id = generation_job_id(brand.id, market.geo_target_id, market.language_code)
+    status = AsyncJob.objects.filter(id=job_id).values_list("status", flat=True).first()
+    if status is not None:
+        handle["promptGeneration"] = {"jobId": str(job_id), "status": status}
+    return handle
 
-def sync_prompts_write(*, caller: Caller, brand: Brand, market: Market, semrush: SemrushClient, budget: SyncBudget,
-                       classifier: IntentClassifier | None = None) -> dict:
-    """Copy the catalogue's verbatim example prompts into the market's project, tagged, within the
-    request's shared deadline. Returns `{status, written}`: `written` (all of them), `partial` (the deadline
-    or Semrush cut it short), `skipped` (no time left before starting), `empty` (no catalogue prompts),
-    `failed` (Semrush refused)."""
-    if budget.remaining() <= 0:
-        return {"status": "skipped", "written": 0}
-    client = SemrushClient(caller.bearer, deadline=budget.deadline)
-    classifier = classifier or KeywordIntentClassifier()
+
+# --- Regeneration (SPEC §12) ---------------------------------------------------------------------------------
+
+class MarketNotFound(NotFound):
+    code, title = "market_not_found", "Market not found"
+
+
+class GenerationDisabled(Conflict):
+    code, title = "prompt_generation_disabled", "Asynchronous prompt generation is not enabled"
+
+
+class GenerationUnavailable(DomainError):
+    status, code, title = 503, "prompt_generation_unavailable", "Prompt generation is not available right now"
+
+
+class NoCatalogueSeeds(Conflict):
+    code, title = "no_catalogue_seeds", "The Semrush catalogue holds no seeds for this market"
+
+
+# Why the producer queued nothing -> what the regeneration endpoint answers.
+_REFUSALS = {
+    NotEnqueued.CONSUMER_NOT_READY: lambda: GenerationUnavailable(
+        "No generation worker is ready in this environment; try again later.", headers={"Retry-After": "60"}),
+    NotEnqueued.PROMISE_PAIR_REQUIRED: lambda: GenerationDisabled("The Semrush client pair is required."),
+    NotEnqueued.CATALOGUE_UNREADABLE: lambda: SemrushUnavailable("The Semrush catalogue could not be read."),
+    NotEnqueued.NO_SEEDS: lambda: NoCatalogueSeeds("Nothing to generate from; the catalogue may fill later."),
+    NotEnqueued.TOKEN_ALREADY_GRANTED: lambda: InvalidForwardedToken("The token already belongs to a job."),
+    NotEnqueued.INVALID_PROMISE_TOKEN: lambda: InvalidForwardedToken(),
+    NotEnqueued.IMS_MINT_FAILED: lambda: CredentialUnavailable("No credential was issued; try again."),
+    NotEnqueued.ENQUEUE_FAILED: lambda: GenerationUnavailable(
+        "The job could not be queued; try again.", headers={"Retry-After": "30"}),
+}
+
+
+def market_regenerate(*, caller: Caller, brand: Brand, market_id, generation: Generation) -> dict:
+    """Generate a market's prompts again (SPEC §12): the one shared producer, for an existing market.
+
+    Same deterministic job id: a live job is reused (nothing minted); a finished one, whatever its
+    outcome, is replaced under the same id, with seeds read afresh from the catalogue. New prompts are
+    added to the project; those it already holds are not written twice, and none is removed. Gated like
+    the entry points (Serenity active, brand active, the flag, readiness). Returns the handle
+    `{jobId, status, reused}`; raises MarketNotFound (also for another brand's market), the gates'
+    errors, and what the producer's refusal maps to.
+    """
+    require_serenity(brand.organization)
+    if not async_generation_enabled():
+        raise GenerationDisabled("Prompt generation runs only with SERENITY_ASYNC_PROMPT_GEN on.")
+    market = Market.objects.select_related("site").filter(id=market_id, brand=brand).first()
+    if market is None:
+        raise MarketNotFound()
+    if brand.status != Brand.Status.ACTIVE or not brand.semrush_workspace_id:
+        raise BrandNotActive()
+    market.brand = brand
     try:
-        items = client.brand_topics(workspace_id=brand.semrush_workspace_id, domain=brand.domain,
-                                    country=market.country)
-    except ClientError as exc:
-        log.warning("catalogue unreadable; market left without prompts", extra={"reason": type(exc).__name__})
-        return {"status": "failed", "written": 0}
-    texts = example_prompts(items, settings.SYNC_TOP_TOPICS)
-    if not texts:
-        return {"status": "empty", "written": 0}
-    needles = brand_needles(brand.name, brand.aliases)
-    labelled = [(t, prompt_type(t, needles), classifier.classify(t)) for t in texts]
-    written = 0
-    try:
-        tags = client.ensure_tags(workspace_id=brand.semrush_workspace_id, wanted={
-            "source": ["semrush"],
-            "type": sorted({kind for _, kind, _ in labelled}),
-            "intent": sorted({intent for _, _, intent in labelled}),
-        })
-        batch = 100
-        for start in range(0, len(labelled), batch):
-            if budget.remaining() <= 0:
-                break
-            chunk = labelled[start:start + batch]
-            client.write_prompts(project_id=market.semrush_project_id, user_id=caller.user_id, prompts=[
-                {"text": t, "tagIds": [tags[("source", "semrush")], tags[("type", kind)], tags[("intent", intent)]]}
-                for t, kind, intent in chunk
-            ])
-            written += len(chunk)
-    except TransientError as exc:
-        log.warning("old-path prompt write cut short", extra={"reason": type(exc).__name__, "written": written})
-    except ClientError as exc:
-        log.warning("old-path prompt write refused", extra={"reason": type(exc).__name__, "written": written})
-        return {"status": "partial" if written else "failed", "written": written}
-    return {"status": _sync_status(written, len(labelled)), "written": written}
-
-
-def _sync_status(written: int, total: int) -> str:
-    if written == total:
-        return "written"
-    return "partial" if written else "skipped"
+        return market_generation_produce(caller=caller, brand=brand, market=market, generation=generation,
+                                         deadline=request_deadline())
+    except ProducerRefused as refused:
+        log.warning("prompt generation not regenerated", extra={"market_id": str(market.id),
+                                                                "reason": refused.reason.value})
+        raise _REFUSALS[refused.reason]() from None

@@ -54,3 +54,18 @@ class ApiDocsAccess(BasePermission):
             return True
         user = getattr(request, "user", None)
         return bool(user and user.is_authenticated and user.is_staff)
+
+
+def strict_request_bodies(result, generator, request, public):
+    """drf-spectacular postprocessing hook: every request body refuses fields it does not declare, as the
+    server does (markets.inputs.StrictInput), so the schema says `additionalProperties: false`."""
+    schemas = result.get("components", {}).get("schemas", {})
+    for name, component in schemas.items():
+        if name.endswith("Request") and component.get("type") == "object":
+            component["additionalProperties"] = False
+    # An activation's markets must be distinct (duplicates are a 400): with exact codes and no other field,
+    # two equal entries are exactly two equal JSON objects.
+    markets = schemas.get("ActivateMarketsInputRequest", {}).get("properties", {}).get("markets")
+    if markets is not None:
+        markets["uniqueItems"] = True
+    return result

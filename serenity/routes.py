@@ -21,6 +21,7 @@ PARAMETERS: dict[str, str] = {
     "orgId": RESOURCE,
     "brandId": RESOURCE,
     "jobId": RESOURCE,
+    "marketId": RESOURCE,
     # Semrush simulator (/sandbox/semrush/, local runs only): ids of the simulated Semrush, not our records.
     "semrushWorkspaceId": NON_RESOURCE,
     "semrushTagId": NON_RESOURCE,

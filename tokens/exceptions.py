@@ -1,6 +1,6 @@
 """Token errors the rest of the product decides on."""
 from serenity.clients.http import ReauthRequired
-from serenity.problems import DomainError
+from serenity.problems import DomainError, UpstreamUnavailable
 
 
 class NeedsReauth(ReauthRequired):
@@ -18,3 +18,7 @@ class InvalidAudience(DomainError):
 
 class InvalidForwardedToken(DomainError):
     status, code, title = 400, "invalid_promise_token", "x-promise-token is not a usable promise token"
+
+
+class CredentialUnavailable(UpstreamUnavailable):
+    code, title = "credential_unavailable", "IMS did not issue a credential"

@@ -142,6 +142,10 @@ def grant_load(job_id) -> LoadedGrant | None:
     return LoadedGrant(pair=get_pair(grant.pair), token=token, fingerprint=grant.fingerprint)
 
 
+def grant_exists(job_id) -> bool:
+    return PromiseGrant.objects.filter(job_id=job_id).exists()
+
+
 def grant_rotate(*, job_id, expect_fingerprint: str, token: PromiseToken) -> bool:
     """Replace the stored token after an exchange rotated it, only if the grant still holds the token
     that was exchanged (compare-and-swap on its fingerprint). True when stored. Callers also fence this

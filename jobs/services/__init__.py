@@ -17,6 +17,7 @@ from jobs.services.operator import (
     job_redrive,
     job_release_stale_lease,
     job_requeue,
+    job_rerun,
     jobs_purge_expired,
     jobs_sweep_unsent,
 )
@@ -25,6 +26,6 @@ from jobs.services.runner import job_run
 
 __all__ = [
     "Enqueued", "dlq_drop", "dlq_redrive", "grant_purge_orphan", "job_enqueue", "job_finish", "job_mark_failed",
-    "job_publish", "job_purge", "job_reauthorize", "job_redrive", "job_release_stale_lease", "job_requeue", "job_run",
-    "jobs_purge_expired", "jobs_sweep_unsent",
+    "job_publish", "job_purge", "job_reauthorize", "job_redrive", "job_release_stale_lease", "job_requeue",
+    "job_rerun", "job_run", "jobs_purge_expired", "jobs_sweep_unsent",
 ]

@@ -1,5 +1,9 @@
-"""The one way a job ends: its terminal status and the deletion of its grant in one transaction (a finished
-job never holds a credential), then the token's invalidation at IMS after the commit."""
+"""The one way a job ends: its terminal status and the deletion of its grant in one transaction, then the
+token's invalidation at IMS after the commit. A finished job holds no credential, with one exception: a job
+that failed retryably (RETRIES_EXHAUSTED: an outage outlasted its attempts) keeps its credential *parked*,
+so an operator can re-run it once the outage is over without its user coming back (services/operator.py,
+`job_rerun`). A parked credential ends when the job is re-run and finishes, replaced by a regeneration, or
+purged with the record."""
 from django.db import transaction
 
 from jobs import states
@@ -7,15 +11,17 @@ from tokens import services as grants
 
 
 def job_finish(job_id, *, to: str, event: str, lease_token=None, actor: str = "", detail: str = "",
-               error: dict | None = None, result: dict | None = None, extra_filter: dict | None = None) -> bool:
+               error: dict | None = None, result: dict | None = None, extra_filter: dict | None = None,
+               park_credential: bool = False) -> bool:
     """Move an IN_PROGRESS job to the terminal status `to` (fenced on `lease_token` when given), recording
     `event`; set its `error` (and `error_code` from it) or its `result`. Deletes the grant in the same
-    transaction and invalidates its token at IMS after the commit, best effort. True when the job moved."""
+    transaction and invalidates its token at IMS after the commit, best effort, unless `park_credential`
+    (a retryable failure, see above). True when the job moved."""
     fields = {"result": result, "error": error, "error_code": error["code"] if error else None}
     with transaction.atomic():
         moved = states.transition(job_id, to=to, lease_token=lease_token, event=event, actor=actor, detail=detail,
                                   extra_filter=extra_filter, **fields)
-        taken = grants.grant_take(job_id) if moved else None
+        taken = grants.grant_take(job_id) if moved and not park_credential else None
     if taken is not None:
         taken.invalidate()
     return moved

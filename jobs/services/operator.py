@@ -4,6 +4,7 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -43,6 +44,45 @@ def job_requeue(job_id, *, actor: str) -> bool:
         lease_release_stale(job_id, actor=actor)
     states.record(job_id, "requeued", actor=actor)
     return job_publish(job.id, job.job_type)
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """What `job_rerun` did: `done`, or why not."""
+
+    done: bool
+    why_not: str = ""
+
+
+def job_rerun(job_id, *, actor: str) -> Rerun:
+    """Put a job that failed retryably (RETRIES_EXHAUSTED: an outage outlasted its attempts) back to work
+    under the same id, with the credential it parked, resuming from its checkpoints (DRS is not called
+    again for a persisted batch). For operators, once the outage is over.
+
+    Only a FAILED job whose error is `retryable` and which still holds its credential: an operator has no
+    user's bearer to mint a new one, so a job without one is refused (its user regenerates it from the UI,
+    or re-authorises it). One conditional transition, then the message after the commit; safe to repeat.
+    """
+    job = AsyncJob.objects.filter(id=job_id).first()
+    if job is None:
+        return Rerun(False, "no such job")
+    if job.status != JobStatus.FAILED or not (job.error or {}).get("retryable"):
+        return Rerun(False, f"only a FAILED job with a retryable error is re-run (it is {job.status} "
+                            f"{job.error_code or ''})".rstrip())
+    if not grants.grant_exists(job_id):
+        return Rerun(False, "it holds no credential (an operator cannot mint one): its user must regenerate "
+                            "it from the UI")
+    now = timezone.now()
+    moved = states.transition(
+        job_id, to=JobStatus.IN_PROGRESS, expect=JobStatus.FAILED, event="rerun", actor=actor,
+        detail=f"re-run after {job.error_code}", extra_filter={"error_code": job.error_code},
+        error=None, error_code=None, message_sent_at=None, attempts=0, claim=None, claim_expires_at=None,
+        expires_at=now + timedelta(days=settings.JOB_RECORD_TTL_DAYS))
+    if not moved:
+        return Rerun(False, "the job changed meanwhile")
+    if not job_publish(job.id, job.job_type):
+        return Rerun(True, "sent later by the sweeper")
+    return Rerun(True)
 
 
 def jobs_sweep_unsent(*, grace_seconds: int | None = None, apply: bool = True, actor: str = "sweeper") -> list:

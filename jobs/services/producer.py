@@ -90,33 +90,51 @@ def job_enqueue(
     """Create (or reuse) the job with this id, store its credential and queue its message.
 
     1. A live (IN_PROGRESS) job with this id is reused: nothing obtained, nothing sent.
-    2. Otherwise obtain the credential (outside any transaction: it is a network call).
-    3. In one transaction: insert the job, or replace a terminal one; store the encrypted grant. Losing a
-       race to a concurrent producer means the other's live job is reused, and the token we obtained is
-       invalidated.
-    4. After the commit, send `{jobId, type}` (job_publish); a failed first send fails the job.
+    2. A finished job with this id is replaced (a regeneration): first claimed, by one conditional UPDATE,
+       so of concurrent producers exactly one obtains a credential; the others reuse what it makes.
+    3. Obtain the credential (outside any transaction: it is a network call). On failure the claim is
+       given back and the error propagates.
+    4. In one transaction: insert the job, or replace the finished one (fenced on the claim); store the
+       encrypted grant, taking over from a credential the old job had parked. Losing a race to a
+       concurrent producer means the other's live job is reused, and the token we obtained is invalidated.
+    5. After the commit, send `{jobId, type}` (job_publish); a failed first send fails the job. A parked
+       credential the new one replaced is invalidated.
     Never inside a caller's transaction (NetworkCallInTransaction): the message must leave after the rows
     commit. Raises InvalidPromiseToken for an untyped credential, TokenAlreadyGranted when another job's
     grant holds the token (nothing written, the token left to its owner), and client errors from the mint.
     """
     require_no_transaction("job_enqueue")
-    if AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS).exists():
+    existing = AsyncJob.objects.filter(id=job_id).first()
+    if existing is not None and existing.status == JobStatus.IN_PROGRESS:
         return Enqueued(job_id=str(job_id), reused=True, sent=False)
-    token = obtain_token()
-    if not isinstance(token, PromiseToken):
-        raise InvalidPromiseToken("enqueue needs a typed promise token")
+    claim = None
+    if existing is not None:
+        claim = claim_take(job_id, Q(status__in=states.TERMINAL))
+        if claim is None:
+            return Enqueued(job_id=str(job_id), reused=True, sent=False)  # another request is replacing it
+    try:
+        token = obtain_token()
+        if not isinstance(token, PromiseToken):
+            raise InvalidPromiseToken("enqueue needs a typed promise token")
+    except BaseException:
+        if claim is not None:
+            claim_release(job_id, claim)
+        raise
 
-    reused = False
+    reused, replaced = False, None
     try:
         with transaction.atomic():
-            existing = AsyncJob.objects.select_for_update().filter(id=job_id).first()
-            if existing is not None and existing.status == JobStatus.IN_PROGRESS:
+            current = AsyncJob.objects.select_for_update().filter(id=job_id).first()
+            if current is not None and (current.status == JobStatus.IN_PROGRESS or current.claim != claim):
                 reused = True
             else:
-                _write_fresh_job(existing, job_id=job_id, job_type=job_type, organization_id=organization_id,
+                _write_fresh_job(current, job_id=job_id, job_type=job_type, organization_id=organization_id,
                                  brand_id=brand_id, site_id=site_id, user_id=user_id, params=params)
+                replaced = grants.grant_take(job_id) if current is not None else None
                 grants.grant_store(job_id=job_id, pair=pair, token=token)
     except grants.TokenAlreadyGranted:
+        if claim is not None:
+            claim_release(job_id, claim)
         raise  # the token is another job's: never invalidate it from here
     except IntegrityError:
         # A concurrent producer inserted the same id first and committed: theirs is the live job.
@@ -127,6 +145,8 @@ def job_enqueue(
     if reused:
         grants.promise_invalidate_quietly(pair=pair, token=token, job_id=job_id)
         return Enqueued(job_id=str(job_id), reused=True, sent=False)
+    if replaced is not None:
+        replaced.invalidate()
     return Enqueued(job_id=str(job_id), reused=False, sent=job_publish(job_id, job_type, first=True))
 
 
@@ -136,7 +156,7 @@ def _write_fresh_job(existing, *, job_id, job_type, organization_id, brand_id, s
         "job_type": job_type, "organization_id": organization_id, "brand_id": brand_id, "site_id": site_id,
         "user_id": user_id, "params": params, "phase": "queued", "checkpoints": {}, "result": None,
         "error": None, "error_code": None, "lease_token": None, "lease_expires_at": None, "attempts": 0,
-        "message_sent_at": None, "created_at": now, "started_at": None,
+        "message_sent_at": None, "created_at": now, "started_at": None, "claim": None, "claim_expires_at": None,
         "expires_at": now + timedelta(days=settings.JOB_RECORD_TTL_DAYS),
     }
     if existing is None:
@@ -169,25 +189,25 @@ def job_reauthorize(*, job_id, user_id: str, pair: ClientPair, obtain_token: Cal
         raise NotRequester()
     if job.status != JobStatus.FAILED or job.error_code != codes.NEEDS_REAUTH:
         raise NotAwaitingReauth(f"Job {job.id} is {job.status}.")
-    claim = _reauth_claim(job.id, user_id)
+    claim = claim_take(job.id, Q(status=JobStatus.FAILED, error_code=codes.NEEDS_REAUTH, user_id=user_id))
     if claim is None:
         raise NotAwaitingReauth(f"Job {job.id} is already being re-authorised, or no longer awaits it.")
     try:
         token = obtain_token()
     except BaseException:
-        _reauth_release(job.id, claim)
+        claim_release(job.id, claim)
         raise
     try:
         with transaction.atomic():
             moved = states.transition(
                 job.id, to=JobStatus.IN_PROGRESS, expect=JobStatus.FAILED, event="reauthorized", actor=user_id,
-                extra_filter={"reauth_claim": claim}, reauth_claim=None, reauth_claim_expires_at=None,
+                extra_filter={"claim": claim}, claim=None, claim_expires_at=None,
                 error=None, error_code=None, message_sent_at=None, attempts=0,
                 expires_at=timezone.now() + timedelta(days=settings.JOB_RECORD_TTL_DAYS))
             if moved:
                 grants.grant_store(job_id=job.id, pair=pair, token=token)
     except grants.TokenAlreadyGranted:
-        _reauth_release(job.id, claim)
+        claim_release(job.id, claim)
         raise
     if not moved:
         grants.promise_invalidate_quietly(pair=pair, token=token, job_id=job.id)
@@ -197,18 +217,20 @@ def job_reauthorize(*, job_id, user_id: str, pair: ClientPair, obtain_token: Cal
     return job
 
 
-def _reauth_claim(job_id, user_id: str) -> uuid.UUID | None:
-    """Take the job's re-authorisation claim; the claim token, or None when another call holds a live one
-    or the job no longer awaits re-authorisation."""
+def claim_take(job_id, condition: Q) -> uuid.UUID | None:
+    """Claim a finished job for the one request that will put it back to work: one conditional UPDATE,
+    where the job matches `condition` and holds no live claim. The claim token, or None when another
+    request holds a live claim or the job no longer matches. A claim expires (JOB_REAUTH_CLAIM_SECONDS),
+    so a request that dies while holding it does not block the job for good."""
     now = timezone.now()
     claim = uuid.uuid4()
     taken = (
-        AsyncJob.objects.filter(id=job_id, status=JobStatus.FAILED, error_code=codes.NEEDS_REAUTH, user_id=user_id)
-        .filter(Q(reauth_claim__isnull=True) | Q(reauth_claim_expires_at__lte=now))
-        .update(reauth_claim=claim, reauth_claim_expires_at=now + timedelta(seconds=settings.JOB_REAUTH_CLAIM_SECONDS))
+        AsyncJob.objects.filter(condition, id=job_id).exclude(status=JobStatus.IN_PROGRESS)
+        .filter(Q(claim__isnull=True) | Q(claim_expires_at__lte=now))
+        .update(claim=claim, claim_expires_at=now + timedelta(seconds=settings.JOB_REAUTH_CLAIM_SECONDS))
     )
     return claim if taken == 1 else None
 
 
-def _reauth_release(job_id, claim) -> None:
-    AsyncJob.objects.filter(id=job_id, reauth_claim=claim).update(reauth_claim=None, reauth_claim_expires_at=None)
+def claim_release(job_id, claim) -> None:
+    AsyncJob.objects.filter(id=job_id, claim=claim).update(claim=None, claim_expires_at=None)

@@ -155,7 +155,8 @@ def _fail(job_id, lease, exc: JobFailed, actor: str) -> Outcome:
     moved = retry_once_on_disconnect(
         job_finish, job_id, lease_token=lease, to=JobStatus.FAILED, event="failed", actor=actor,
         detail=f"{exc.code}: {exc.message}",
-        error=states.error_doc(exc.code, exc.message, retryable=exc.retryable, needs_reauth=exc.needs_reauth))
+        error=states.error_doc(exc.code, exc.message, retryable=exc.retryable, needs_reauth=exc.needs_reauth),
+        park_credential=exc.retryable)
     if not moved:
         return LEASE_LOST
     log.info("job failed", extra={"code": exc.code})

@@ -152,6 +152,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "serenity.openapi.strict_request_bodies"],
+    "ENUM_NAME_OVERRIDES": {"JobStatusEnum": "jobs.models.JobStatus", "AcceptedStatusEnum": ["IN_PROGRESS"]},
+    "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
 }
 
 # --- Admin login attempts (django-axes): a username from one address is locked out after N failures ----------

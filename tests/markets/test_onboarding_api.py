@@ -26,22 +26,27 @@ def problem(response):
 def test_the_same_slice_again_is_a_409_problem(world):
     first = world.post(world.url("markets"), {"market": "FR", "languageCode": "fr"})
     assert first.status_code == 201
-    again = world.post(world.url("markets"), {"market": "fr", "languageCode": "fr"})
+    again = world.post(world.url("markets"), {"market": "FR", "languageCode": "fr"})
     assert again.status_code == 409
     body = problem(again)
     assert body == {"type": "https://errors.serenity.example/market-exists", "title": "This market is already live "
-                    "for the brand", "status": 409, "detail": "FR/fr is already live.", "code": "market_exists"}
+                    "for the brand", "status": 409, "detail": "FR/fr is already live.", "code": "market_exists",
+                    "marketId": first.json()["id"]}
     assert Market.objects.count() == 1
 
 
 @pytest.mark.parametrize(("payload", "pointer", "code"), [
     ({"market": "XX", "languageCode": "fr"}, "/market", "invalid_country"),
     ({"market": "FRA", "languageCode": "fr"}, "/market", "invalid_country"),
+    ({"market": "fr", "languageCode": "fr"}, "/market", "invalid_country"),
+    ({"market": " FR", "languageCode": "fr"}, "/market", "invalid_country"),
+    ({"market": "FR", "languageCode": "FR"}, "/languageCode", "invalid_language"),
     ({"market": "FR", "languageCode": "zz"}, "/languageCode", "invalid_language"),
     ({"languageCode": "fr"}, "/market", "required"),
     ({"market": "FR", "languageCode": "fr", "generatePrompts": "true"}, "/generatePrompts", "invalid"),
     ({"market": "FR", "languageCode": "fr", "colour": "blue"}, "/colour", "unknown_field"),
     ({"market": "FR", "languageCode": "fr", "siteId": "not-a-uuid"}, "/siteId", "invalid"),
+    ({"market": "FR", "languageCode": "fr", "siteId": "8c24224fd559478da5469b3f04cc3f78"}, "/siteId", "invalid"),
 ])
 def test_invalid_market_input_is_a_400_problem_naming_the_field(world, payload, pointer, code):
     response = world.post(world.url("markets"), payload)
@@ -52,11 +57,16 @@ def test_invalid_market_input_is_a_400_problem_naming_the_field(world, payload, 
     assert Market.objects.count() == 0
 
 
-def test_a_site_of_another_brand_is_refused(world):
+def test_a_site_of_another_brand_answers_like_a_missing_one(world):
     other = BrandFactory(organization=world.org)
-    response = world.post(world.url("markets"), {"market": "FR", "languageCode": "fr", "siteId": str(other.base_site_id)})
-    assert response.status_code == 400
-    assert problem(response)["errors"][0]["pointer"] == "/siteId"
+    foreign = world.post(world.url("markets"), {"market": "FR", "languageCode": "fr", "siteId": str(other.base_site_id)})
+    missing = world.post(world.url("markets"), {"market": "FR", "languageCode": "fr",
+                                                "siteId": "8c24224f-d559-478d-a546-9b3f04cc3f78"})
+    assert foreign.status_code == missing.status_code == 404
+    assert problem(foreign) == problem(missing) == {
+        "type": "https://errors.serenity.example/site-not-found", "title": "Site not found", "status": 404,
+        "detail": "Site not found", "code": "site_not_found"}
+    assert Market.objects.count() == 0
 
 
 def test_a_market_can_be_attached_to_a_named_site_of_the_brand(world):
@@ -112,7 +122,7 @@ def test_activating_a_pending_brand_provisions_its_workspace_only(world):
 @pytest.mark.parametrize(("markets", "code"), [
     ([], "min_length"),
     ([{"market": c, "languageCode": "en"} for c in COUNTRIES[:51]], "max_length"),
-    ([{"market": "FR", "languageCode": "fr"}, {"market": "fr", "languageCode": "fr"}], "duplicate_market"),
+    ([{"market": "FR", "languageCode": "fr"}, {"market": "FR", "languageCode": "fr"}], "duplicate_market"),
 ])
 def test_activation_needs_1_to_50_distinct_markets(world, markets, code):
     response = world.post(world.url("activate"), {"markets": markets})
@@ -213,5 +223,5 @@ def test_old_path_prompts_are_tagged_branded_or_not_by_brand_and_alias_needles(w
 
 
 def test_geo_target_ids_come_from_the_country_code_library(world):
-    response = world.post(world.url("markets"), {"market": "us", "languageCode": "en"})
+    response = world.post(world.url("markets"), {"market": "US", "languageCode": "en"})
     assert response.json()["geoTargetId"] == 2840 == geo.geo_target_id("US")

@@ -1,0 +1,52 @@
+"""`manage.py job_regenerate`: re-run the generation job of a market, as an operator."""
+import uuid
+
+from django.core.management.base import CommandError
+
+from jobs import services as job_services
+from jobs.management.commands._runbook import RunbookCommand
+from jobs.models import AsyncJob
+from markets.jobid import generation_job_id
+from markets.models import Market
+
+
+class Command(RunbookCommand):
+    help = (
+        "Re-run the generation job of a market (--market, repeatable) under its id, with its stored seeds and "
+        "the credential it parked: what POST .../markets/{marketId}/generation does for a user, without the "
+        "user. An operator has no user's bearer, so neither fresh catalogue seeds nor a new credential can be "
+        "obtained: a job that holds no credential (every outcome but RETRIES_EXHAUSTED ends it) is refused, "
+        "and the market's user regenerates it from the UI. Dry run unless --apply."
+    )
+    filters = ()
+
+    def add_arguments(self, parser):
+        super().add_arguments(parser)
+        parser.add_argument("--market", action="append", required=True, metavar="MARKET_ID",
+                            help="the market's id (repeat for several)")
+
+    def run(self, options):
+        done = 0
+        markets = []
+        for value in options["market"]:
+            try:
+                markets.append(uuid.UUID(value.strip()))
+            except ValueError:
+                raise CommandError(f"--market must be a market id (a UUID), got {value!r}.") from None
+        for market_id in markets:
+            market = Market.objects.filter(id=market_id).first()
+            if market is None:
+                self.item(market_id, "re-run generation", "no such market", False, why_not="no such market")
+                continue
+            job_id = generation_job_id(market.brand_id, market.geo_target_id, market.language_code)
+            job = AsyncJob.objects.filter(id=job_id).first()
+            label = f"{market.country}/{market.language_code}, job {job_id}"
+            if job is None:
+                self.item(market_id, "re-run generation", label, False,
+                          why_not="the market never had a generation job: its user starts one from the UI")
+                continue
+            rerun = job_services.job_rerun(job.id, actor=self.actor) if self.apply else None
+            done += bool(rerun and rerun.done)
+            self.item(market_id, "re-run generation", f"{label} {job.status} {job.error_code or ''}".rstrip(),
+                      rerun.done if rerun else None, why_not=rerun.why_not if rerun else "")
+        self.summary(len(markets), "markets", done=done, verb="re-run")

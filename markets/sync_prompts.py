@@ -1,0 +1,78 @@
+"""The old synchronous prompt path (SPEC §8): catalogue prompts copied verbatim into a new market's project,
+tagged, inside the request, under one write deadline shared by every market of the request."""
+import logging
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from markets.clients.semrush import SemrushClient
+from markets.intent import IntentClassifier, KeywordIntentClassifier, brand_needles, prompt_type
+from markets.models import Brand, Market
+from markets.seeds import example_prompts
+from serenity.auth import Caller
+from serenity.clients.http import ClientError, TransientError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SyncBudget:
+    """The old path's single write deadline, shared by every market of one request."""
+
+    deadline: float = field(default_factory=lambda: time.monotonic() + settings.SYNC_WRITE_DEADLINE_SECONDS)
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+def sync_prompts_write(*, caller: Caller, brand: Brand, market: Market, semrush: SemrushClient, budget: SyncBudget,
+                       classifier: IntentClassifier | None = None) -> dict:
+    """Copy the catalogue's verbatim example prompts into the market's project, tagged, within the
+    request's shared deadline. Returns `{status, written}`: `written` (all of them), `partial` (the deadline
+    or Semrush cut it short), `skipped` (no time left before starting), `empty` (no catalogue prompts),
+    `failed` (Semrush refused)."""
+    if budget.remaining() <= 0:
+        return {"status": "skipped", "written": 0}
+    client = SemrushClient(caller.bearer, deadline=budget.deadline)
+    classifier = classifier or KeywordIntentClassifier()
+    try:
+        items = client.brand_topics(workspace_id=brand.semrush_workspace_id, domain=brand.domain,
+                                    country=market.country)
+    except ClientError as exc:
+        log.warning("catalogue unreadable; market left without prompts", extra={"reason": type(exc).__name__})
+        return {"status": "failed", "written": 0}
+    texts = example_prompts(items, settings.SYNC_TOP_TOPICS)
+    if not texts:
+        return {"status": "empty", "written": 0}
+    needles = brand_needles(brand.name, brand.aliases)
+    labelled = [(t, prompt_type(t, needles), classifier.classify(t)) for t in texts]
+    written = 0
+    try:
+        tags = client.ensure_tags(workspace_id=brand.semrush_workspace_id, wanted={
+            "source": ["semrush"],
+            "type": sorted({kind for _, kind, _ in labelled}),
+            "intent": sorted({intent for _, _, intent in labelled}),
+        })
+        batch = 100
+        for start in range(0, len(labelled), batch):
+            if budget.remaining() <= 0:
+                break
+            chunk = labelled[start:start + batch]
+            client.write_prompts(project_id=market.semrush_project_id, user_id=caller.user_id, prompts=[
+                {"text": t, "tagIds": [tags[("source", "semrush")], tags[("type", kind)], tags[("intent", intent)]]}
+                for t, kind, intent in chunk
+            ])
+            written += len(chunk)
+    except TransientError as exc:
+        log.warning("old-path prompt write cut short", extra={"reason": type(exc).__name__, "written": written})
+    except ClientError as exc:
+        log.warning("old-path prompt write refused", extra={"reason": type(exc).__name__, "written": written})
+        return {"status": "partial" if written else "failed", "written": written}
+    return {"status": _sync_status(written, len(labelled)), "written": written}
+
+
+def _sync_status(written: int, total: int) -> str:
+    if written == total:
+        return "written"
+    return "partial" if written else "skipped"
