@@ -4,15 +4,20 @@ are shown redacted, checkpoints summarised, and grants are not part of the job's
 from datetime import timedelta
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
-from django.contrib.admin.helpers import ActionForm
+from django.db.models import BooleanField, Case, Q, Value, When
+from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from jobs import codes, display, handlers, selectors
 from jobs import services as job_services
 from jobs.display import ago
+from jobs.dlq import dlq_job_ids
 from jobs.models import AsyncJob
+
+CONFIRMATION_ROWS = 100  # jobs listed on a confirmation page; every selected job is acted on
 
 
 def admin_actor(request) -> str:
@@ -60,24 +65,50 @@ class AgeFilter(admin.SimpleListFilter):
         return queryset
 
 
-class OperatorActionForm(ActionForm):
-    """The action bar, with the two inputs "mark failed" needs."""
+class AttentionFilter(admin.SimpleListFilter):
+    """The jobs an operator should look at: stuck (what the probe counts), a worker presumed dead, or a
+    message in the DLQ (as read at most a minute ago)."""
 
-    code = forms.CharField(required=False, initial=codes.OPERATOR_FAILED, label="Code",
-                           widget=forms.TextInput(attrs={"size": 18}))
-    reason = forms.CharField(required=False, max_length=300, label="Reason",
-                             widget=forms.TextInput(attrs={"size": 40}))
+    title = "needs attention"
+    parameter_name = "attention"
+
+    def lookups(self, request, model_admin):
+        return [("any", "any of these"),
+                ("stuck", f"stuck (quiet for {settings.JOB_STUCK_AFTER_SECONDS // 60} min)"),
+                ("dead", "worker presumed dead"),
+                ("dlq", "message in the DLQ")]
+
+    def queryset(self, request, queryset):
+        now = timezone.now()
+        kinds = {"stuck": selectors.stuck_q(now=now), "dead": selectors.presumed_dead_q(now=now),
+                 "dlq": Q(in_dlq=True)}
+        if self.value() == "any":
+            return queryset.filter(kinds["stuck"] | kinds["dead"] | kinds["dlq"])
+        if self.value() in kinds:
+            return queryset.filter(kinds[self.value()])
+        return queryset
+
+
+class MarkFailedForm(forms.Form):
+    """What "mark failed" asks for on its confirmation page."""
+
+    code = forms.RegexField(regex=codes.ERROR_CODE, initial=codes.OPERATOR_FAILED, max_length=64,
+                            help_text="an error code, like OPERATOR_FAILED",
+                            error_messages={"invalid": "An error code is upper case, like OPERATOR_FAILED."})
+    reason = forms.CharField(max_length=300, widget=forms.TextInput(attrs={"size": 60}),
+                             help_text="why, for the job's history and its user (at most 300 characters)")
 
 
 @admin.register(AsyncJob)
 class AsyncJobAdmin(admin.ModelAdmin):
-    list_display = ("id", "job_type", "status", "error_code", "attempts", "lease", "age")
-    list_filter = ("status", "job_type", "error_code", "attempts", LeaseStateFilter, AgeFilter, "brand_id")
+    list_display = ("id", "job_type", "status", "error_code", "attempts", "lease", "last_activity", "message_sent",
+                    "dlq", "age")
+    list_filter = (AttentionFilter, "status", "job_type", "error_code", "attempts", LeaseStateFilter, AgeFilter,
+                   "brand_id")
     search_fields = ("id", "brand_id")
     ordering = ("-created_at",)
     list_per_page = 50
     show_full_result_count = False
-    action_form = OperatorActionForm
     actions = ["release_stale_lease", "requeue", "rerun", "mark_failed"]
     fieldsets = [
         (None, {"fields": ("id", "job_type", "status", "phase", "error_view", "result_view")}),
@@ -93,6 +124,13 @@ class AsyncJobAdmin(admin.ModelAdmin):
                        "brand_id", "site_id", "user_id", "about", "lease_view", "lease_epoch", "attempts",
                        "checkpoints_view", "history_view", "params_view", "created_at", "updated_at", "started_at",
                        "message_sent_at", "ended_at", "expires_at")
+
+    def get_queryset(self, request):
+        """Each row with its last activity and whether its message is in the DLQ (None: DLQ unreadable)."""
+        ids = dlq_job_ids()
+        in_dlq = Value(None, output_field=BooleanField()) if ids is None else Case(
+            When(id__in=list(ids), then=Value(True)), default=Value(False), output_field=BooleanField())
+        return selectors.with_activity(super().get_queryset(request)).annotate(in_dlq=in_dlq)
 
     # -- read-only: every change goes through an action that calls a service ---------------------------------
     def has_add_permission(self, request):
@@ -112,6 +150,18 @@ class AsyncJobAdmin(admin.ModelAdmin):
     @admin.display(description="lease")
     def lease(self, job):
         return job.lease_state()
+
+    @admin.display(description="last activity", ordering="last_activity_at")
+    def last_activity(self, job):
+        return ago(job.last_activity_at)
+
+    @admin.display(description="message sent", ordering="message_sent_at")
+    def message_sent(self, job):
+        return ago(job.message_sent_at) if job.message_sent_at else "never"
+
+    @admin.display(description="DLQ")
+    def dlq(self, job):
+        return {True: "in DLQ", False: "-"}.get(job.in_dlq, "unknown")
 
     @admin.display(description="age", ordering="created_at")
     def age(self, job):
@@ -163,7 +213,23 @@ class AsyncJobAdmin(admin.ModelAdmin):
         return format_html('<pre style="max-height:30em;overflow:auto">{}</pre>',
                            display.params_for_display(job.params))
 
-    # -- actions --------------------------------------------------------------------------------------------------
+    # -- actions: each shows a confirmation page first ---------------------------------------------------------
+    def _confirmation(self, request, queryset, *, action: str, title: str, explains: str, form=None):
+        """The page between choosing an action and carrying it out: the selected jobs as they are now, what
+        the action does (and to which of them), and the action's inputs. None once the operator confirmed
+        (and the inputs are valid): the action then runs."""
+        if request.POST.get("confirmed") == "yes" and (form is None or form.is_valid()):
+            return None
+        jobs = list(queryset.order_by("-created_at"))
+        context = {
+            **self.admin_site.each_context(request), "opts": self.model._meta, "title": title,
+            "explains": explains, "action": action, "form": form, "ids": [str(j.id) for j in jobs],
+            "rows": [(j.id, j.status, j.error_code or "-", j.lease_state(), ago(j.last_activity_at))
+                     for j in jobs[:CONFIRMATION_ROWS]],
+            "more": max(0, len(jobs) - CONFIRMATION_ROWS),
+        }
+        return TemplateResponse(request, "admin/jobs/asyncjob/confirm_action.html", context)
+
     def _report(self, request, verb: str, done: int, total: int, why_not: str) -> None:
         level = messages.SUCCESS if done == total else messages.WARNING
         text = f"{verb} {done} of {total} job(s)."
@@ -173,33 +239,59 @@ class AsyncJobAdmin(admin.ModelAdmin):
 
     @admin.action(description="Release stale lease (expired leases only)", permissions=["operate"])
     def release_stale_lease(self, request, queryset):
+        page = self._confirmation(request, queryset, action="release_stale_lease", title="Release stale leases",
+                                  explains="Clears the lease of each selected job that is IN_PROGRESS with an "
+                                  "expired lease (its worker died). A live lease is never touched. No message is "
+                                  "sent: re-enqueue afterwards, or let the doctor do it.")
+        if page:
+            return page
         ids = list(queryset.values_list("id", flat=True))
         done = sum(job_services.job_release_stale_lease(i, actor=admin_actor(request)) for i in ids)
         self._report(request, "Released the stale lease of", done, len(ids),
                      "not IN_PROGRESS, or the lease is live or absent")
+        return None
 
     @admin.action(description="Re-enqueue (IN_PROGRESS without a live lease)", permissions=["operate"])
     def requeue(self, request, queryset):
+        page = self._confirmation(request, queryset, action="requeue", title="Re-enqueue jobs",
+                                  explains="Sends a fresh message for each selected job that is IN_PROGRESS with no "
+                                  "live lease (an expired lease is released first); the worker resumes at the "
+                                  "job's last checkpoint. Others are skipped. A job whose message is in the DLQ "
+                                  "kept failing: read its history first.")
+        if page:
+            return page
         ids = list(queryset.values_list("id", flat=True))
         done = sum(job_services.job_requeue(i, actor=admin_actor(request)) for i in ids)
         self._report(request, "Re-enqueued", done, len(ids), "not IN_PROGRESS, a live lease, or the send failed")
+        return None
 
     @admin.action(description="Re-run (FAILED with a retryable error, with its parked credential)",
                   permissions=["operate"])
     def rerun(self, request, queryset):
+        page = self._confirmation(request, queryset, action="rerun", title="Re-run failed jobs",
+                                  explains="Puts each selected job that FAILED with a retryable error (such as "
+                                  "RETRIES_EXHAUSTED after an outage) back to IN_PROGRESS under the same id, with "
+                                  "the credential it kept, and sends its message; it resumes from its checkpoints. "
+                                  "Run it once the outage is over. Others are skipped.")
+        if page:
+            return page
         ids = list(queryset.values_list("id", flat=True))
         results = [job_services.job_rerun(i, actor=admin_actor(request)) for i in ids]
         reasons = sorted({r.why_not for r in results if not r.done})
         self._report(request, "Re-ran", sum(r.done for r in results), len(ids), "; ".join(reasons))
+        return None
 
-    @admin.action(description="Mark failed (enter a code and a reason)", permissions=["operate"])
+    @admin.action(description="Mark failed (asks for a code and a reason)", permissions=["operate"])
     def mark_failed(self, request, queryset):
-        code = (request.POST.get("code") or codes.OPERATOR_FAILED).strip()
-        reason = (request.POST.get("reason") or "").strip()
-        if not codes.ERROR_CODE.match(code) or not reason or len(reason) > 300:
-            self.message_user(request, "Mark failed needs an error code (like OPERATOR_FAILED) and a reason "
-                              "(at most 300 characters); nothing changed.", messages.ERROR)
-            return
+        form = MarkFailedForm(request.POST if request.POST.get("confirmed") == "yes" else None)
+        page = self._confirmation(request, queryset, action="mark_failed", title="Mark jobs failed", form=form,
+                                  explains="Ends each selected IN_PROGRESS job as FAILED with the code and reason "
+                                  "below; its credential is invalidated and deleted. Its user sees the reason. "
+                                  "Finished jobs are skipped. This cannot be undone.")
+        if page:
+            return page
+        code, reason = form.cleaned_data["code"], form.cleaned_data["reason"].strip()
         ids = list(queryset.values_list("id", flat=True))
         done = sum(job_services.job_mark_failed(i, code=code, reason=reason, actor=admin_actor(request)) for i in ids)
         self._report(request, f"Marked FAILED {code}:", done, len(ids), "not IN_PROGRESS")
+        return None

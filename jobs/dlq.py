@@ -5,9 +5,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from django.conf import settings
+from django.core.cache import cache
 
 from jobs.clients import sqs
-from jobs.messages import decode_job_message
+from jobs.messages import decode_job_message, task_name
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +20,14 @@ class DlqMessage:
     job_id: str | None
     job_type: str | None
     sent_at: datetime | None
+    # SQS counts every receive, operators' reads of the DLQ included: not how often workers failed it.
     receive_count: int
+    task: str | None = None  # the Celery task it calls; for a message that is not a job message
+
+    @property
+    def label(self) -> str:
+        """How a line names the message: its job, or the task it calls, or `unreadable`."""
+        return self.job_id or f"message {self.message_id} ({self.task or 'not a Celery message'})"
 
 
 def _message(raw: dict) -> DlqMessage:
@@ -31,6 +39,7 @@ def _message(raw: dict) -> DlqMessage:
         job_id=decoded[0] if decoded else None, job_type=decoded[1] if decoded else None,
         sent_at=datetime.fromtimestamp(int(sent) / 1000, UTC) if sent else None,
         receive_count=int(attrs.get("ApproximateReceiveCount", 0)),
+        task=task_name(raw.get("Body", "")),
     )
 
 
@@ -40,11 +49,12 @@ class DlqScan:
     SQS offers no read without a receive. Receiving from the DLQ is harmless (the DLQ has no redrive
     policy of its own, so a receive never moves a message on), whereas the main queue is never received
     from here: each receive there counts towards maxReceiveCount and would push live work to the DLQ.
-    Messages are held for `hold_seconds` (long enough to decide on a few thousand), and every message
-    not deleted is made visible again on exit, so a dry run leaves the DLQ as it found it.
+    Messages are held for `hold_seconds`, as short as a read and its decisions need, and every message not
+    deleted is made visible again on exit (the runbook commands turn SIGTERM into that exit too), so a dry
+    run leaves the DLQ as it found it and an interrupted one hides nothing for long.
     """
 
-    def __init__(self, *, limit: int = 1000, hold_seconds: int = 120, url: str | None = None):
+    def __init__(self, *, limit: int = 1000, hold_seconds: int = 30, url: str | None = None):
         self.url = url or settings.MARKET_JOBS_DLQ_URL
         self.limit = limit
         self.hold_seconds = hold_seconds
@@ -90,3 +100,23 @@ def queue_counts() -> dict:
     """Approximate message counts of the market-jobs queue and its DLQ (no message is touched)."""
     return {"queue": sqs.approximate_counts(settings.MARKET_JOBS_QUEUE_URL),
             "dlq": sqs.approximate_counts(settings.MARKET_JOBS_DLQ_URL)}
+
+
+DLQ_MEMBERS_CACHE_KEY = "jobs:dlq-job-ids"
+
+
+def dlq_job_ids(*, max_age_seconds: int = 60) -> frozenset[str] | None:
+    """The ids of the jobs with a message in the DLQ, read at most once per `max_age_seconds` across every
+    process (the shared cache), for the admin's job list: each read is a receive, and a page refresh must
+    not keep the DLQ's messages in flight. None when the DLQ cannot be read."""
+    cached = cache.get(DLQ_MEMBERS_CACHE_KEY)
+    if cached is not None:
+        return frozenset(cached)
+    try:
+        with DlqScan(hold_seconds=10) as scan:
+            ids = frozenset(scan.by_job())
+    except sqs.AWSError as exc:
+        log.warning("DLQ unreadable for the job list", extra={"reason": type(exc).__name__})
+        return None
+    cache.set(DLQ_MEMBERS_CACHE_KEY, sorted(ids), max_age_seconds)
+    return ids

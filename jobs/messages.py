@@ -32,3 +32,14 @@ def decode_job_message(body: str) -> tuple[str, str | None] | None:
         return None
     job_type = kwargs.get("type")
     return job_id, job_type if isinstance(job_type, str) else None
+
+
+def task_name(body: str) -> str | None:
+    """The Celery task a raw SQS message body calls (e.g. `jobs.run`, `jobs.sweep_unsent`), or None when the
+    body is not a Celery message at all."""
+    try:
+        text = body if body.lstrip().startswith("{") else base64.b64decode(body, validate=True).decode()
+        task = json.loads(text).get("headers", {}).get("task")
+    except (ValueError, TypeError, AttributeError, binascii.Error, UnicodeDecodeError):
+        return None
+    return task if isinstance(task, str) else None

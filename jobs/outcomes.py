@@ -35,4 +35,7 @@ COMPLETED = Outcome("completed")
 def record_outcome(outcome: Outcome, *, job_id: str) -> None:
     """Log the outcome of a delivery and count it (one EMF line)."""
     log.info("job delivery handled", extra={"job_id": job_id, "outcome": outcome.kind, "code": outcome.code})
-    metrics.emit(**{METRIC_BY_KIND[outcome.kind]: (1, metrics.COUNT)})
+    # A failure is also counted per error code (a bounded set), so an alarm can page on RETRIES_EXHAUSTED
+    # or ENQUEUE_FAILED without paging on PROMPT_GENERATION_HELD, which is DRS working as designed.
+    breakdown = {"ErrorCode": outcome.code} if outcome.kind == "failed" and outcome.code else None
+    metrics.emit(breakdown, **{METRIC_BY_KIND[outcome.kind]: (1, metrics.COUNT)})

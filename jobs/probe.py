@@ -1,8 +1,9 @@
 """The stuck-jobs probe (Celery beat and `manage.py job_probe`): two EMF gauges, never a job change.
 
-`StuckInProgressJobs` counts jobs IN_PROGRESS for longer than JOB_STUCK_AFTER_SECONDS (default 1 h)
-since they were created or re-authorised; `NeedsReauthBacklog` counts unexpired jobs FAILED with
-NEEDS_REAUTH. Both go out in one line with an explicit 0 when there are none, and nothing at all goes out
+`StuckInProgressJobs` counts jobs IN_PROGRESS with no activity for JOB_STUCK_AFTER_SECONDS (the lease
+TTL plus the longest retry delay, about 31 minutes); `NeedsReauthBacklog` counts unexpired jobs FAILED
+with NEEDS_REAUTH. Beat runs the probe itself (serenity/beat.py), so it reports even when no worker is
+alive. Both go out in one line with an explicit 0 when there are none, and nothing at all goes out
 when the query fails: a missing data point alarms as "no data", a false 0 would hide the problem.
 """
 import logging

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Count, DateTimeField, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, Q, QuerySet
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
@@ -18,6 +18,9 @@ from jobs.models import AsyncJob, JobEvent, JobStatus
 from tokens.models import PromiseGrant
 
 LEASE_STATES = ("held", "expired", "none")
+# A held lease whose job shows no activity for this many heartbeats: its worker is presumed dead (a running
+# worker touches the job at every heartbeat).
+SILENT_HEARTBEATS = 3
 
 
 @dataclass(frozen=True)
@@ -46,17 +49,21 @@ def with_activity(qs: QuerySet) -> QuerySet:
     return qs.annotate(last_activity_at=Greatest("updated_at", Coalesce("message_sent_at", "updated_at")))
 
 
-def with_in_progress_since(qs: QuerySet) -> QuerySet:
-    """Annotate `in_progress_since`: creation, or the last re-authorisation that put the job back to work
-    (a replaced job gets a fresh `created_at`, so only re-authorisation needs the event history)."""
-    reauthorized = (
-        JobEvent.objects.filter(job_id=OuterRef("id"), kind="reauthorized").order_by("-at").values("at")[:1]
-    )
-    return qs.annotate(
-        in_progress_since=Greatest(
-            "created_at", Coalesce(Subquery(reauthorized, output_field=DateTimeField()), "created_at")
-        )
-    )
+def quiet_q(seconds: int, *, now=None) -> Q:
+    """IN_PROGRESS jobs with no activity for `seconds` (on a queryset annotated by `with_activity`)."""
+    now = now or timezone.now()
+    return Q(status=JobStatus.IN_PROGRESS, last_activity_at__lte=now - timedelta(seconds=seconds))
+
+
+def stuck_q(*, now=None) -> Q:
+    """What the probe counts as stuck: quiet for JOB_STUCK_AFTER_SECONDS (needs `with_activity`)."""
+    return quiet_q(settings.JOB_STUCK_AFTER_SECONDS, now=now)
+
+
+def presumed_dead_q(*, now=None) -> Q:
+    """A held lease on a job quiet for SILENT_HEARTBEATS heartbeats: its worker is presumed dead, though the
+    lease cannot safely be taken before it expires (needs `with_activity`)."""
+    return lease_state_q("held", now=now) & quiet_q(SILENT_HEARTBEATS * settings.JOB_HEARTBEAT_SECONDS, now=now)
 
 
 def jobs_filtered(filters: JobFilter = JobFilter(), qs: QuerySet | None = None) -> QuerySet:
@@ -109,16 +116,17 @@ class ProbeCounts:
 
 
 def probe_counts(*, stuck_after: int | None = None, now=None) -> ProbeCounts:
-    """One query: jobs IN_PROGRESS for longer than `stuck_after` seconds (JOB_STUCK_AFTER_SECONDS) since
-    they were created or re-authorised, and unexpired jobs FAILED awaiting re-authorisation.
+    """One query: jobs IN_PROGRESS with no activity for longer than `stuck_after` seconds
+    (JOB_STUCK_AFTER_SECONDS: the lease TTL plus the longest retry delay), whatever their age, and
+    unexpired jobs FAILED awaiting re-authorisation. Activity is a claim, a checkpoint, a heartbeat or a
+    message sent: a job just recovered is not counted again, a long-lived but busy one is not counted.
 
     Every job type counts: the market-jobs queue carries generation jobs only. Raises DatabaseError.
     """
     now = now or timezone.now()
     stuck_after = settings.JOB_STUCK_AFTER_SECONDS if stuck_after is None else stuck_after
-    counts = with_in_progress_since(AsyncJob.objects.all()).aggregate(
-        stuck=Count("id", filter=Q(status=JobStatus.IN_PROGRESS,
-                                   in_progress_since__lte=now - timedelta(seconds=stuck_after))),
+    counts = with_activity(AsyncJob.objects.all()).aggregate(
+        stuck=Count("id", filter=quiet_q(stuck_after, now=now)),
         reauth=Count("id", filter=Q(status=JobStatus.FAILED, error_code=NEEDS_REAUTH, expires_at__gt=now)),
     )
     return ProbeCounts(stuck_in_progress=counts["stuck"], needs_reauth_backlog=counts["reauth"])

@@ -71,6 +71,20 @@ def _redact_value(value):
 _SECRET_KEY = re.compile(r"(?i)token|secret|authorization|password|credential")
 
 
+class MetricsOnly(logging.Filter):
+    """Passes EMF metric records only: they go to stdout, where CloudWatch's agent reads metrics."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return getattr(record, "emf", None) is not None
+
+
+class NoMetrics(logging.Filter):
+    """Passes every record but EMF metric records (those have their own handler on stdout)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return getattr(record, "emf", None) is None
+
+
 class ContextFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = getattr(record, "request_id", None) or context.request_id.get()

@@ -83,3 +83,28 @@ def test_a_basic_authorization_credential_is_redacted(capture):
     logger, stream = capture
     logger.info("upstream said Authorization: Basic dXNlcjpwYXNzd29yZA==")
     assert "dXNlcjpwYXNzd29yZA" not in stream.getvalue()
+
+
+def test_metrics_go_to_stdout_and_log_lines_to_stderr():
+    """What a deployment's log agent sees from a real process: EMF documents alone on stdout, one per line,
+    and the ordinary JSON log lines on stderr."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
+           "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"}
+    code = ("import django; django.setup(); import logging; from serenity import metrics; "
+            "metrics.emit(StuckInProgressJobs=(3, metrics.COUNT)); logging.getLogger('jobs').warning('ordinary')")
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+    (emf,) = [json.loads(line) for line in done.stdout.splitlines()]
+    assert emf["StuckInProgressJobs"] == 3 and emf["_aws"]["CloudWatchMetrics"][0]["Metrics"] == [
+        {"Name": "StuckInProgressJobs", "Unit": "Count"}]
+    logged = [json.loads(line) for line in done.stderr.splitlines()]
+    assert [line["message"] for line in logged] == ["ordinary"]

@@ -131,11 +131,13 @@ def job_redrive(job_id, *, actor: str) -> bool:
     return job_publish(job.id, job.job_type)
 
 
-def dlq_redrive(*, apply: bool, actor: str, filters: JobFilter = JobFilter(), limit: int = 1000) -> list[RedriveItem]:
+def dlq_redrive(*, apply: bool, actor: str, filters: JobFilter = JobFilter(), limit: int = 1000,
+                drop_other_tasks: bool = False) -> list[RedriveItem]:
     """Lease-aware redrive of the market-jobs DLQ; run by an operator only, never automatically.
 
     Per message (in the order they were first sent):
-    1. Not a job message: kept, reported.
+    1. Not a job message (a scheduled task's, or unreadable): reported by task name and kept, or dropped
+       when `drop_other_tasks` (a scheduled task runs again on its own schedule; nothing re-sends it).
     2. Job missing or finished: dropped (deleted from the DLQ), reported.
     3. Job IN_PROGRESS under a live lease: kept (a worker owns it; the next run decides).
     4. Job IN_PROGRESS with no live lease: a fresh message is published (never the old body), then the
@@ -153,9 +155,10 @@ def dlq_redrive(*, apply: bool, actor: str, filters: JobFilter = JobFilter(), li
             if not _matches(message, job, filters):
                 continue
             if message.job_id is None:
-                items.append(RedriveItem(message, KEEP, "not a job message"))
-                continue
-            verdict, reason = redrive_verdict(job)
+                verdict, reason = ((DROP, "not a job message; its task runs again on its own schedule")
+                                   if drop_other_tasks else (KEEP, "not a job message (--drop-other-tasks drops it)"))
+            else:
+                verdict, reason = redrive_verdict(job)
             if verdict == RESEND and message.job_id in resent:
                 verdict, reason = DROP, "duplicate of a message already re-sent in this run"
             if verdict == RESEND:

@@ -17,6 +17,7 @@ from urllib.parse import quote
 import httpx
 from django.conf import settings
 
+from serenity import metrics
 from serenity.clients import http
 
 log = logging.getLogger(__name__)
@@ -102,7 +103,12 @@ class SemrushClient:
         )
 
     def _call(self, client: httpx.Client, method: str, url: str, *, what: str, **kwargs) -> dict:
-        response = http.request(client, method, url, what=what, deadline=self._deadline, **kwargs)
+        try:
+            response = http.request(client, method, url, what=what, deadline=self._deadline, **kwargs)
+        except http.TransientError:
+            # Counted (SemrushCallFailure) so that an outage pages before jobs exhaust their retries.
+            metrics.emit(SemrushCallFailure=(1, metrics.COUNT))
+            raise
         return http.json_object(response, what)
 
     # -- catalogue --------------------------------------------------------------------------------

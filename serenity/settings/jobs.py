@@ -36,7 +36,10 @@ JOB_ENQUEUE_GRACE_SECONDS = env.int("JOB_ENQUEUE_GRACE_SECONDS", default=60)
 # How long one re-authorisation may hold its claim on a job while it obtains a credential from IMS: the
 # mint's worst case (three attempts that never connected, each bounded by the IMS timeout) with room.
 JOB_REAUTH_CLAIM_SECONDS = int(3 * IMS_TIMEOUT_SECONDS + 30)
-JOB_STUCK_AFTER_SECONDS = env.int("JOB_STUCK_AFTER_SECONDS", default=3600)
+# A job IN_PROGRESS with no activity (no claim, checkpoint, heartbeat or message) for longer than anything
+# legitimate can take is stuck: a lease that ran out, then the longest retry delay.
+JOB_STUCK_AFTER_SECONDS = env.int("JOB_STUCK_AFTER_SECONDS",
+                                  default=JOB_LEASE_TTL_SECONDS + min(JOB_RETRY_MAX_SECONDS, 900))
 # On SIGTERM a worker takes no new message; deliveries still running this long after are handed back
 # (lease released, a fresh message sent) so another worker resumes them from their last checkpoint.
 WORKER_STOP_GRACE_SECONDS = env.float("WORKER_STOP_GRACE_SECONDS", default=10.0)

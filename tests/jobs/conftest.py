@@ -74,11 +74,24 @@ def dlq_job_ids() -> list[str | None]:
     return out
 
 
-def run(command: str, *args) -> list[str]:
-    """Run a management command; its output lines."""
-    out = io.StringIO()
-    call_command(command, *args, stdout=out)
-    return out.getvalue().splitlines()
+class Output(list):
+    """A command's output lines, and its exit code in `.code`."""
+
+    code: int = 0
+
+
+def run(command: str, *args) -> Output:
+    """Run a management command as a shell would: its output lines (stdout, then stderr), and the exit code
+    it ended with (0 unless it exited otherwise)."""
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    try:
+        call_command(command, *args, stdout=out, stderr=err)
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    output = Output([*out.getvalue().splitlines(), *err.getvalue().splitlines()])
+    output.code = code
+    return output
 
 
 def lines_about(lines, job) -> list[str]:
@@ -99,3 +112,17 @@ def ims_invalidations(monkeypatch):
     calls = []
     monkeypatch.setattr(ims, "invalidate", lambda *, promise, pair: calls.append((pair.name, promise.promise_token)))
     return calls
+
+
+def scheduled_task_to_dlq(task) -> str:
+    """Put a scheduled task's message, exactly as Celery sends it, in the real DLQ (as if it had dead-lettered
+    from the queue it is routed to); returns its SQS message id."""
+    from jobs.messages import task_name
+
+    task.apply_async()
+    for url in (settings.MAINTENANCE_QUEUE_URL, settings.MARKET_JOBS_QUEUE_URL):
+        for message in sqs.receive(url, max_messages=10, visibility=60):
+            if task_name(message["Body"]) == task.name:
+                sqs.delete(url, message["ReceiptHandle"])
+                return sqs.send_raw(settings.MARKET_JOBS_DLQ_URL, message["Body"])
+    raise AssertionError(f"the {task.name} message reached no queue")

@@ -8,7 +8,7 @@ from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 
 from jobs.models import AsyncJob, JobEvent
-from tests.jobs.conftest import KNOWN_TOKEN, ago, leased, store_grant, waiting
+from tests.jobs.conftest import KNOWN_TOKEN, ago, leased, snapshot, store_grant, to_dlq, waiting
 from tokens.models import PromiseGrant
 
 pytestmark = pytest.mark.django_db
@@ -51,8 +51,8 @@ def test_job_list_shows_status_type_code_attempts_lease_age_brand_and_market(adm
 
     assert response.status_code == 200
     cl = response.context["cl"]
-    assert cl.list_display == ["action_checkbox", "id", "job_type", "status", "error_code", "attempts", "lease", "age",
-                               "brand", "market"]
+    assert cl.list_display == ["action_checkbox", "id", "job_type", "status", "error_code", "attempts", "lease",
+                               "last_activity", "message_sent", "dlq", "age", "brand", "market"]
     assert {job.id for job in cl.result_list} == names(zoo, "running", "abandoned", "reauth", "done")
     html = response.content.decode()
     assert "<td class=\"field-lease\">held</td>" in html
@@ -60,6 +60,38 @@ def test_job_list_shows_status_type_code_attempts_lease_age_brand_and_market(adm
     assert "<td class=\"field-brand\">Acme</td>" in html
     assert "<td class=\"field-market\">FR/fr</td>" in html
     assert "<td class=\"field-age\">2h ago</td>" in html
+    assert "<td class=\"field-last_activity\">3h ago</td>" in html
+    assert "<td class=\"field-message_sent\">3h ago</td>" in html
+
+
+def test_job_list_shows_which_jobs_have_a_message_in_the_dlq_and_filters_those_needing_attention(
+        admin_client, queues, settings):
+    settings.JOB_HEARTBEAT_SECONDS = 10
+    busy = leased(expires_in=timedelta(minutes=5), quiet=timedelta(seconds=5))
+    silent = leased(expires_in=timedelta(minutes=5), quiet=timedelta(seconds=31))
+    stuck = waiting(quiet=timedelta(seconds=settings.JOB_STUCK_AFTER_SECONDS + 5))
+    fresh = waiting(quiet=timedelta(seconds=60))
+    dead_lettered = waiting(quiet=timedelta(seconds=60))
+    to_dlq(dead_lettered.id)
+
+    response = admin_client.get(LIST)
+    html = response.content.decode()
+    assert html.count('<td class="field-dlq">in DLQ</td>') == 1
+    assert html.count('<td class="field-dlq">-</td>') == 4
+    assert listed(admin_client, {"attention": "stuck"}) == {stuck.id}
+    assert listed(admin_client, {"attention": "dead"}) == {silent.id}
+    assert listed(admin_client, {"attention": "dlq"}) == {dead_lettered.id}
+    assert listed(admin_client, {"attention": "any"}) == {stuck.id, silent.id, dead_lettered.id}
+    assert busy.id not in listed(admin_client, {"attention": "any"}) and fresh.id in listed(admin_client, {})
+
+
+def test_the_dlq_column_says_unknown_when_the_dlq_cannot_be_read(admin_client, zoo, settings):
+    settings.MARKET_JOBS_DLQ_URL = settings.MARKET_JOBS_DLQ_URL + "-missing"
+
+    response = admin_client.get(LIST)
+
+    assert response.status_code == 200
+    assert response.content.decode().count('<td class="field-dlq">unknown</td>') == 4
 
 
 @pytest.mark.parametrize(("query", "expected"), [
@@ -113,10 +145,33 @@ def test_job_detail_shows_parameters_checkpoints_lease_and_history_read_only(adm
     assert KNOWN_TOKEN not in html and JWT_SHAPED not in html
 
 
+def act(client, action: str, jobs, confirmed: bool = True, **fields):
+    """Choose `action` for `jobs` in the list, then (when `confirmed`) press "Yes" on its confirmation page."""
+    data = {"action": action, "_selected_action": [str(j.id) for j in jobs], **fields}
+    if confirmed:
+        data["confirmed"] = "yes"
+    else:
+        data["index"] = "0"
+    return client.post(LIST, data, follow=True)
+
+
+@pytest.mark.parametrize("action", ["release_stale_lease", "requeue", "rerun", "mark_failed"])
+def test_every_action_asks_for_confirmation_first_and_changes_nothing_until_then(admin_client, zoo, queues, action):
+    before = snapshot()
+
+    response = act(admin_client, action, [zoo["abandoned"], zoo["running"]], confirmed=False)
+
+    assert response.status_code == 200
+    assert [t.name for t in response.templates][0] == "admin/jobs/asyncjob/confirm_action.html"
+    html = response.content.decode()
+    assert "2 job(s) selected." in html and str(zoo["abandoned"].id) in html
+    assert 'name="confirmed" value="yes"' in html and f'name="action" value="{action}"' in html
+    assert snapshot() == before and queues.drain() == []
+    assert not JobEvent.objects.exists()
+
+
 def test_release_stale_lease_action_releases_only_expired_leases(admin_client, zoo):
-    response = admin_client.post(LIST, {"action": "release_stale_lease", "index": "0",
-                                        "_selected_action": [str(zoo["running"].id), str(zoo["abandoned"].id)]},
-                                 follow=True)
+    response = act(admin_client, "release_stale_lease", [zoo["running"], zoo["abandoned"]])
 
     assert [str(m) for m in response.context["messages"]] == [
         "Released the stale lease of 1 of 2 job(s). Skipped 1: not IN_PROGRESS, or the lease is live or absent."]
@@ -128,9 +183,7 @@ def test_release_stale_lease_action_releases_only_expired_leases(admin_client, z
 
 
 def test_requeue_action_sends_a_fresh_message_for_jobs_without_a_live_lease(admin_client, zoo, queues):
-    response = admin_client.post(LIST, {"action": "requeue", "index": "0",
-                                        "_selected_action": [str(zoo["abandoned"].id), str(zoo["running"].id),
-                                                             str(zoo["done"].id)]}, follow=True)
+    response = act(admin_client, "requeue", [zoo["abandoned"], zoo["running"], zoo["done"]])
 
     assert [str(m) for m in response.context["messages"]] == [
         "Re-enqueued 1 of 3 job(s). Skipped 2: not IN_PROGRESS, a live lease, or the send failed."]
@@ -138,13 +191,19 @@ def test_requeue_action_sends_a_fresh_message_for_jobs_without_a_live_lease(admi
     assert JobEvent.objects.get(job_id=zoo["abandoned"].id, kind="requeued").actor == "admin:admin"
 
 
+def test_mark_failed_asks_for_its_code_and_reason_on_the_confirmation_page(admin_client, zoo):
+    response = act(admin_client, "mark_failed", [zoo["abandoned"]], confirmed=False)
+
+    html = response.content.decode()
+    assert 'name="code"' in html and 'value="OPERATOR_FAILED"' in html and 'name="reason"' in html
+
+
 def test_mark_failed_action_fails_the_job_with_the_code_and_reason_and_ends_its_grant(admin_client, zoo,
                                                                                       ims_invalidations):
     store_grant(zoo["abandoned"])
 
-    response = admin_client.post(LIST, {"action": "mark_failed", "index": "0", "code": "MARKET_REMOVED",
-                                        "reason": "market deleted by the brand",
-                                        "_selected_action": [str(zoo["abandoned"].id)]}, follow=True)
+    response = act(admin_client, "mark_failed", [zoo["abandoned"]], code="MARKET_REMOVED",
+                   reason="market deleted by the brand")
 
     assert [str(m) for m in response.context["messages"]] == ["Marked FAILED MARKET_REMOVED: 1 of 1 job(s)."]
     job = AsyncJob.objects.get(id=zoo["abandoned"].id)
@@ -154,13 +213,17 @@ def test_mark_failed_action_fails_the_job_with_the_code_and_reason_and_ends_its_
     assert ims_invalidations == [("semrush", KNOWN_TOKEN)]
 
 
-def test_mark_failed_action_without_a_reason_changes_nothing(admin_client, zoo):
-    response = admin_client.post(LIST, {"action": "mark_failed", "index": "0", "code": "OPERATOR_FAILED",
-                                        "reason": " ", "_selected_action": [str(zoo["abandoned"].id)]}, follow=True)
+@pytest.mark.parametrize(("code", "reason", "error"), [
+    ("OPERATOR_FAILED", " ", "This field is required."),
+    ("not a code", "why", "An error code is upper case, like OPERATOR_FAILED."),
+    ("OPERATOR_FAILED", "x" * 301, "Ensure this value has at most 300 characters"),
+])
+def test_mark_failed_with_a_bad_code_or_reason_shows_the_page_again_and_changes_nothing(admin_client, zoo, code,
+                                                                                        reason, error):
+    response = act(admin_client, "mark_failed", [zoo["abandoned"]], code=code, reason=reason)
 
-    assert [str(m) for m in response.context["messages"]] == [
-        "Mark failed needs an error code (like OPERATOR_FAILED) and a reason (at most 300 characters); "
-        "nothing changed."]
+    assert [t.name for t in response.templates][0] == "admin/jobs/asyncjob/confirm_action.html"
+    assert error in response.content.decode()
     assert AsyncJob.objects.get(id=zoo["abandoned"].id).status == "IN_PROGRESS"
 
 
@@ -172,8 +235,7 @@ def test_a_viewer_without_change_permission_sees_jobs_but_cannot_act(client, zoo
     response = client.get(LIST)
     assert response.status_code == 200
     assert "action_checkbox" not in response.context["cl"].list_display
-    client.post(LIST, {"action": "release_stale_lease", "index": "0",
-                       "_selected_action": [str(zoo["abandoned"].id)]})
+    act(client, "release_stale_lease", [zoo["abandoned"]])
     assert AsyncJob.objects.get(id=zoo["abandoned"].id).lease_token is not None
 
 

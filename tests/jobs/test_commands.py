@@ -17,6 +17,7 @@ from tests.jobs.conftest import (
     lines_about,
     plant,
     run,
+    scheduled_task_to_dlq,
     snapshot,
     store_grant,
     to_dlq,
@@ -114,6 +115,39 @@ def test_requeue_stuck_apply_sends_one_fresh_message_per_listed_job_and_a_second
     assert [m["kwargs"] for m in queues.drain()] == [{"jobId": str(stuck.id), "type": "testEcho"}]
     assert not AsyncJob.objects.filter(id=live.id, message_sent_at__gt=ago(minutes=1)).exists()
     assert run("job_requeue_stuck", "--apply") == ["No stuck jobs found: nothing to do."]
+
+
+def test_runbook_exit_codes_say_whether_a_human_is_needed(queues):
+    assert run("job_requeue_stuck").code == 0  # nothing found
+    stuck = waiting(quiet=timedelta(hours=2))
+    assert run("job_requeue_stuck").code == 1  # a dry run found work
+    assert run("job_requeue_stuck", "--apply").code == 0  # all of it done
+    assert run("job_requeue_stuck", "--apply").code == 0  # and nothing left
+    AsyncJob.objects.filter(id=stuck.id).update(status="COMPLETED")
+    assert run("job_mark_failed", "--job", str(stuck.id), "--reason", "x", "--apply").code == 1  # skipped
+
+
+def test_a_usage_error_exits_2_and_an_unreachable_database_is_one_line_not_a_traceback():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
+           "DATABASE_URL": "postgres://postgres@127.0.0.1:9/serenity", "DB_CONNECT_TIMEOUT_SECONDS": "2"}
+
+    def manage(*args):
+        return subprocess.run([sys.executable, "manage.py", *args], cwd=repo, env=env, capture_output=True,
+                              text=True, timeout=60)
+
+    usage = manage("job_requeue_stuck", "--older-than", "soon")
+    down = manage("doctor")
+
+    assert usage.returncode == 2 and "--older-than must look like 45s" in usage.stderr
+    assert down.returncode == 1 and "Traceback" not in down.stderr
+    assert down.stderr.strip().splitlines() == [down.stderr.strip()]
+    assert down.stderr.startswith("doctor: the database cannot be reached or answered an error (OperationalError: ")
 
 
 def test_requeue_stuck_honours_older_than():
@@ -215,6 +249,24 @@ def test_redrive_resends_a_job_once_when_the_dlq_holds_several_of_its_messages(q
     assert "duplicate of a message already re-sent" in lines[1]
     assert [m["kwargs"]["jobId"] for m in queues.drain()] == [str(job.id)]
     assert dlq_job_ids() == []
+
+
+def test_a_scheduled_tasks_message_is_listed_by_its_task_kept_by_default_and_dropped_on_request(queues):
+    from jobs.tasks import probe_task
+
+    message_id = scheduled_task_to_dlq(probe_task)
+    subject = f"message {message_id} (jobs.probe)"
+
+    kept = run("job_redrive_dlq", "--apply")
+    dry = run("job_redrive_dlq", "--drop-other-tasks")
+    dropped = run("job_redrive_dlq", "--drop-other-tasks", "--apply")
+
+    assert verdicts(kept[:1]) == {subject: "keep in DLQ"} and "--drop-other-tasks drops it" in kept[0]
+    assert kept.code == 1  # the DLQ still holds a message: someone must look
+    assert verdicts(dry[:1]) == {subject: "drop"} and dry[0].endswith("[dry run]") and dry.code == 1
+    assert verdicts(dropped[:1]) == {subject: "drop"} and dropped[0].endswith("[done]") and dropped.code == 0
+    assert dlq_job_ids() == []
+    assert run("job_redrive_dlq", "--drop-other-tasks", "--apply").code == 0
 
 
 def test_redrive_with_job_touches_only_that_jobs_messages(queues):
@@ -380,10 +432,22 @@ def test_inspect_shows_status_lease_checkpoints_history_and_dlq_presence_without
     assert dlq_job_ids() == [str(job.id)]
 
 
-def test_inspect_reports_a_missing_job():
+def test_inspect_reports_a_missing_job_and_exits_1():
     missing = uuid.uuid4()
-    assert run("job_inspect", "--job", str(missing))[0] == (
-        f"job {missing}  not found (purged after expiry, or never created)")
+    output = run("job_inspect", "--job", str(missing))
+    assert output[0] == f"job {missing}  not found (purged after expiry, or never created)"
+    assert output.code == 1
+
+
+def test_inspect_labels_the_dlq_receive_count_as_including_operators_reads(queues):
+    job = waiting(attempts=3)
+    to_dlq(job.id)
+
+    output = run("job_inspect", "--job", str(job.id))
+
+    (line,) = [line for line in output if "in DLQ: message" in line]
+    assert "(operators' reads included; the job's attempts say how often workers ran it)" in line
+    assert any("attempts 3" in line for line in output) and output.code == 0
 
 
 def test_inspect_needs_a_job_or_a_filter():
@@ -403,3 +467,12 @@ def test_timestamps_in_the_future_read_as_in():
     from jobs.display import ago as age
 
     assert age(timezone.now() + timedelta(minutes=10, seconds=5)) == "in 10m"
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(30, "30s"), (90, "90s"), (1800, "30m"), (1830, "1830s"),
+                                               (7200, "2h"), (86400, "1d")])
+def test_a_default_threshold_is_shown_exactly_as_older_than_would_take_it(seconds, text):
+    from jobs.management.commands._runbook import duration_text, parse_duration
+
+    assert duration_text(seconds) == text
+    assert parse_duration(text) == timedelta(seconds=seconds)

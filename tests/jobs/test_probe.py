@@ -47,13 +47,13 @@ def test_probe_emits_explicit_zeros_when_no_job_is_stuck_or_awaiting_reauth(capl
     assert doc == metric_line(0, 0, doc)
 
 
-def test_probe_counts_stuck_generation_jobs_and_the_needs_reauth_backlog(caplog):
+def test_probe_counts_jobs_by_inactivity_and_the_needs_reauth_backlog(caplog, settings):
     caplog.set_level("INFO")
-    waiting(created_at=ago(hours=2))  # stuck, no lease
-    leased(expires_in=timedelta(minutes=5), created_at=ago(hours=3))  # stuck even though a worker holds it
-    waiting(created_at=ago(minutes=10))  # young
-    reauthorized = waiting(created_at=ago(days=2))  # old, but put back to work 5 minutes ago
-    JobEvent.objects.create(job_id=reauthorized.id, kind="reauthorized", at=ago(minutes=5))
+    quiet = timedelta(seconds=settings.JOB_STUCK_AFTER_SECONDS)
+    waiting(quiet=quiet + timedelta(minutes=1), created_at=ago(minutes=40))  # stuck, no lease, soon after creation
+    leased(expires_in=timedelta(minutes=5), quiet=quiet + timedelta(minutes=1))  # a lease, but its worker is silent
+    waiting(quiet=quiet - timedelta(minutes=1))  # quiet, not yet for long enough
+    waiting(quiet=timedelta(minutes=2), created_at=ago(days=2))  # old, but recovered (re-sent) 2 minutes ago
     waiting(status="FAILED", error_code="NEEDS_REAUTH", created_at=ago(days=1))
     waiting(status="FAILED", error_code="NEEDS_REAUTH", created_at=ago(days=8), expires_at=ago(days=1))  # expired
     waiting(status="FAILED", error_code="PROMPT_GENERATION_HELD", created_at=ago(days=1))
@@ -65,10 +65,15 @@ def test_probe_counts_stuck_generation_jobs_and_the_needs_reauth_backlog(caplog)
     assert doc == metric_line(2, 1, doc)
 
 
+def test_the_stuck_threshold_covers_a_lost_lease_and_the_longest_retry_delay(settings):
+    assert settings.JOB_LEASE_TTL_SECONDS + min(settings.JOB_RETRY_MAX_SECONDS, 900) <= settings.JOB_STUCK_AFTER_SECONDS
+
+
 def test_probe_deadline_follows_the_setting(settings, caplog):
     caplog.set_level("INFO")
     settings.JOB_STUCK_AFTER_SECONDS = 600
-    waiting(created_at=ago(minutes=20))
+    waiting(quiet=timedelta(minutes=11))
+    waiting(quiet=timedelta(minutes=9))
 
     assert probe.run_probe() == {"StuckInProgressJobs": 1, "NeedsReauthBacklog": 0}
 

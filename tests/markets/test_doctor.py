@@ -10,7 +10,17 @@ from jobs.clients import sqs
 from jobs.models import AsyncJob, JobEvent
 from jobs.services import doctor
 from markets import constants as c
-from tests.jobs.conftest import ago, dlq_job_ids, leased, plant, run, snapshot, to_dlq, waiting
+from tests.jobs.conftest import (
+    ago,
+    dlq_job_ids,
+    leased,
+    plant,
+    run,
+    scheduled_task_to_dlq,
+    snapshot,
+    to_dlq,
+    waiting,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -38,7 +48,7 @@ def planted(queues):
     to_dlq(cases[doctor.DLQ_MESSAGE_FOR_FINISHED_JOB].id, GEN)
     to_dlq(missing, GEN)
     healthy = [
-        leased(job_type=GEN, expires_in=timedelta(minutes=10), phase=c.PHASE_GENERATED,
+        leased(job_type=GEN, expires_in=timedelta(minutes=10), phase=c.PHASE_GENERATED, quiet=timedelta(seconds=20),
                checkpoints={"batch": BATCH, "batchSize": 2}),  # a worker is writing right now
         waiting(job_type=GEN, quiet=timedelta(minutes=1), phase=c.PHASE_GENERATED,
                 checkpoints={"batch": BATCH, "batchSize": 2}),  # batch just persisted
@@ -140,15 +150,150 @@ def test_the_stuck_threshold_for_waiting_jobs_follows_older_than(queues):
     assert findings(run("doctor", "--older-than", "15m")) == {doctor.WAITING_WITHOUT_MESSAGE: {str(job.id)}}
 
 
-def test_the_doctor_refuses_a_bad_threshold():
-    with pytest.raises(CommandError):
+def test_the_doctor_refuses_a_bad_threshold_as_a_usage_error():
+    with pytest.raises(CommandError) as refused:
         run("doctor", "--older-than", "an hour")
+    assert refused.value.returncode == 2
 
 
-def test_the_doctor_stops_with_a_clear_error_when_the_dlq_cannot_be_read(monkeypatch):
-    def unreachable(*args, **kwargs):
+def test_the_doctor_stops_with_one_clear_line_when_sqs_refuses(monkeypatch):
+    def refused(*args, **kwargs):
         raise sqs.AWSError[1]({"Error": {"Code": "AWS.SimpleQueueService.NonExistentQueue"}}, "ReceiveMessage")
 
-    monkeypatch.setattr(sqs, "receive", unreachable)
-    with pytest.raises(CommandError, match="The DLQ cannot be read: ClientError"):
-        run("doctor")
+    monkeypatch.setattr(sqs, "receive", refused)
+    output = run("doctor")
+
+    assert output.code == 1
+    assert output == ["doctor: SQS refused the request (AWS.SimpleQueueService.NonExistentQueue); check the queue "
+                      "URLs and the credentials"]
+
+
+# --- What the doctor never hides, and never makes worse ---------------------------------------------------------
+
+def only(lines, kind) -> list[str]:
+    return [line for line in lines if f"  {kind}  " in line]
+
+
+def test_a_dlq_job_with_an_expired_lease_is_reported_with_the_redrive_command_and_never_re_sent(queues):
+    job = leased(job_type=GEN, expires_in=-timedelta(minutes=5), attempts=2)
+    to_dlq(job.id, GEN)
+
+    output = run("doctor", "--apply")
+
+    (line,) = only(output, doctor.DLQ_MESSAGE_FOR_WAITING_JOB)
+    assert line.startswith(str(job.id)) and f"job_redrive_dlq --job {job.id} --apply" in line
+    assert not only(output, doctor.LEASE_EXPIRED)
+    assert output.code == 1
+    assert queues.drain() == []
+    assert AsyncJob.objects.get(id=job.id).lease_token == job.lease_token  # not even released
+    assert dlq_job_ids() == [str(job.id)]
+
+
+def test_a_dlq_copy_of_a_job_under_a_live_lease_is_a_finding_not_clean(queues):
+    job = leased(job_type=GEN, expires_in=timedelta(minutes=5), quiet=timedelta(seconds=5))
+    to_dlq(job.id, GEN)
+
+    output = run("doctor", "--apply")
+
+    (line,) = only(output, doctor.DLQ_COPY_OF_RUNNING_JOB)
+    assert line.startswith(str(job.id)) and "job_redrive_dlq" in line
+    assert "No inconsistencies found." not in output and output.code == 1
+    assert queues.drain() == [] and dlq_job_ids() == [str(job.id)]
+
+
+def test_a_held_lease_whose_job_is_silent_for_three_heartbeats_is_a_presumed_dead_worker(queues, settings):
+    settings.JOB_HEARTBEAT_SECONDS = 10
+    silent = leased(job_type=GEN, expires_in=timedelta(minutes=10), quiet=timedelta(seconds=31))
+    alive = leased(job_type=GEN, expires_in=timedelta(minutes=10), quiet=timedelta(seconds=25))
+
+    output = run("doctor", "--apply")
+
+    (line,) = only(output, doctor.WORKER_PRESUMED_DEAD)
+    assert line.startswith(str(silent.id)) and "job_mark_failed" in line and "doctor --apply re-enqueues" in line
+    assert not [line for line in output if line.startswith(str(alive.id))]
+    assert output.code == 1
+    assert AsyncJob.objects.get(id=silent.id).lease_token == silent.lease_token  # a live lease is never taken
+    assert queues.drain() == []
+
+
+def test_messages_waiting_with_none_in_flight_is_reported_as_no_consumer(queues):
+    from jobs.services import producer
+
+    job = waiting(job_type=GEN, quiet=timedelta(minutes=3))
+    producer._send(job.id, GEN)  # its message waits on the queue, and no worker takes it
+
+    output = run("doctor")
+
+    (line,) = only(output, doctor.NO_CONSUMER)
+    assert line.startswith("queue  ") and "1 message(s) waiting, none in flight" in line and "3m ago" in line
+    assert output.code == 1
+
+
+def test_a_fresh_message_waiting_is_not_yet_a_missing_consumer(queues):
+    from jobs.services import producer
+
+    job = waiting(job_type=GEN, quiet=timedelta(seconds=5))
+    producer._send(job.id, GEN)
+
+    output = run("doctor")
+
+    assert output.code == 0 and "No inconsistencies found." in output
+
+
+def test_dlq_messages_held_by_another_reader_make_the_read_incomplete_never_clean(queues):
+    from jobs.dlq import DlqScan
+
+    job = waiting(job_type=GEN, status="COMPLETED")
+    to_dlq(job.id, GEN)
+    with DlqScan(hold_seconds=60):  # a concurrent (or killed) reader holds the DLQ's only message
+        output = run("doctor", "--apply")
+
+    (line,) = only(output, doctor.DLQ_READ_INCOMPLETE)
+    assert "read 0 of ~1 DLQ message(s)" in line
+    assert "No inconsistencies found." not in output and output.code == 1
+    assert any("DLQ ~0 waiting, 1 in flight, 0 read" in line for line in output)
+    assert dlq_job_ids() == [str(job.id)]  # released on exit: the next read finds it
+
+
+def test_a_scheduled_tasks_message_in_the_dlq_is_named_by_its_task(queues):
+    from jobs.tasks import sweep_unsent_task
+
+    message_id = scheduled_task_to_dlq(sweep_unsent_task)
+
+    output = run("doctor", "--apply")
+
+    (line,) = only(output, doctor.DLQ_MESSAGE_NOT_A_JOB)
+    assert line.startswith(f"message {message_id} (jobs.sweep_unsent)")
+    assert "job_redrive_dlq --drop-other-tasks --apply" in line and output.code == 1
+
+
+def test_an_interrupted_doctor_releases_the_dlq_messages_it_held_and_exits_130(queues, monkeypatch):
+    import os
+    import signal
+
+    job = waiting(job_type=GEN, status="COMPLETED")
+    to_dlq(job.id, GEN)
+
+    def terminated(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)  # what `kill <pid>` or a closing terminal sends, mid-read
+
+    monkeypatch.setattr(doctor, "diagnose", terminated)
+    output = run("doctor")
+
+    assert output.code == 130 and output[-1] == "doctor: interrupted; nothing more was done."
+    assert dlq_job_ids() == [str(job.id)]  # visible again at once, not after the 30 s hold
+
+
+@pytest.mark.parametrize(("plant_case", "args", "code"), [
+    ("nothing", (), 0),
+    ("fixable", (), 1),  # a dry run that found work
+    ("fixable", ("--apply",), 0),  # found and fixed: nothing left for a human
+    ("operator", ("--apply",), 1),  # a finding only an operator can resolve
+])
+def test_doctor_exit_codes(queues, plant_case, args, code):
+    if plant_case == "fixable":
+        waiting(job_type=GEN, quiet=timedelta(hours=2))
+    elif plant_case == "operator":
+        to_dlq(waiting(job_type=GEN).id, GEN)
+
+    assert run("doctor", *args).code == code

@@ -1,10 +1,8 @@
 """Recovery (SPEC §12): a market whose generation ended is generated again under the same job id, through
 POST …/markets/{marketId}/generation for its user, and re-run by an operator after an outage."""
-import io
 import threading
 
 import pytest
-from django.core.management import call_command
 from django.db import connections
 from rest_framework.test import APIClient
 
@@ -15,6 +13,7 @@ from serenity.sandbox.drs import state as drs
 from serenity.sandbox.ims import ledger
 from serenity.sandbox.semrush import controls as semrush_controls
 from serenity.sandbox.semrush import state as semrush
+from tests.jobs.conftest import run
 from tests.markets.test_worker import start_job, wait_terminal
 from tokens.models import PromiseGrant
 
@@ -135,12 +134,6 @@ def test_creating_a_market_that_exists_names_it_and_its_generation_job(world, as
 
 
 # --- Operators -------------------------------------------------------------------------------------------
-
-def run(command, *args) -> list[str]:
-    out = io.StringIO()
-    call_command(command, *args, stdout=out)
-    return out.getvalue().splitlines()
-
 
 @pytest.mark.worker
 def test_a_job_that_exhausted_its_retries_in_a_semrush_outage_is_re_run_by_an_operator_to_completed(

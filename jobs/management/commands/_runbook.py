@@ -1,11 +1,23 @@
 """What every runbook command shares: dry run unless `--apply`, the narrowing filters, duration and id
-parsing (bad input is a CommandError), and the one-line-per-object report with a summary."""
+parsing, the one-line-per-object report with a summary, and the exit code an operator's script reads:
+
+- 0: nothing needs a human (nothing found, or everything found was acted on);
+- 1: something does (a dry run found work, an item was skipped, a finding remains, a job was not found), or
+  the database or SQS could not be reached (one line on stderr, no traceback);
+- 2: the command was called wrongly (a usage error);
+- 130: interrupted (Ctrl-C or SIGTERM): held DLQ messages are released on the way out.
+"""
 import getpass
 import re
+import signal
+import sys
+import threading
 import uuid
 from datetime import timedelta
 
+from botocore.exceptions import BotoCoreError, ClientError
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 from django.utils import timezone
 
 from jobs.codes import ERROR_CODE
@@ -16,19 +28,43 @@ _DURATION = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
+class UsageError(CommandError):
+    """The command was called wrongly: exit code 2."""
+
+    def __init__(self, message: str):
+        super().__init__(message, returncode=2)
+
+
 def parse_duration(value: str) -> timedelta:
-    """`45s`, `30m`, `2h`, `1d` -> timedelta. Raises CommandError."""
+    """`45s`, `30m`, `2h`, `1d` -> timedelta. Raises UsageError."""
     match = _DURATION.match(value or "")
     if not match:
-        raise CommandError(f"--older-than must look like 45s, 30m, 2h or 1d (got {value!r}).")
+        raise UsageError(f"--older-than must look like 45s, 30m, 2h or 1d (got {value!r}).")
     return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+def duration_text(seconds: int) -> str:
+    """The shortest exact `--older-than` spelling of `seconds`: 30s, 90s, 30m, 2h, 1d."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 def parse_job_id(value: str) -> uuid.UUID:
     try:
         return uuid.UUID(value.strip())
     except (ValueError, AttributeError):
-        raise CommandError(f"--job must be a job id (a UUID), got {value!r}.") from None
+        raise UsageError(f"--job must be a job id (a UUID), got {value!r}.") from None
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "no detail"
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def cli_actor() -> str:
@@ -64,6 +100,40 @@ class RunbookCommand(BaseCommand):
         if "code" in self.filters:
             parser.add_argument("--code", help="only jobs with this error code")
 
+    def execute(self, *args, **options):
+        """Run, then exit with the code the module docstring describes."""
+        self.needs_attention = False
+        # SIGTERM unwinds like Ctrl-C, so context managers exit (a DLQ scan releases what it holds). Signal
+        # handlers can only be set from the main thread; elsewhere the default stays.
+        in_main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _interrupt) if in_main else None
+        try:
+            output = super().execute(*args, **options)
+        except KeyboardInterrupt:
+            self.stderr.write(f"{self._name()}: interrupted; nothing more was done.")
+            sys.exit(130)
+        except DatabaseError as exc:
+            self.stderr.write(f"{self._name()}: the database cannot be reached or answered an error "
+                              f"({type(exc).__name__}: {_first_line(exc)})")
+            sys.exit(1)
+        except BotoCoreError as exc:
+            self.stderr.write(f"{self._name()}: SQS cannot be reached ({type(exc).__name__})")
+            sys.exit(1)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "unknown")
+            self.stderr.write(f"{self._name()}: SQS refused the request ({code}); check the queue URLs and "
+                              "the credentials")
+            sys.exit(1)
+        finally:
+            if in_main:
+                signal.signal(signal.SIGTERM, previous)
+        if self.needs_attention:
+            sys.exit(1)
+        return output
+
+    def _name(self) -> str:
+        return self.__class__.__module__.rsplit(".", 1)[-1]
+
     def handle(self, *args, **options):
         self.apply = bool(options.get("apply"))
         self.now = timezone.now()
@@ -77,7 +147,7 @@ class RunbookCommand(BaseCommand):
     def job_filter(self, options) -> JobFilter:
         code = options.get("code")
         if code is not None and not ERROR_CODE.match(code):
-            raise CommandError(f"--code must be an error code like NEEDS_REAUTH, got {code!r}.")
+            raise UsageError(f"--code must be an error code like NEEDS_REAUTH, got {code!r}.")
         return JobFilter(job_ids=tuple(parse_job_id(j) for j in options.get("job") or ()),
                          status=options.get("status"), code=code)
 
@@ -90,10 +160,13 @@ class RunbookCommand(BaseCommand):
         """One line per object: `<subject>  <action>  <detail>  [dry run | done | skipped: why]`."""
         if not self.apply or done is None:
             outcome = "dry run" if self.mutates and not self.apply else ""
+            if self.mutates and not self.apply:
+                self.needs_attention = True  # found work a dry run did not do
         elif done:
             outcome = "done"
         else:
             outcome = f"skipped: {why_not}" if why_not else "skipped"
+            self.needs_attention = True
         line = f"{subject}  {action}"
         if detail:
             line += f"  {detail}"

@@ -1,11 +1,9 @@
 """`manage.py job_inspect`: everything an operator needs about a job, in one read-only report."""
-from django.core.management.base import CommandError
-
 from jobs import display, handlers, selectors
 from jobs.clients import sqs
 from jobs.display import ago, stamp
 from jobs.dlq import DlqScan, queue_counts
-from jobs.management.commands._runbook import RunbookCommand
+from jobs.management.commands._runbook import RunbookCommand, UsageError
 from jobs.models import AsyncJob
 
 
@@ -28,11 +26,12 @@ class Command(RunbookCommand):
         filters = self.job_filter(options)
         older_than = self.older_than(options)
         if not (filters.job_ids or filters.status or filters.code or older_than):
-            raise CommandError("Name a job with --job, or narrow with --status, --code or --older-than.")
+            raise UsageError("Name a job with --job, or narrow with --status, --code or --older-than.")
         qs = selectors.jobs_filtered(filters).filter(created_at__lte=self.now - older_than)
         jobs = list(selectors.with_activity(qs).order_by("-created_at")[: max(1, options["limit"])])
         for missing in set(filters.job_ids) - {j.id for j in jobs}:
             if not AsyncJob.objects.filter(id=missing).exists():
+                self.needs_attention = True
                 self.stdout.write(f"job {missing}  not found (purged after expiry, or never created)")
         dlq, queue_line = self.queues()
         for job in jobs:
@@ -58,7 +57,8 @@ class Command(RunbookCommand):
     def dlq_lines(self, dlq, job_id) -> list[str]:
         if dlq is None:
             return []
-        return [f"in DLQ: message {m.message_id}, sent {stamp(m.sent_at)}, received {m.receive_count} times"
+        return [f"in DLQ: message {m.message_id}, sent {stamp(m.sent_at)}, received {m.receive_count} times "
+                f"(operators' reads included; the job's attempts say how often workers ran it)"
                 for m in dlq.get(job_id, [])]
 
     def show(self, job, dlq, queue_line):

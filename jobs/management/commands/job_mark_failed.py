@@ -1,10 +1,9 @@
 """`manage.py job_mark_failed`: end IN_PROGRESS jobs as FAILED with a code and a reason."""
-from django.core.management.base import CommandError
 
 from jobs import services as job_services
 from jobs.codes import ERROR_CODE, OPERATOR_FAILED
 from jobs.display import ago
-from jobs.management.commands._runbook import RunbookCommand, parse_job_id
+from jobs.management.commands._runbook import RunbookCommand, UsageError, parse_job_id
 from jobs.models import AsyncJob, JobStatus
 
 
@@ -29,17 +28,18 @@ class Command(RunbookCommand):
     def run(self, options):
         code, reason = options["code"], (options["reason"] or "").strip()
         if not ERROR_CODE.match(code or ""):
-            raise CommandError(f"--code must be an error code like OPERATOR_FAILED, got {code!r}.")
+            raise UsageError(f"--code must be an error code like OPERATOR_FAILED, got {code!r}.")
         if not reason:
-            raise CommandError("--reason must say why the job is failed.")
+            raise UsageError("--reason must say why the job is failed.")
         if len(reason) > 300:
-            raise CommandError("--reason must be at most 300 characters.")
+            raise UsageError("--reason must be at most 300 characters.")
         ids = list(dict.fromkeys(parse_job_id(j) for j in options["job"]))
         jobs = {j.id: j for j in AsyncJob.objects.filter(id__in=ids)}
         found = done = 0
         for job_id in ids:
             job = jobs.get(job_id)
             if job is None or job.status != JobStatus.IN_PROGRESS:
+                self.needs_attention = True  # a job the operator named was not failed
                 self.stdout.write(f"{job_id}  not failed  job is {job.status if job else 'missing'}: only "
                                   "IN_PROGRESS jobs can be marked failed")
                 continue

@@ -4,7 +4,7 @@ from django.conf import settings
 from jobs import selectors
 from jobs import services as job_services
 from jobs.display import ago
-from jobs.management.commands._runbook import RunbookCommand
+from jobs.management.commands._runbook import RunbookCommand, duration_text
 
 
 class Command(RunbookCommand):
@@ -17,7 +17,7 @@ class Command(RunbookCommand):
     )
     filters = ("job", "older_than")
     older_than_help = "only jobs with no activity for at least this long (45s, 30m, 2h, 1d)"
-    older_than_default = f"{settings.JOB_STUCK_AFTER_SECONDS // 60}m"
+    older_than_default = duration_text(settings.JOB_STUCK_AFTER_SECONDS)
 
     def run(self, options):
         jobs = list(selectors.jobs_stuck(quiet_for=self.older_than(options), filters=self.job_filter(options),

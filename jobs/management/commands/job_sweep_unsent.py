@@ -5,7 +5,7 @@ from django.conf import settings
 
 from jobs import services as job_services
 from jobs.display import ago
-from jobs.management.commands._runbook import RunbookCommand
+from jobs.management.commands._runbook import RunbookCommand, duration_text
 from jobs.models import AsyncJob
 
 
@@ -18,7 +18,7 @@ class Command(RunbookCommand):
     )
     filters = ("older_than",)
     older_than_help = "grace period after the job's last change (45s, 30m, 2h, 1d)"
-    older_than_default = f"{settings.JOB_ENQUEUE_GRACE_SECONDS}s"
+    older_than_default = duration_text(settings.JOB_ENQUEUE_GRACE_SECONDS)
 
     def run(self, options):
         grace = int(self.older_than(options) / timedelta(seconds=1))

@@ -1,10 +1,8 @@
 """`manage.py job_regenerate`: re-run the generation job of a market, as an operator."""
 import uuid
 
-from django.core.management.base import CommandError
-
 from jobs import services as job_services
-from jobs.management.commands._runbook import RunbookCommand
+from jobs.management.commands._runbook import RunbookCommand, UsageError
 from jobs.models import AsyncJob
 from markets.jobid import generation_job_id
 from markets.models import Market
@@ -32,7 +30,7 @@ class Command(RunbookCommand):
             try:
                 markets.append(uuid.UUID(value.strip()))
             except ValueError:
-                raise CommandError(f"--market must be a market id (a UUID), got {value!r}.") from None
+                raise UsageError(f"--market must be a market id (a UUID), got {value!r}.") from None
         for market_id in markets:
             market = Market.objects.filter(id=market_id).first()
             if market is None:
