@@ -16,6 +16,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs import states
+from jobs.checkpoints import MergedCheckpoints
 from jobs.exceptions import LeaseLost, OutOfTime
 from jobs.models import AsyncJob, JobStatus
 from serenity.db import retry_once_on_disconnect
@@ -117,7 +118,7 @@ class JobContext:
         """Merge `values` into the job's checkpoints (a None value removes its key) and move its phase.
         Fenced on the lease; raises LeaseLost."""
         checkpoints = self._merged(values)
-        fields = {"checkpoints": checkpoints, "updated_at": timezone.now()}
+        fields = {"checkpoints": MergedCheckpoints(values), "updated_at": timezone.now()}
         if phase:
             fields["phase"] = phase
         if retry_once_on_disconnect(lambda: self._fenced().update(**fields)) != 1:
@@ -151,7 +152,8 @@ class JobContext:
 
         def store() -> bool:
             with transaction.atomic():
-                fenced = self._fenced().update(checkpoints=checkpoints, updated_at=timezone.now()) == 1
+                fenced = self._fenced().update(checkpoints=MergedCheckpoints(checkpoint_values),
+                                               updated_at=timezone.now()) == 1
                 stored = fenced and grants.grant_rotate(job_id=self.job.id, expect_fingerprint=exchanged.fingerprint,
                                                         token=rotated)
                 if fenced and not stored:

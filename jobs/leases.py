@@ -8,7 +8,8 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import F, Q
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from jobs import states
@@ -32,11 +33,11 @@ def lease_claim(job_id, *, worker: str = "", ttl: int | None = None) -> uuid.UUI
             lease_epoch=F("lease_epoch") + 1,
             attempts=F("attempts") + 1,
             updated_at=now,
+            started_at=Coalesce(F("started_at"), Value(now)),
         )
     )
     if claimed != 1:
         return None
-    AsyncJob.objects.filter(id=job_id, started_at__isnull=True).update(started_at=now)
     states.record(job_id, "lease_claimed", actor=worker)
     return token
 

@@ -34,6 +34,7 @@ from markets.codes import (  # noqa: F401  (re-exported: callers name outcomes a
 )
 from serenity import metrics
 from serenity.clients.guard import guard_boto3_client, outside_transaction
+from serenity.clients.http import pooled_client
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +219,8 @@ def _invoke_http(arn: str, payload: bytes, timeout: float) -> bytes:
     """POST the request once (no automatic retries); return the body. Raises retryable DrsError."""
     outside_transaction("drs.invoke")
     try:
-        response = httpx.post(
+        # This thread's pooled client (a connection kept for the next job); the URL is absolute.
+        response = pooled_client("", timeout=settings.DRS_TIMEOUT_SECONDS).post(
             settings.DRS_HTTP_URL,
             content=payload,
             headers={"Content-Type": "application/json", FUNCTION_HEADER: arn},

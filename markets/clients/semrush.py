@@ -29,21 +29,30 @@ PAGE_SIZE = 100
 MAX_PAGES = 1000
 
 
-class _DeadlineClient(httpx.Client):
-    """An httpx client whose every attempt, retries included, ends by the caller's deadline."""
+class _Session:
+    """The calls of one SemrushClient, sent on this thread's pooled connection (serenity/clients/http.py):
+    the bearer rides on each request, never on the shared client, and every attempt, retries included, ends
+    by the caller's deadline."""
 
-    def __init__(self, *, deadline: float | None, **kwargs):
-        super().__init__(**kwargs)
+    def __init__(self, *, bearer: str, deadline: float | None):
+        self._pool = http.pooled_client(settings.SEMRUSH_API_BASE.rstrip("/"), timeout=settings.SEMRUSH_TIMEOUT_SECONDS)
+        self._headers = {"Authorization": f"Bearer {bearer}", "Accept": "application/json"}
         self._deadline = deadline
 
-    def request(self, method, url, **kwargs):
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        return None  # the pooled connection stays open for the thread's next call
+
+    def request(self, method, url, *, headers=None, **kwargs) -> httpx.Response:
         if self._deadline is not None:
             remaining = self._deadline - time.monotonic()
             if remaining <= 0:
                 # Raised as a timeout so the retry loop classifies it as transient and stops at once.
                 raise httpx.TimeoutException("deadline reached before the request was sent")
             kwargs["timeout"] = min(settings.SEMRUSH_TIMEOUT_SECONDS, remaining)
-        return super().request(method, url, **kwargs)
+        return self._pool.request(method, url, headers={**self._headers, **(headers or {})}, **kwargs)
 
 
 def _segment(value, name: str) -> str:
@@ -92,17 +101,12 @@ class SemrushClient:
 
     # -- plumbing ---------------------------------------------------------------------------------
 
-    def _http(self) -> httpx.Client:
+    def _http(self) -> _Session:
         if not isinstance(self._bearer, str) or not self._bearer.strip():
             raise http.ReauthRequired("semrush: no bearer to call with")
-        return _DeadlineClient(
-            deadline=self._deadline,
-            base_url=settings.SEMRUSH_API_BASE.rstrip("/"),
-            timeout=settings.SEMRUSH_TIMEOUT_SECONDS,
-            headers={"Authorization": f"Bearer {self._bearer}", "Accept": "application/json"},
-        )
+        return _Session(bearer=self._bearer, deadline=self._deadline)
 
-    def _call(self, client: httpx.Client, method: str, url: str, *, what: str, **kwargs) -> dict:
+    def _call(self, client: _Session, method: str, url: str, *, what: str, **kwargs) -> dict:
         try:
             response = http.request(client, method, url, what=what, deadline=self._deadline, **kwargs)
         except http.TransientError:

@@ -52,7 +52,8 @@ class TokenInfo:
 
 
 def _client() -> httpx.Client:
-    return httpx.Client(base_url=settings.IMS_HOST, timeout=settings.IMS_TIMEOUT_SECONDS)
+    """This thread's pooled IMS client (serenity/clients/http.py): no secret lives on it."""
+    return http.pooled_client(settings.IMS_HOST, timeout=settings.IMS_TIMEOUT_SECONDS)
 
 
 def mint(*, bearer: str, pair: ClientPair) -> PromiseToken:
@@ -62,17 +63,16 @@ def mint(*, bearer: str, pair: ClientPair) -> PromiseToken:
     TransientError (`maybe_processed` tells whether a token may have been minted with its answer lost),
     PermanentError.
     """
-    with _client() as client:
-        response = http.request(
-            client, "POST", TOKEN_PATH, what="ims.mint", max_attempts=3, idempotent=False,
-            data={
-                "grant_type": "promise_token_mint",
-                "client_id": pair.emitter_client_id,
-                "client_secret": pair.emitter_client_secret,
-                "definition_id": pair.emitter_definition_id,
-                "user_token": bearer,
-            },
-        )
+    response = http.request(
+        _client(), "POST", TOKEN_PATH, what="ims.mint", max_attempts=3, idempotent=False,
+        data={
+            "grant_type": "promise_token_mint",
+            "client_id": pair.emitter_client_id,
+            "client_secret": pair.emitter_client_secret,
+            "definition_id": pair.emitter_definition_id,
+            "user_token": bearer,
+        },
+    )
     try:
         return PromiseToken.parse(http.json_object(response, "ims.mint"))
     except InvalidPromiseToken as exc:
@@ -90,16 +90,15 @@ def exchange(*, promise: PromiseToken, pair: ClientPair) -> Exchanged:
     if not isinstance(promise, PromiseToken):
         raise InvalidPromiseToken("exchange needs a typed promise token")
     try:
-        with _client() as client:
-            response = http.request(
-                client, "POST", TOKEN_PATH, what="ims.exchange", max_attempts=3, idempotent=False,
-                data={
-                    "grant_type": "promise_token_exchange",
-                    "client_id": pair.consumer_client_id,
-                    "client_secret": pair.consumer_client_secret,
-                    "promise_token": promise.promise_token,
-                },
-            )
+        response = http.request(
+            _client(), "POST", TOKEN_PATH, what="ims.exchange", max_attempts=3, idempotent=False,
+            data={
+                "grant_type": "promise_token_exchange",
+                "client_id": pair.consumer_client_id,
+                "client_secret": pair.consumer_client_secret,
+                "promise_token": promise.promise_token,
+            },
+        )
     except http.ReauthRequired as exc:
         raise NeedsReauth("ims.exchange refused the promise token", status=exc.status) from None
     body = http.json_object(response, "ims.exchange")
@@ -120,16 +119,15 @@ def validate(*, promise: PromiseToken, pair: ClientPair) -> TokenInfo:
 
     Raises TransientError / PermanentError / ReauthRequired (our client was refused).
     """
-    with _client() as client:
-        response = http.request(
-            client, "POST", VALIDATE_PATH, what="ims.validate", max_attempts=2,
-            data={
-                "client_id": pair.consumer_client_id,
-                "client_secret": pair.consumer_client_secret,
-                "type": PROMISE_TOKEN_TYPE,
-                "token": promise.promise_token,
-            },
-        )
+    response = http.request(
+        _client(), "POST", VALIDATE_PATH, what="ims.validate", max_attempts=2,
+        data={
+            "client_id": pair.consumer_client_id,
+            "client_secret": pair.consumer_client_secret,
+            "type": PROMISE_TOKEN_TYPE,
+            "token": promise.promise_token,
+        },
+    )
     body = http.json_object(response, "ims.validate")
     if body.get("valid") is not True:
         return TokenInfo(valid=False, reason=str(body.get("reason") or "invalid")[:64])
@@ -141,13 +139,12 @@ def validate(*, promise: PromiseToken, pair: ClientPair) -> TokenInfo:
 
 def invalidate(*, promise: PromiseToken, pair: ClientPair) -> None:
     """Invalidate a promise token. Raises TransientError / PermanentError / ReauthRequired."""
-    with _client() as client:
-        http.request(
-            client, "POST", INVALIDATE_PATH, what="ims.invalidate", max_attempts=2,
-            data={
-                "client_id": pair.consumer_client_id,
-                "client_secret": pair.consumer_client_secret,
-                "token_type": PROMISE_TOKEN_TYPE,
-                "token": promise.promise_token,
-            },
-        )
+    http.request(
+        _client(), "POST", INVALIDATE_PATH, what="ims.invalidate", max_attempts=2,
+        data={
+            "client_id": pair.consumer_client_id,
+            "client_secret": pair.consumer_client_secret,
+            "token_type": PROMISE_TOKEN_TYPE,
+            "token": promise.promise_token,
+        },
+    )

@@ -1,0 +1,48 @@
+"""Checkpoint writes that send only what changed: the job's checkpoints merged with new values in the database.
+
+A job's checkpoints hold its persisted input (a market job's whole DRS batch) beside small progress marks. A
+checkpoint that rewrote the whole document would send that batch again on every phase; `MergedCheckpoints`
+sends the changed keys alone and lets the database merge them, on PostgreSQL (jsonb `||` and `-`) as on
+SQLite (json_set, json_remove). Top-level keys are replaced, never merged deeper; a None value removes its key.
+"""
+import json
+
+from django.db.models import F, Func, JSONField
+
+
+class MergedCheckpoints(Func):
+    """The `checkpoints` column with `values` merged in, for an UPDATE."""
+
+    output_field = JSONField()
+
+    def __init__(self, values: dict):
+        super().__init__(F("checkpoints"))
+        self.sets = {key: value for key, value in values.items() if value is not None}
+        self.drops = [key for key, value in values.items() if value is None]
+
+    def as_postgresql(self, compiler, connection, **extra):
+        column, params = compiler.compile(self.source_expressions[0])
+        sql, params = f"(COALESCE({column}, '{{}}'::jsonb) || %s::jsonb)", [*params, json.dumps(self.sets)]
+        for key in self.drops:
+            sql, params = f"({sql} - %s)", [*params, key]
+        return sql, params
+
+    def as_sqlite(self, compiler, connection, **extra):
+        column, params = compiler.compile(self.source_expressions[0])
+        sql = f"COALESCE({column}, '{{}}')"
+        if self.sets:
+            sql = f"json_set({sql}" + ", %s, json(%s)" * len(self.sets) + ")"
+            for key, value in self.sets.items():
+                params = [*params, _path(key), json.dumps(value)]
+        if self.drops:
+            sql = f"json_remove({sql}" + ", %s" * len(self.drops) + ")"
+            params = [*params, *(_path(key) for key in self.drops)]
+        return sql, params
+
+    def as_sql(self, compiler, connection, **extra):
+        raise NotImplementedError(f"checkpoint merge is not written for {connection.vendor}")
+
+
+def _path(key: str) -> str:
+    """A JSON path naming one top-level key, quoted (keys are identifiers, but a quote must not break it)."""
+    return "$." + json.dumps(key)

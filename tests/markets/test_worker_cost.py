@@ -1,0 +1,28 @@
+"""The worker's own cost per job (SPEC §5): the SQL one delivery sends beyond its external calls, counted on
+the delivery's thread (the simulators answer from other threads, on their own connections)."""
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from jobs.outcomes import COMPLETED
+from jobs.services.runner import job_run
+from tests.markets.test_worker import start_job
+
+# docs/benchmarks.md: the target per job, beyond external calls. `make bench` measures the same in a worker.
+MAX_STATEMENTS_PER_JOB = 25
+
+
+def test_one_delivery_of_a_job_sends_at_most_25_sql_statements_and_small_checkpoints(world, async_on):
+    job, _market = start_job(world)
+
+    with CaptureQueriesContext(connection) as queries:
+        outcome = job_run(job.id, job.job_type, worker="cost")
+
+    job.refresh_from_db()
+    assert (outcome, job.status, job.result["promptCount"]) == (COMPLETED, "COMPLETED", job.checkpoints["written"])
+    # Transaction control (BEGIN, COMMIT, savepoints) is not counted: it carries no work of its own.
+    statements = [q["sql"] for q in queries.captured_queries
+                  if q["sql"].split(" ", 1)[0] not in ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")]
+    assert len(statements) <= MAX_STATEMENTS_PER_JOB, "\n".join(s[:140] for s in statements)
+    # Only the `generated` checkpoint carries the DRS batch; every later one sends its own keys alone.
+    batch_writes = [s for s in statements if s.startswith('UPDATE "async_jobs"') and '"batch"' in s]
+    assert len(batch_writes) == 1, batch_writes
