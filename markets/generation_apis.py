@@ -7,7 +7,7 @@ import hashlib
 import logging
 import uuid
 
-from django.http import HttpResponseNotModified
+from django.http import HttpResponse, HttpResponseNotModified
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status as http
@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from jobs import services as job_services
 from jobs.models import AsyncJob, JobStatus
 from markets import constants
-from markets.dto import GenerationJobSerializer, ReauthAcceptedSerializer, job_dto, reauth_accepted
+from markets.dto import JOB_DTO_FIELDS, GenerationJobSerializer, ReauthAcceptedSerializer, job_dto, reauth_accepted
 from markets.selectors import JobNotFound, job_get_for_caller
 from serenity.clients.http import ClientError
 from serenity.openapi import problem_response
@@ -64,10 +64,10 @@ def parse_ids(**ids: str) -> list[uuid.UUID]:
     return parsed
 
 
-def etag_for(body: dict) -> str:
+def etag_for(content: bytes) -> str:
     """A strong validator over the exact bytes served: any visible change (status, updatedAt, a public
     message) changes it, and nothing invisible does."""
-    return '"' + hashlib.sha256(JSONRenderer().render(body)).hexdigest()[:32] + '"'
+    return '"' + hashlib.sha256(content).hexdigest()[:32] + '"'
 
 
 def if_none_match(header: str | None, etag: str) -> bool:
@@ -153,9 +153,10 @@ class GenerationJobDetailApi(APIView):
     def get(self, request, orgId: str, brandId: str, jobId: str):  # noqa: N803  (the route's names)
         org_id, brand_id, job_id = parse_ids(orgId=orgId, brandId=brandId, jobId=jobId)
         job = job_get_for_caller(caller=request.user, org_id=org_id, brand_id=brand_id, job_id=job_id,
-                                 allowed_types=GENERATION_JOB_TYPES)
-        body = job_dto(job)
-        etag = etag_for(body)
+                                 allowed_types=GENERATION_JOB_TYPES, fields=JOB_DTO_FIELDS)
+        # Rendered once: the same bytes are hashed for the ETag and served.
+        content = JSONRenderer().render(job_dto(job))
+        etag = etag_for(content)
         # Private: the body is per caller. no-cache: any cache must revalidate, which If-None-Match makes cheap.
         headers = {"ETag": etag, "Cache-Control": "private, no-cache", "Vary": "Authorization"}
         if job.status == JobStatus.IN_PROGRESS:
@@ -165,7 +166,7 @@ class GenerationJobDetailApi(APIView):
             for name, value in headers.items():
                 not_modified[name] = value
             return not_modified
-        return Response(body, headers=headers)
+        return HttpResponse(content, content_type="application/json", headers=headers)
 
 
 class GenerationJobReauthApi(APIView):
