@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements/base.txt requirements/dev.txt | sha1sum | cut -c1-12)
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/serenity
 
-.PHONY: run test lint install clean
+.PHONY: run test bench lint install clean
 
 $(STAMP): requirements/base.txt requirements/dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python scripts/check_test_db.py
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest --create-db $(PYTEST_ARGS)
+
+# Not part of `make test`: brings up the API, simulators, local SQS and a worker on PostgreSQL and measures them.
+bench: $(STAMP)
+	$(BIN)/python scripts/bench.py
 
 clean:
 	rm -rf $(VENV) var

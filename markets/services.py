@@ -3,12 +3,14 @@
 Network calls (Semrush, the producer) happen after the rows they belong to are committed; a market whose
 Semrush project cannot be made is removed again, so a retry of the same slice is not answered 409.
 """
+import contextvars
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from jobs.models import AsyncJob
 from markets import geo
@@ -120,18 +122,43 @@ def markets_provision(*, caller: Caller, brand: Brand, slices: list[tuple[str, s
 
     Everything runs under the request's deadline: every Semrush call is bounded by it, and a market not
     started while MARKET_MIN_SECONDS remain is answered 503 `not_attempted` (retryable) and not created at
-    all. One SyncBudget spans the whole batch (the old path's shared ~12 s write deadline).
+    all. One SyncBudget spans the whole batch (the old path's shared ~12 s write deadline). Markets are
+    provisioned MARKET_PROVISION_CONCURRENCY at a time (each is independent: its own row, project and job);
+    the answer lists them in the order asked.
     """
     if brand.status != Brand.Status.ACTIVE or not brand.semrush_workspace_id:
         raise BrandNotActive()
     deadline = deadline or request_deadline()
     semrush = SemrushClient(caller.bearer, deadline=deadline)
     budget = SyncBudget()
-    return [
-        _market_provision(caller=caller, brand=brand, country=country, language_code=language_code, site=site,
-                          generation=generation, semrush=semrush, budget=budget, deadline=deadline)
-        for country, language_code, site in slices
-    ]
+
+    def provision(one_slice) -> MarketOutcome:
+        country, language_code, site = one_slice
+        return _market_provision(caller=caller, brand=brand, country=country, language_code=language_code,
+                                 site=site, generation=generation, semrush=semrush, budget=budget, deadline=deadline)
+
+    return in_parallel(provision, slices, limit=settings.MARKET_PROVISION_CONCURRENCY)
+
+
+def in_parallel(fn, items: list, *, limit: int) -> list:
+    """`[fn(item) for item in items]`, in order, up to `limit` at a time on threads of their own.
+
+    Each call runs in a copy of the caller's context (its request id stays on the log lines) and closes its
+    database connection when done. Inside a transaction the calls run one by one on this thread instead: a
+    thread of its own could not see the transaction's uncommitted rows. An exception propagates as it would
+    from the loop, once the calls already started have ended.
+    """
+    if limit <= 1 or len(items) <= 1 or connection.in_atomic_block:
+        return [fn(item) for item in items]
+
+    def run(item, context):
+        try:
+            return context.run(fn, item)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=min(limit, len(items)), thread_name_prefix="provision") as pool:
+        return list(pool.map(run, items, [contextvars.copy_context() for _ in items]))
 
 
 # The least time worth starting a market with: a project lookup or creation, a publish and the producer.
@@ -160,8 +187,8 @@ def _market_provision(*, caller, brand, country, language_code, site, generation
     try:
         where = {"workspace_id": brand.semrush_workspace_id, "geo_target_id": market.geo_target_id,
                  "language_code": language_code}
-        project = semrush.find_project(**where) or semrush.create_project(
-            **where, name=f"{brand.display_name or brand.name} {country}/{language_code}")
+        # A new market has no project yet: create it at once (a project that exists answers 409 and is re-read).
+        project = semrush.create_project(**where, name=f"{brand.display_name or brand.name} {country}/{language_code}")
         market.semrush_project_id = project["id"]
         if not generation.use_async:
             outcome.sync_prompts = sync_prompts_write(caller=caller, brand=brand, market=market, semrush=semrush,

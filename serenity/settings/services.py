@@ -40,6 +40,9 @@ SEMRUSH_WRITE_BUDGET_SECONDS = env.int("SEMRUSH_WRITE_BUDGET_SECONDS", default=1
 SEMRUSH_PARENT_WORKSPACE_ID = env.str("SEMRUSH_PARENT_WORKSPACE_ID", default="serenity")
 # The old synchronous path's write deadline, shared by every market of one request.
 SYNC_WRITE_DEADLINE_SECONDS = env.float("SYNC_WRITE_DEADLINE_SECONDS", default=12.0)
+# Markets of one request provisioned at once (activate: up to 50), each a handful of Semrush and IMS calls
+# and one queue message: bounded so one request cannot flood Semrush or take every database connection.
+MARKET_PROVISION_CONCURRENCY = env.int("MARKET_PROVISION_CONCURRENCY", default=4)
 SYNC_TOP_TOPICS = env.int("SYNC_TOP_TOPICS", default=10)
 
 # --- DRS -------------------------------------------------------------------------------------------------------

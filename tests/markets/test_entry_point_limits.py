@@ -30,6 +30,7 @@ def test_an_activation_reports_markets_it_had_no_time_for_as_retryable_and_creat
     from serenity.sandbox.semrush import controls as semrush_controls
 
     settings.REQUEST_DEADLINE_SECONDS = 4
+    settings.MARKET_PROVISION_CONCURRENCY = 1  # one at a time: the later markets start past the budget
     gate("false")  # no producer: only the market's own Semrush calls
     semrush_controls.set_latency(500)
     try:
@@ -47,3 +48,30 @@ def test_an_activation_reports_markets_it_had_no_time_for_as_retryable_and_creat
         "title": "Not attempted within the request's time budget", "retryable": True,
         "detail": "AT/de was not attempted within the request's time budget; nothing was created. Send it again."}
     assert list(Market.objects.values_list("country", flat=True)) == ["DE"]
+
+
+def test_an_activation_provisions_its_markets_concurrently_and_answers_them_in_the_order_asked(
+    world, settings, gate, async_on
+):
+    import time
+
+    from markets.models import Market
+    from serenity.sandbox.semrush import controls as semrush_controls
+
+    settings.MARKET_PROVISION_CONCURRENCY = 4
+    gate("false")  # no producer: each market is its project's creation and its publish
+    countries = ("DE", "AT", "CH", "LU")
+    semrush_controls.set_latency(400)  # one market: two calls, 0.8 s; four one after another: 3.2 s
+    try:
+        started = time.monotonic()
+        response = world.post(world.url("activate"), {"markets": [{"market": m, "languageCode": "de"}
+                                                                  for m in countries], "generatePrompts": True},
+                              **{"x-promise-audience": "semrush"})
+        elapsed = time.monotonic() - started
+    finally:
+        semrush_controls.set_latency(0)
+
+    assert response.status_code == 200, response.content
+    assert [(e["market"], e["status"]) for e in response.json()["markets"]] == [(m, 201) for m in countries]
+    assert sorted(Market.objects.values_list("country", flat=True)) == sorted(countries)
+    assert elapsed < 2.4, f"four markets took {elapsed:.1f} s: not provisioned concurrently"

@@ -1,0 +1,48 @@
+"""The production Celery app with a per-delivery meter: `celery -A benchmarks.worker_app worker …`.
+
+For every task it appends one JSON line to $BENCH_WORKER_METER: the thread's CPU time (waiting on IMS,
+Semrush, DRS or the database costs none), its wall time and the SQL statements it sent. The lease heartbeat
+runs in its own thread and is not counted (it fires only during calls longer than its interval).
+"""
+import json
+import os
+import threading
+import time
+
+from celery import signals
+from django.db import connection
+
+from serenity.celery import app
+
+__all__ = ["app"]
+
+_current = threading.local()
+_write_lock = threading.Lock()
+
+
+@signals.task_prerun.connect
+def _start(task_id=None, task=None, **kwargs):
+    statements = [0]
+
+    def count(execute, sql, params, many, context):
+        statements[0] += 1
+        return execute(sql, params, many, context)
+
+    wrapper = connection.execute_wrapper(count)
+    wrapper.__enter__()
+    _current.meter = (time.thread_time(), time.perf_counter(), statements, wrapper)
+
+
+@signals.task_postrun.connect
+def _stop(task_id=None, task=None, retval=None, **kwargs):
+    meter = getattr(_current, "meter", None)
+    if meter is None:
+        return
+    cpu0, wall0, statements, wrapper = meter
+    wrapper.__exit__(None, None, None)
+    _current.meter = None
+    line = json.dumps({"task": task.name if task else "", "outcome": str(retval),
+                       "cpu_ms": (time.thread_time() - cpu0) * 1000, "wall_ms": (time.perf_counter() - wall0) * 1000,
+                       "sql": statements[0]})
+    with _write_lock, open(os.environ["BENCH_WORKER_METER"], "a") as out:
+        out.write(line + "\n")
