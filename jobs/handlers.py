@@ -178,19 +178,17 @@ class JobContext:
         lost: list[BaseException] = []
 
         def beat():
-            try:
-                while not stop.wait(every):
-                    try:
-                        self.confirm()
-                    except LeaseLost as exc:
-                        lost.append(exc)
-                        return
-                    except Exception as exc:  # a DB hiccup: keep beating; the fenced writes after still decide
-                        log.warning("lease heartbeat failed",
-                                    extra={"job_id": str(self.job.id), "reason": type(exc).__name__})
-                        connection.close()
-            finally:
-                connection.close()
+            while not stop.wait(every):
+                try:
+                    self.confirm()
+                except LeaseLost as exc:
+                    lost.append(exc)
+                    return
+                except Exception as exc:  # a DB hiccup: keep beating; the fenced writes after still decide
+                    log.warning("lease heartbeat failed",
+                                extra={"job_id": str(self.job.id), "reason": type(exc).__name__})
+                finally:
+                    connection.close()  # held only for the beat itself, not for the minutes between beats
 
         thread = threading.Thread(target=beat, name=f"lease-heartbeat-{self.job.id}", daemon=True)
         thread.start()

@@ -26,7 +26,7 @@ from markets import constants as c
 from markets.clients import drs
 from markets.clients.semrush import SemrushClient
 from serenity.clients.http import ClientError, PermanentError, ReauthRequired, TransientError
-from serenity.db import reconnect_if_broken
+from serenity.db import reconnect_if_broken, release_connection
 from tokens import services as grants
 from tokens.exceptions import NeedsReauth
 from tokens.types import InvalidPromiseToken
@@ -112,6 +112,7 @@ class MarketGenerationHandler:
     # -- phase 1 --------------------------------------------------------------------------------------
     def generate(self, ctx: JobContext) -> dict:
         ctx.checkpoint(phase=c.PHASE_GENERATING)
+        release_connection()  # no connection held idle while DRS works
         try:
             with ctx.heartbeat():
                 ship = drs.generate(ctx.job.params, timeout=ctx.remaining())

@@ -419,13 +419,13 @@ class Bench:
     def row(self, what: str, measured: str, ratio: float | None, target: float | None, sense: str,
             unit: str = "") -> None:
         if ratio is None or target is None:
-            self.rows.append((what, measured, "" if ratio is None else f"{ratio:.2f}×", ""))
+            self.rows.append((what, measured, "" if ratio is None else f"{ratio:.3g}×", ""))
             print(f"  {what}: {measured}", flush=True)
             return
         met = ratio >= target if sense == "≥" else ratio <= target
         goal = f"{sense} {target:g}× {unit}".strip() if not unit else f"{sense} {target:g}× ({unit})"
-        self.rows.append((what, measured, f"{ratio:.2f}×", f"{goal} {'met' if met else 'NOT met'}"))
-        print(f"  {what}: {measured} -> {ratio:.2f}× ({goal} {'met' if met else 'NOT met'})", flush=True)
+        self.rows.append((what, measured, f"{ratio:.3g}×", f"{goal} {'met' if met else 'NOT met'}"))
+        print(f"  {what}: {measured} -> {ratio:.3g}× ({goal} {'met' if met else 'NOT met'})", flush=True)
 
     def table(self) -> str:
         lines = ["| scenario | measured (same run) | ratio | target |", "| --- | --- | --- | --- |"]

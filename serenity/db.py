@@ -10,6 +10,13 @@ log = logging.getLogger(__name__)
 DISCONNECTED = (OperationalError, InterfaceError)
 
 
+def release_connection() -> None:
+    """Give this thread's connection back before a long wait on another service (a DRS call of up to 300 s),
+    so waiting threads hold none; the next query opens one. Does nothing inside a transaction."""
+    if not connection.in_atomic_block:
+        connection.close()
+
+
 def reconnect_if_broken() -> None:
     """Drop this thread's connection when it no longer works (the next query opens a fresh one). Call it
     after a long external call, before writing. Does nothing inside a transaction."""

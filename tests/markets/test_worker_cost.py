@@ -1,5 +1,6 @@
 """The worker's own cost per job (SPEC §5): the SQL one delivery sends beyond its external calls, counted on
-the delivery's thread (the simulators answer from other threads, on their own connections)."""
+the delivery's thread (the simulators answer from other threads, on their own connections), and no database
+connection held while DRS works."""
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -26,3 +27,19 @@ def test_one_delivery_of_a_job_sends_at_most_25_sql_statements_and_small_checkpo
     # Only the `generated` checkpoint carries the DRS batch; every later one sends its own keys alone.
     batch_writes = [s for s in statements if s.startswith('UPDATE "async_jobs"') and '"batch"' in s]
     assert len(batch_writes) == 1, batch_writes
+
+
+def test_a_delivery_holds_no_database_connection_while_drs_works(world, async_on, monkeypatch):
+    from markets.clients import drs
+
+    job, _market = start_job(world)
+    real_generate, seen = drs.generate, []
+
+    def generate(params, **kwargs):
+        seen.append(connection.connection is None)  # this thread's connection, as DRS is called
+        return real_generate(params, **kwargs)
+
+    monkeypatch.setattr(drs, "generate", generate)
+
+    assert job_run(job.id, job.job_type, worker="cost") == COMPLETED
+    assert seen == [True]
