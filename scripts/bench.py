@@ -50,7 +50,8 @@ WORKER_THREADS = 8
 DRS_LATENCY_MS = 1000
 CREATE_SAMPLES = 14  # per path; with the 50 activated markets, 64 jobs wait for the worker
 ACTIVATE_MARKETS = 50
-WRK_SECONDS = 8
+WRK_SECONDS = 6
+WRK_ROUNDS = 2
 WRK_CONNECTIONS = 16
 TARGETS = {"poll": 0.5, "worker_wall": 1.5, "worker_cpu_ms": 30, "worker_sql": 25, "create": 0.7}
 
@@ -265,17 +266,19 @@ class Bench:
         if client.get(path, HTTP_IF_NONE_MATCH=etag, **auth).status_code != 304:
             raise Failed("a poll with its own ETag did not answer 304")
 
-        def per_call(fn) -> float:
-            timer = timeit.Timer(fn)
-            number = 200
-            return min(timer.repeat(repeat=7, number=number)) / number
-
-        bare = per_call(lambda: client.get("/bench/bare", **auth))
-        floor = per_call(lambda: client.get("/bench/bare-query", **auth))
-        poll = per_call(lambda: client.get(path, **auth))
-        poll304 = per_call(lambda: client.get(path, HTTP_IF_NONE_MATCH=etag, **auth))
+        # Interleaved: each round times every endpoint once; the best round of each is kept.
+        timers = {"bare": timeit.Timer(lambda: client.get("/bench/bare", **auth)),
+                  "floor": timeit.Timer(lambda: client.get("/bench/bare-query", **auth)),
+                  "poll": timeit.Timer(lambda: client.get(path, **auth)),
+                  "poll304": timeit.Timer(lambda: client.get(path, HTTP_IF_NONE_MATCH=etag, **auth))}
+        number, best_of = 200, {name: float("inf") for name in timers}
+        for _round in range(7):
+            for name, timer in timers.items():
+                best_of[name] = min(best_of[name], timer.timeit(number) / number)
+        bare, floor, poll, poll304 = best_of["bare"], best_of["floor"], best_of["poll"], best_of["poll304"]
         for label, value in (("200", poll), ("304", poll304)):
-            self.row(f"poll {label}, in process (timeit, best of 7×200), as throughput vs the bare view",
+            self.row(f"poll {label}, in process (timeit, best of 7 interleaved rounds of 200), as throughput vs "
+                     "the bare view",
                      f"{value * 1000:.2f} ms vs bare {bare * 1000:.2f} ms", bare / value, TARGETS["poll"], "≥")
         self.row("… the bare view with one `SELECT 1` (the floor of any endpoint that reads the database once)",
                  f"{floor * 1000:.2f} ms", bare / floor, None, "")
@@ -297,12 +300,19 @@ class Bench:
 
         subprocess.run([wrk, "-t1", "-c4", "-d2s", "-H", f"Authorization: Bearer {b['token']}", base + path],
                        capture_output=True, check=True)  # warm every gunicorn worker's JWKS cache and imports
-        bare_rps, bare_p50 = rate(base + "/bench/bare")
-        floor_rps, floor_p50 = rate(base + "/bench/bare-query")
-        poll_rps, poll_p50 = rate(base + path)
-        poll304_rps, poll304_p50 = rate(base + path, f"If-None-Match: {etag}")
+        # Interleaved rounds, best of each: a burst of noise from another tenant hits one figure, not the ratio.
+        targets = {"bare": (base + "/bench/bare",), "floor": (base + "/bench/bare-query",), "poll": (base + path,),
+                   "poll304": (base + path, f"If-None-Match: {etag}")}
+        best: dict[str, tuple[float, str]] = {}
+        for _round in range(WRK_ROUNDS):
+            for name, (url, *headers) in targets.items():
+                measured = rate(url, *headers)
+                best[name] = max(best.get(name, measured), measured, key=lambda figure: figure[0])
+        (bare_rps, bare_p50), (floor_rps, floor_p50) = best["bare"], best["floor"]
+        (poll_rps, poll_p50), (poll304_rps, poll304_p50) = best["poll"], best["poll304"]
         for label, rps, p50 in (("200", poll_rps, poll_p50), ("304", poll304_rps, poll304_p50)):
-            self.row(f"poll {label}, over HTTP (wrk, {WRK_CONNECTIONS} connections, gunicorn 2×8)",
+            self.row(f"poll {label}, over HTTP (wrk, {WRK_CONNECTIONS} connections, gunicorn 2×8, best of "
+                     f"{WRK_ROUNDS} interleaved rounds of {WRK_SECONDS} s)",
                      f"{rps:.0f} req/s (p50 {p50}) vs bare {bare_rps:.0f} req/s (p50 {bare_p50})",
                      rps / bare_rps, TARGETS["poll"], "≥")
         self.row("… the bare view with one `SELECT 1`, over HTTP", f"{floor_rps:.0f} req/s (p50 {floor_p50})",
