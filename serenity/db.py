@@ -17,16 +17,6 @@ def release_connection() -> None:
         connection.close()
 
 
-def reconnect_if_broken() -> None:
-    """Drop this thread's connection when it no longer works (the next query opens a fresh one). Call it
-    after a long external call, before writing. Does nothing inside a transaction."""
-    if connection.in_atomic_block or connection.connection is None:
-        return
-    if not connection.is_usable():
-        log.warning("database connection lost while waiting; reconnecting")
-        connection.close()
-
-
 def retry_once_on_disconnect(write, *args, **kwargs):
     """Run `write`; if the connection turns out dead, close it and run `write` once more on a fresh one.
     Only for writes that are safe to repeat (conditional UPDATEs), and never inside a transaction (the

@@ -39,12 +39,6 @@ class _Session:
         self._headers = {"Authorization": f"Bearer {bearer}", "Accept": "application/json"}
         self._deadline = deadline
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        return None  # the pooled connection stays open for the thread's next call
-
     def request(self, method, url, *, headers=None, **kwargs) -> httpx.Response:
         if self._deadline is not None:
             remaining = self._deadline - time.monotonic()
@@ -123,8 +117,8 @@ class SemrushClient:
         objects are dropped. Read-only, safe to retry."""
         path = f"/v1/workspaces/{_segment(workspace_id, 'workspace_id')}/brand-topics"
         params = {"domain": _segment(domain, "domain"), "country": _segment(country, "country")}
-        with self._http() as client:
-            body = self._call(client, "GET", path, what="semrush.brand_topics", params=params)
+        client = self._http()
+        body = self._call(client, "GET", path, what="semrush.brand_topics", params=params)
         return [item for item in _items(body, "semrush.brand_topics") if isinstance(item, dict)]
 
     # -- workspaces and projects ------------------------------------------------------------------
@@ -137,11 +131,11 @@ class SemrushClient:
         _segment(name, "name")
         _segment(parent_id, "parent_id")
         payload = {"name": name, "parentId": parent_id}
-        with self._http() as client:
-            body = self._call(
-                client, "POST", "/v1/workspaces", what="semrush.create_workspace", json=payload,
-                headers={"Idempotency-Key": f"ws-{uuid.uuid4()}"},
-            )
+        client = self._http()
+        body = self._call(
+            client, "POST", "/v1/workspaces", what="semrush.create_workspace", json=payload,
+            headers={"Idempotency-Key": f"ws-{uuid.uuid4()}"},
+        )
         workspace_id = body.get("id")
         if not isinstance(workspace_id, str) or not workspace_id:
             raise http.PermanentError("semrush.create_workspace: response has no id")
@@ -150,8 +144,8 @@ class SemrushClient:
     def find_project(self, *, workspace_id: str, geo_target_id: int, language_code: str) -> dict | None:
         """The workspace's AI project for (geo target, language), or None.
         Returns {"id", "name", "geoTargetId", "languageCode", "published"}."""
-        with self._http() as client:
-            return self._find_project(client, workspace_id, geo_target_id, language_code)
+        client = self._http()
+        return self._find_project(client, workspace_id, geo_target_id, language_code)
 
     def _find_project(self, client, workspace_id, geo_target_id, language_code) -> dict | None:
         path = f"/v1/workspaces/{_segment(workspace_id, 'workspace_id')}/ai-projects"
@@ -169,17 +163,17 @@ class SemrushClient:
         earlier create: Semrush answers 409), the existing project is returned. Safe to retry."""
         path = f"/v1/workspaces/{_segment(workspace_id, 'workspace_id')}/ai-projects"
         payload = {"name": name, "geoTargetId": int(geo_target_id), "languageCode": language_code}
-        with self._http() as client:
-            try:
-                body = self._call(client, "POST", path, what="semrush.create_project", json=payload)
-            except http.PermanentError as exc:
-                if not _is_conflict(exc):
-                    raise
-                existing = self._find_project(client, workspace_id, geo_target_id, language_code)
-                if existing is None:
-                    raise http.PermanentError("semrush.create_project: 409 but no project to re-read") from None
-                log.info("semrush project already existed", extra={"project_id": existing["id"]})
-                return existing
+        client = self._http()
+        try:
+            body = self._call(client, "POST", path, what="semrush.create_project", json=payload)
+        except http.PermanentError as exc:
+            if not _is_conflict(exc):
+                raise
+            existing = self._find_project(client, workspace_id, geo_target_id, language_code)
+            if existing is None:
+                raise http.PermanentError("semrush.create_project: 409 but no project to re-read") from None
+            log.info("semrush project already existed", extra={"project_id": existing["id"]})
+            return existing
         return _project(body, "semrush.create_project")
 
     # -- tags -------------------------------------------------------------------------------------
@@ -196,17 +190,17 @@ class SemrushClient:
             for value in values:
                 _segment(value, "tag value")
         result: dict[tuple[str, str], str] = {}
-        with self._http() as client:
-            taxonomy = self._tags(client, ws)
-            for root, values in wanted.items():
-                if root not in taxonomy:
-                    taxonomy = self._create_tag_root(client, ws, root, list(dict.fromkeys(values)), taxonomy)
-                root_id, known = taxonomy[root]
-                for value in dict.fromkeys(values):
-                    if value not in known:
-                        taxonomy = self._create_tag_value(client, ws, root, root_id, value, taxonomy)
-                        root_id, known = taxonomy[root]
-                    result[(root, value)] = known[value]
+        client = self._http()
+        taxonomy = self._tags(client, ws)
+        for root, values in wanted.items():
+            if root not in taxonomy:
+                taxonomy = self._create_tag_root(client, ws, root, list(dict.fromkeys(values)), taxonomy)
+            root_id, known = taxonomy[root]
+            for value in dict.fromkeys(values):
+                if value not in known:
+                    taxonomy = self._create_tag_value(client, ws, root, root_id, value, taxonomy)
+                    root_id, known = taxonomy[root]
+                result[(root, value)] = known[value]
         return result
 
     def _tags(self, client, ws: str) -> dict[str, tuple[str, dict[str, str]]]:
@@ -270,17 +264,17 @@ class SemrushClient:
         path = f"/v1/ai-projects/{_segment(project_id, 'project_id')}/prompts"
         keys = ("id", "text", "tagIds", "createdBy", "createdAt", "updatedBy", "updatedAt")
         prompts, cursor = [], None
-        with self._http() as client:
-            for _ in range(MAX_PAGES):
-                params = {"limit": PAGE_SIZE, **({"cursor": cursor} if cursor else {})}
-                body = self._call(client, "GET", path, what="semrush.list_prompts", params=params)
-                for raw in _items(body, "semrush.list_prompts"):
-                    if not isinstance(raw, dict) or not isinstance(raw.get("id"), str):
-                        raise http.PermanentError("semrush.list_prompts: prompt without an id")
-                    prompts.append({key: raw.get(key) for key in keys})
-                cursor = body.get("nextCursor")
-                if not cursor:
-                    return prompts
+        client = self._http()
+        for _ in range(MAX_PAGES):
+            params = {"limit": PAGE_SIZE, **({"cursor": cursor} if cursor else {})}
+            body = self._call(client, "GET", path, what="semrush.list_prompts", params=params)
+            for raw in _items(body, "semrush.list_prompts"):
+                if not isinstance(raw, dict) or not isinstance(raw.get("id"), str):
+                    raise http.PermanentError("semrush.list_prompts: prompt without an id")
+                prompts.append({key: raw.get(key) for key in keys})
+            cursor = body.get("nextCursor")
+            if not cursor:
+                return prompts
         raise http.PermanentError("semrush.list_prompts: too many pages")
 
     def write_prompts(
@@ -300,22 +294,22 @@ class SemrushClient:
         at = at or datetime.now(UTC)
         stamp = (at if at.tzinfo else at.replace(tzinfo=UTC)).isoformat()
         created: list[str] = []
-        with self._http() as client:
-            for start in range(0, len(prompts), PROMPT_BATCH_SIZE):
-                batch = [
-                    {"text": p["text"], "tagIds": list(p["tagIds"]), "createdBy": user_id, "createdAt": stamp,
-                     "updatedBy": user_id, "updatedAt": stamp}
-                    for p in prompts[start:start + PROMPT_BATCH_SIZE]
-                ]
-                body = self._call(
-                    client, "POST", path, what="semrush.write_prompts", json={"prompts": batch},
-                    headers={"Idempotency-Key": _batch_key(project_id, user_id, batch)},
-                )
-                items = _items(body, "semrush.write_prompts")
-                ids = [item.get("id") if isinstance(item, dict) else None for item in items]
-                if len(ids) != len(batch) or not all(isinstance(i, str) and i for i in ids):
-                    raise http.PermanentError("semrush.write_prompts: response does not list one id per prompt")
-                created += ids
+        client = self._http()
+        for start in range(0, len(prompts), PROMPT_BATCH_SIZE):
+            batch = [
+                {"text": p["text"], "tagIds": list(p["tagIds"]), "createdBy": user_id, "createdAt": stamp,
+                 "updatedBy": user_id, "updatedAt": stamp}
+                for p in prompts[start:start + PROMPT_BATCH_SIZE]
+            ]
+            body = self._call(
+                client, "POST", path, what="semrush.write_prompts", json={"prompts": batch},
+                headers={"Idempotency-Key": _batch_key(project_id, user_id, batch)},
+            )
+            items = _items(body, "semrush.write_prompts")
+            ids = [item.get("id") if isinstance(item, dict) else None for item in items]
+            if len(ids) != len(batch) or not all(isinstance(i, str) and i for i in ids):
+                raise http.PermanentError("semrush.write_prompts: response does not list one id per prompt")
+            created += ids
         return created
 
     # -- publish ----------------------------------------------------------------------------------
@@ -324,8 +318,8 @@ class SemrushClient:
         """Publish the project's current prompts. Returns {"published": True, "publishedAt": str}.
         Idempotent: publishing a published project is harmless."""
         path = f"/v1/ai-projects/{_segment(project_id, 'project_id')}/publish"
-        with self._http() as client:
-            body = self._call(client, "POST", path, what="semrush.publish", json={})
+        client = self._http()
+        body = self._call(client, "POST", path, what="semrush.publish", json={})
         if body.get("published") is not True:
             raise http.PermanentError("semrush.publish: the project was not published")
         return {"published": True, "publishedAt": body.get("publishedAt")}
@@ -334,8 +328,8 @@ class SemrushClient:
         """"published" when the project's prompts are all published, "draft" when it has unpublished
         changes (or was never published). Read-only."""
         path = f"/v1/ai-projects/{_segment(project_id, 'project_id')}"
-        with self._http() as client:
-            body = self._call(client, "GET", path, what="semrush.publish_status")
+        client = self._http()
+        body = self._call(client, "GET", path, what="semrush.publish_status")
         status = body.get("status")
         if status not in ("published", "draft"):
             raise http.PermanentError("semrush.publish_status: unknown project status")
