@@ -31,6 +31,10 @@ class JobFilter:
     status: str | None = None
     code: str | None = None
 
+    @property
+    def narrows(self) -> bool:
+        return bool(self.job_ids or self.status or self.code)
+
 
 def lease_state_q(state: str, *, now=None) -> Q:
     """A filter for jobs whose lease is `held`, `expired` or `none` at `now`."""
@@ -49,7 +53,7 @@ def with_activity(qs: QuerySet) -> QuerySet:
     return qs.annotate(last_activity_at=Greatest("updated_at", Coalesce("message_sent_at", "updated_at")))
 
 
-def quiet_q(seconds: int, *, now=None) -> Q:
+def quiet_q(seconds: float, *, now=None) -> Q:
     """IN_PROGRESS jobs with no activity for `seconds` (on a queryset annotated by `with_activity`)."""
     now = now or timezone.now()
     return Q(status=JobStatus.IN_PROGRESS, last_activity_at__lte=now - timedelta(seconds=seconds))
@@ -90,7 +94,7 @@ def jobs_stuck(*, quiet_for: timedelta, filters: JobFilter = JobFilter(), now=No
     now = now or timezone.now()
     qs = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exclude(lease_state_q("held", now=now))
     return with_activity(jobs_filtered(filters, qs)).filter(
-        last_activity_at__lte=now - quiet_for).order_by("last_activity_at", "id")
+        quiet_q(quiet_for.total_seconds(), now=now)).order_by("last_activity_at", "id")
 
 
 def jobs_expired(*, expired_for: timedelta = timedelta(0), filters: JobFilter = JobFilter(), now=None):

@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from markets import services
+from markets.generation_apis import forwarded_token
 from markets.inputs import (
     DomainField,
     HttpUrlField,
@@ -32,7 +33,7 @@ from serenity.problems import PROBLEM_CONTENT_TYPE, NotFound, problem
 from serenity.throttles import OnboardingRateThrottle, OrgMarketsRateThrottle
 from tokens.exceptions import InvalidAudience, InvalidForwardedToken
 from tokens.pairs import SEMRUSH, UnknownAudience, pair_from_audience
-from tokens.services import promise_accept_forwarded, promise_from_header
+from tokens.services import promise_from_header
 from tokens.types import InvalidPromiseToken
 
 MAX_ACTIVATE_MARKETS = 50
@@ -148,12 +149,7 @@ def generation_for(request, generate_prompts: bool) -> Generation:
     pair, header = promise_headers(request)
     if not (services.async_generation_enabled() and generate_prompts):
         return Generation(use_async=False)
-    forwarded = None
-    if header is not None and pair.name == SEMRUSH:
-        try:
-            forwarded = promise_accept_forwarded(value=header, user_id=request.user.user_id, pair=pair)
-        except InvalidPromiseToken as exc:
-            raise InvalidForwardedToken(str(exc)) from None
+    forwarded = forwarded_token(request, pair, header) if pair.name == SEMRUSH else None
     return Generation(use_async=True, pair=pair, forwarded=forwarded)
 
 

@@ -89,6 +89,17 @@ def semrush_pair_from(header: str | None) -> pairs.ClientPair:
     return pair
 
 
+def forwarded_token(request, pair: pairs.ClientPair, header: str | None):
+    """The request's forwarded `x-promise-token` as a PromiseToken, when IMS vouches it is live, of `pair` and
+    the caller's own; None when none was sent. Anything else -> 400 `invalid_promise_token`."""
+    if header is None:
+        return None
+    try:
+        return promise_accept_forwarded(value=header, user_id=request.user.user_id, pair=pair)
+    except InvalidPromiseToken as exc:
+        raise InvalidForwardedToken(str(exc)) from None
+
+
 # --- OpenAPI description -----------------------------------------------------------------------------
 
 PATH_IDS = [

@@ -14,15 +14,12 @@ from rest_framework.views import APIView
 from jobs.models import JobStatus
 from markets import services
 from markets.constants import MARKET_GENERATION_JOB_TYPE
-from markets.generation_apis import parse_ids, semrush_pair_from
+from markets.generation_apis import forwarded_token, parse_ids, semrush_pair_from
 from markets.producer import Generation
 from markets.selectors import brand_get_for_caller
 from serenity.openapi import problem_response
 from serenity.problems import PROBLEM_CONTENT_TYPE
 from serenity.throttles import OnboardingRateThrottle, OrgMarketsRateThrottle
-from tokens.exceptions import InvalidForwardedToken
-from tokens.services import promise_accept_forwarded
-from tokens.types import InvalidPromiseToken
 
 
 class RegenerationAcceptedSerializer(serializers.Serializer):
@@ -83,13 +80,7 @@ class MarketRegenerateApi(APIView):
         org_id, brand_id, market_id = parse_ids(orgId=orgId, brandId=brandId, marketId=marketId)
         pair = semrush_pair_from(request.headers.get("x-promise-audience"))
         brand = brand_get_for_caller(request.user, org_id, brand_id)
-        forwarded = None
-        header = request.headers.get("x-promise-token")
-        if header is not None:
-            try:
-                forwarded = promise_accept_forwarded(value=header, user_id=request.user.user_id, pair=pair)
-            except InvalidPromiseToken as exc:
-                raise InvalidForwardedToken(str(exc)) from None
+        forwarded = forwarded_token(request, pair, request.headers.get("x-promise-token"))
         handle = services.market_regenerate(caller=request.user, brand=brand, market_id=market_id,
                                             generation=Generation(use_async=True, pair=pair, forwarded=forwarded))
         poll = reverse("generation-job-detail", kwargs={"orgId": str(org_id), "brandId": str(brand_id),

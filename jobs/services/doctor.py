@@ -19,6 +19,7 @@ The order of the questions asked about a job matters: DLQ membership first, so a
 the DLQ is never re-sent here, whatever its lease says (only `job_redrive_dlq` sends for those); then a live
 lease (left alone, unless its worker shows no sign of life); then the rest.
 """
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -68,10 +69,7 @@ class Diagnosis:
     notes: list[str]
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for f in self.findings:
-            out[f.kind] = out.get(f.kind, 0) + 1
-        return out
+        return dict(Counter(f.kind for f in self.findings))
 
     @property
     def needs_an_operator(self) -> bool:

@@ -36,11 +36,11 @@ def job_release_stale_lease(job_id, *, actor: str) -> bool:
 def job_requeue(job_id, *, actor: str) -> bool:
     """Send a stuck job's message again. Only an IN_PROGRESS job without a live lease; an expired lease
     (its worker died) is cleared first, so the job reads as waiting again. True when sent."""
-    now = timezone.now()
     job = AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS).first()
-    if job is None or (job.lease_token and job.lease_expires_at and job.lease_expires_at > now):
+    lease = job.lease_state() if job else None
+    if lease in (None, "held"):
         return False
-    if job.lease_token:
+    if lease == "expired":
         lease_release_stale(job_id, actor=actor)
     states.record(job_id, "requeued", actor=actor)
     return job_publish(job.id, job.job_type)
@@ -247,7 +247,7 @@ def jobs_purge_expired(*, apply: bool, expired_for: timedelta = timedelta(0), fi
     for job in selectors.jobs_expired(expired_for=expired_for, filters=filters, now=now):
         done = job_purge(job.id, now=now) if apply else None
         items.append(PurgeItem(job.id, "job", f"{job.status}, expired {job.expires_at:%Y-%m-%dT%H:%M:%SZ}", done))
-    if not (filters.job_ids or filters.status or filters.code):
+    if not filters.narrows:
         for grant in selectors.grants_orphaned():
             done = grant_purge_orphan(grant.job_id) if apply else None
             items.append(PurgeItem(grant.job_id, "orphaned grant", f"pair {grant.pair}, no job row", done))

@@ -25,7 +25,7 @@ class Command(RunbookCommand):
     def run(self, options):
         filters = self.job_filter(options)
         older_than = self.older_than(options)
-        if not (filters.job_ids or filters.status or filters.code or older_than):
+        if not (filters.narrows or older_than):
             raise UsageError("Name a job with --job, or narrow with --status, --code or --older-than.")
         qs = selectors.jobs_filtered(filters).filter(created_at__lte=self.now - older_than)
         jobs = list(selectors.with_activity(qs).order_by("-created_at")[: max(1, options["limit"])])
