@@ -152,7 +152,6 @@ class Bench:
         self.env = env
         self.runner = Runner(env)
         self.rows: list[tuple[str, str, str, str]] = []
-        self.notes: list[str] = []
         self.sim_calls = LogCounter(self.var / "sim-access.log", r'"[A-Z]+ (?P<path>\S+) HTTP',
                                     {"IMS": "/sandbox/ims", "Semrush": "/sandbox/semrush", "DRS": "/sandbox/drs"})
         self.sqs_calls = LogCounter(self.var / "sqs.log", r'"(?P<path>POST \S*) HTTP', {"SQS": "POST"})
@@ -161,11 +160,7 @@ class Bench:
     def gunicorn(self, name: str, port: int, *, access_log: Path | None = None, **env) -> None:
         argv = [str(BIN / "gunicorn"), "-c", "python:serenity.gunicorn", "serenity.wsgi:application",
                 "--bind", f"127.0.0.1:{port}", "--access-logfile", str(access_log or "/dev/null")]
-        self.runner.env = {**self.env, **env}
-        try:
-            self.runner.start(name, argv, log_file=self.var / f"{name}.log")
-        finally:
-            self.runner.env = self.env
+        self.runner.start(name, argv, log_file=self.var / f"{name}.log", env=env)
         self.runner.wait_until(name, lambda: http_ok(f"http://127.0.0.1:{port}/healthz"), 60)
 
     def start(self) -> None:
@@ -185,21 +180,13 @@ class Bench:
         django.setup()
 
     def start_worker(self, meter: Path) -> None:
-        self.runner.env = {**self.env, "BENCH_WORKER_METER": str(meter)}
-        try:
-            # As docker/Dockerfile's `worker` role starts it, on the job queue alone.
-            argv = [str(BIN / "celery"), "-A", "benchmarks.worker_app", "worker", "-P", "threads",
-                    "-c", str(WORKER_THREADS), "-Q", self.env_value("MARKET_JOBS_QUEUE"),
-                    "--without-heartbeat", "--without-gossip", "--without-mingle", "-l", "WARNING"]
-            self.runner.start("worker", argv, log_file=self.var / "worker.log")
-        finally:
-            self.runner.env = self.env
-
-    @staticmethod
-    def env_value(name: str) -> str:
         from django.conf import settings
 
-        return getattr(settings, name)
+        # As docker/Dockerfile's `worker` role starts it, on the job queue alone.
+        argv = [str(BIN / "celery"), "-A", "benchmarks.worker_app", "worker", "-P", "threads",
+                "-c", str(WORKER_THREADS), "-Q", settings.MARKET_JOBS_QUEUE,
+                "--without-heartbeat", "--without-gossip", "--without-mingle", "-l", "WARNING"]
+        self.runner.start("worker", argv, log_file=self.var / "worker.log", env={"BENCH_WORKER_METER": str(meter)})
 
     # --- data ------------------------------------------------------------------------------------------
     def brand(self, label: str) -> dict:
@@ -368,7 +355,6 @@ class Bench:
         self.row(f"activate {ACTIVATE_MARKETS} markets with generation (one request)",
                  f"{seconds:.1f} s; " + ", ".join(f"{k} {v}" for k, v in calls.items()),
                  None, None, "")
-        self.activate_seconds = seconds
 
     def worker(self) -> None:
         """Every queued job, DRS at 1 s, one worker with 8 threads: wall time vs the ideal."""
@@ -423,7 +409,6 @@ class Bench:
         calls = self.sim_calls.since_mark()
         self.row("worker: external calls per job", ", ".join(f"{k} {v / queued:.1f}" for k, v in calls.items()),
                  None, None, "")
-        self.worker_figures = {"cpu_ms": cpu, "sql": sql, "wall": wall, "jobs": queued}
 
     # --- output ----------------------------------------------------------------------------------------
     def row(self, what: str, measured: str, ratio: float | None, target: float | None, sense: str,

@@ -69,16 +69,17 @@ class Runner:
         stream.close()
 
     # --- processes --------------------------------------------------------------------------------
-    def start(self, name: str, argv: list[str], *, log_file: Path | None = None) -> subprocess.Popen:
+    def start(self, name: str, argv: list[str], *, log_file: Path | None = None,
+              env: dict | None = None) -> subprocess.Popen:
         """Start a long-running child in its own process group; its output is prefixed with `name`
-        (or goes to `log_file` when it is too chatty for the terminal)."""
+        (or goes to `log_file` when it is too chatty for the terminal). `env` adds to the runner's variables."""
         if log_file:
             log_file.parent.mkdir(parents=True, exist_ok=True)
             out = log_file.open("wb")
         else:
             out = subprocess.PIPE
-        proc = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, preexec_fn=_child_setup)
+        proc = subprocess.Popen(argv, cwd=ROOT, env={**self.env, **(env or {})}, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, preexec_fn=_child_setup)
         if log_file:
             out.close()
         else:

@@ -26,10 +26,17 @@ def make_org(ims_org_id: str) -> Organization:
                                        is_serenity_active=True)
 
 
-def make_brand(org: Organization, name: str, *, base_site: bool = True) -> Brand:
+def make_brand(org: Organization, name: str, *, base_site: bool = True, workspace_token: str | None = None) -> Brand:
+    """An active brand. With `workspace_token` its Semrush workspace is created in the simulator with that
+    bearer (for tests that reach Semrush); otherwise it names a workspace that exists nowhere."""
+    workspace = f"ws-{name.lower()}"
+    if workspace_token is not None:
+        from markets.clients.semrush import SemrushClient
+
+        workspace = SemrushClient(workspace_token).create_workspace(name=name, parent_id="serenity")
     brand = Brand.objects.create(organization=org, name=name, domain=f"{name.lower()}.example",
                                  primary_url=f"https://{name.lower()}.example", status=Brand.Status.ACTIVE,
-                                 semrush_workspace_id=f"ws-{name.lower()}")
+                                 semrush_workspace_id=workspace)
     if base_site:
         brand.base_site = Site.objects.create(organization=org, brand=brand, base_url=brand.primary_url)
         brand.save(update_fields=["base_site"])

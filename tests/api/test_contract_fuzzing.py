@@ -16,7 +16,6 @@ import pytest
 from openapi_spec_validator import validate
 from openapi_spec_validator.readers import read_from_filename
 
-from markets.clients.semrush import SemrushClient
 from markets.jobid import generation_job_id
 from markets.models import Market
 from tests.api.conftest import CALLER_ORG, REQUESTER, make_brand, make_job, make_org, needs_reauth_fields
@@ -38,9 +37,7 @@ def world(sims, bearer, settings, queues):
     settings.SERENITY_ASYNC_PROMPT_GEN = "true"
     token = bearer(user_id=REQUESTER, org_ids=[CALLER_ORG])
     org = make_org(CALLER_ORG)
-    brand = make_brand(org, "Fuzzed")
-    brand.semrush_workspace_id = SemrushClient(token).create_workspace(name="Fuzzed", parent_id="serenity")
-    brand.save(update_fields=["semrush_workspace_id"])
+    brand = make_brand(org, "Fuzzed", workspace_token=token)
     market = Market.objects.create(brand=brand, site=brand.base_site, country="FR", language_code="fr",
                                    geo_target_id=2250)
     job = make_job(org=org, brand=brand, site=brand.base_site, id=generation_job_id(brand.id, 2250, "fr"),

@@ -5,7 +5,6 @@ import time
 import pytest
 from django.test import Client
 
-from markets.clients.semrush import SemrushClient
 from markets.models import Market
 from serenity.sandbox.semrush import state as semrush
 from tests.api.conftest import CALLER_ORG, REQUESTER, Api, make_brand, make_org
@@ -29,9 +28,7 @@ def test_a_job_needing_reauth_completes_under_the_same_id_after_the_requester_re
     settings.SERENITY_ASYNC_PROMPT_GEN = "true"
     token = bearer(user_id=REQUESTER, org_ids=[CALLER_ORG])
     org = make_org(CALLER_ORG)
-    brand = make_brand(org, "Nordlicht")
-    brand.semrush_workspace_id = SemrushClient(token).create_workspace(name="Nordlicht", parent_id="serenity")
-    brand.save(update_fields=["semrush_workspace_id"])
+    brand = make_brand(org, "Nordlicht", workspace_token=token)
     api = Api(token)
     controls.fail_next_exchanges(1, 401)  # the worker's first exchange is refused: NEEDS_REAUTH
 
