@@ -153,10 +153,9 @@ def test_stopping_ends_each_child_and_everything_it_started(tmp_path):
         time.sleep(0.05)
     grandchild = int(pid_file.read_text())
 
-    started = time.monotonic()
     runner.stop_all()
 
-    assert time.monotonic() - started < 5
+    # Both ended on the SIGTERM itself (-15), not on the SIGKILL that follows an unanswered one.
     assert (parent.returncode, sqs.returncode) == (-15, -15)
     assert gone(grandchild)
     assert runner.children == []

@@ -51,27 +51,31 @@ def test_an_activation_reports_markets_it_had_no_time_for_as_retryable_and_creat
 
 
 def test_an_activation_provisions_its_markets_concurrently_and_answers_them_in_the_order_asked(
-    world, settings, gate, async_on
+    world, settings, gate, async_on, monkeypatch
 ):
-    import time
+    import threading
 
+    from markets import services
     from markets.models import Market
-    from serenity.sandbox.semrush import controls as semrush_controls
 
     settings.MARKET_PROVISION_CONCURRENCY = 4
     gate("false")  # no producer: each market is its project's creation and its publish
     countries = ("DE", "AT", "CH", "LU")
-    semrush_controls.set_latency(400)  # one market: two calls, 0.8 s; four one after another: 3.2 s
-    try:
-        started = time.monotonic()
-        response = world.post(world.url("activate"), {"markets": [{"market": m, "languageCode": "de"}
-                                                                  for m in countries], "generatePrompts": True},
-                              **{"x-promise-audience": "semrush"})
-        elapsed = time.monotonic() - started
-    finally:
-        semrush_controls.set_latency(0)
+    # Every market waits at the barrier until all four have started: provisioned one after another, the
+    # first would wait alone and the barrier would break.
+    all_started = threading.Barrier(len(countries), timeout=60)
+    provision = services._market_provision
+
+    def provision_once_all_started(**kwargs):
+        all_started.wait()
+        return provision(**kwargs)
+
+    monkeypatch.setattr(services, "_market_provision", provision_once_all_started)
+    response = world.post(world.url("activate"), {"markets": [{"market": m, "languageCode": "de"}
+                                                              for m in countries], "generatePrompts": True},
+                          **{"x-promise-audience": "semrush"})
 
     assert response.status_code == 200, response.content
+    assert not all_started.broken
     assert [(e["market"], e["status"]) for e in response.json()["markets"]] == [(m, 201) for m in countries]
     assert sorted(Market.objects.values_list("country", flat=True)) == sorted(countries)
-    assert elapsed < 2.4, f"four markets took {elapsed:.1f} s: not provisioned concurrently"

@@ -47,6 +47,9 @@ def test_a_database_that_drops_every_connection_during_drs_costs_no_second_drs_c
     drs_controls.set_latency(3000, remaining=1)
     job, market = start_job(world)
     wait_for_phase(job, "generating")
+    # The DRS simulator records the call before its delay: from then on the call is in flight and the
+    # simulator holds no transaction that the terminations could break (they are meant for the worker's).
+    wait_until(lambda: drs.call_count() == 1)
 
     assert terminate_every_other_backend() >= 1
     job = wait_terminal(job, timeout=20)
