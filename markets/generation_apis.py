@@ -51,6 +51,15 @@ def retry_after_seconds(phase: str) -> int:
     return RETRY_AFTER_SECONDS.get(phase, DEFAULT_RETRY_AFTER_SECONDS)
 
 
+# What a malformed path id is told, as the original's router says it.
+ID_MESSAGES = {
+    "orgId": "Organization Id (spaceCatId) is invalid. Please provide a valid UUID.",
+    "brandId": "Brand Id is invalid. Please provide a valid UUID.",
+    "jobId": "Job Id is invalid. Please provide a valid UUID.",
+    "marketId": "Market Id is invalid. Please provide a valid UUID.",
+}
+
+
 def parse_ids(**ids: str) -> list[uuid.UUID]:
     """The path ids as UUIDs, in the order given. Any malformed one -> 400 naming every bad parameter."""
     parsed, errors = [], []
@@ -58,9 +67,9 @@ def parse_ids(**ids: str) -> list[uuid.UUID]:
         try:
             parsed.append(uuid.UUID(value))
         except ValueError:
-            errors.append({"parameter": name, "code": "invalid_uuid", "message": "Must be a UUID."})
+            errors.append({"parameter": name, "code": "invalid_uuid", "message": ID_MESSAGES[name]})
     if errors:
-        raise InvalidInput("Path parameters must be UUIDs; see `errors`.", errors=errors)
+        raise InvalidInput(" ".join(e["message"] for e in errors), errors=errors)
     return parsed
 
 

@@ -22,13 +22,20 @@ class Brand(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="brands")
-    name = models.CharField(max_length=200)
-    display_name = models.CharField(max_length=200, blank=True)
+    name = models.TextField()
+    display_name = models.TextField(blank=True)
     aliases = models.JSONField(default=list, blank=True)
-    domain = models.CharField(max_length=253)
-    primary_url = models.URLField(max_length=2000, blank=True)
+    domain = models.TextField(blank=True, help_text="Host of the brand's first URL")
+    primary_url = models.TextField(blank=True)
+    urls = models.JSONField(default=list, blank=True, help_text="The brand's URLs, as given")
+    semrush_model_ids = models.JSONField(default=list, blank=True, help_text="AI models its projects track")
+    # Fields the original service's brand carries that this service keeps and returns but does not act on
+    # (description, competitors, social accounts, ...): docs/api.md lists them.
+    profile = models.JSONField(default=dict, blank=True)
     semrush_workspace_id = models.CharField(max_length=100, null=True, blank=True)
+    workspace_provisioned_at = models.DateTimeField(null=True, blank=True, help_text="When Serenity was activated")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    updated_by = models.CharField(max_length=255, blank=True, help_text="User id of the last create or update")
     base_site = models.OneToOneField(
         "Site", null=True, blank=True, on_delete=models.SET_NULL, related_name="base_of_brand"
     )
@@ -37,7 +44,11 @@ class Brand(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["organization", "domain"], name="brand_unique_domain_per_org"),
+            # A brand is found again by its name (createBrand is an upsert, as in the original service).
+            models.UniqueConstraint(fields=["organization", "name"], name="brand_unique_name_per_org"),
+            # A site is the primary URL of one brand only.
+            models.UniqueConstraint(fields=["organization", "domain"], condition=~models.Q(domain=""),
+                                    name="brand_unique_domain_per_org"),
             models.CheckConstraint(condition=models.Q(status__in=["pending", "active"]), name="brand_status_valid"),
         ]
 
@@ -49,7 +60,7 @@ class Site(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="sites")
     brand = models.ForeignKey(Brand, null=True, blank=True, on_delete=models.SET_NULL, related_name="sites")
-    base_url = models.URLField(max_length=2000)
+    base_url = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):
@@ -66,8 +77,13 @@ class Market(models.Model):
     brand = models.ForeignKey(Brand, on_delete=models.CASCADE, related_name="markets")
     site = models.ForeignKey(Site, null=True, blank=True, on_delete=models.SET_NULL, related_name="markets")
     country = models.CharField(max_length=2, help_text="ISO 3166-1 alpha-2, upper case")
-    language_code = models.CharField(max_length=8, help_text="ISO 639-1, lower case")
+    language_code = models.CharField(max_length=12, help_text="BCP-47 tag, lower case, e.g. fr or de-ch")
     geo_target_id = models.PositiveIntegerField(help_text="2000 + ISO 3166-1 numeric")
+    name = models.TextField(blank=True, help_text="Semrush project name")
+    domain = models.TextField(blank=True, help_text="The domain this market tracks")
+    brand_names = models.JSONField(default=list, blank=True, help_text="The brand's names in this market")
+    brand_display_name = models.TextField(blank=True)
+    model_ids = models.JSONField(default=list, blank=True, help_text="AI models the project tracks")
     semrush_project_id = models.CharField(max_length=100, null=True, blank=True)
     publish_state = models.CharField(max_length=16, choices=PublishState.choices, default=PublishState.UNPUBLISHED)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -79,7 +95,8 @@ class Market(models.Model):
                 fields=["brand", "geo_target_id", "language_code"], name="market_unique_slice_per_brand"
             ),
             models.CheckConstraint(condition=models.Q(country__regex=r"^[A-Z]{2}$"), name="market_country_alpha2"),
-            models.CheckConstraint(condition=models.Q(language_code__regex=r"^[a-z]{2}$"), name="market_language_code"),
+            models.CheckConstraint(condition=models.Q(language_code__regex=r"^[a-z]{2,3}(-[a-z]{2,4})?$"),
+                                   name="market_language_tag"),
             models.CheckConstraint(
                 condition=models.Q(geo_target_id__gte=2000, geo_target_id__lt=3000), name="market_geo_target_country"
             ),

@@ -47,11 +47,15 @@ def job_params(*, brand: Brand, market: Market, seeds: list[dict]) -> dict:
     """The job's input parameters: the DRS contract's `job` object plus what the write phase needs.
     Never a token."""
     site = market.site or brand.base_site
+    domain = market.domain or brand.domain
+    brand_name = brand.display_name or brand.name
+    # The brand's other names: its aliases and the names this market was created with.
+    aliases = [n for n in dict.fromkeys([*(brand.aliases or []), *(market.brand_names or [])]) if n != brand_name]
     return {
         "siteId": str(site.id) if site else None,
-        "brand": brand.display_name or brand.name,
-        "aliases": list(brand.aliases or []),
-        "baseUrl": brand.primary_url or (site.base_url if site else f"https://{brand.domain}"),
+        "brand": brand_name,
+        "aliases": aliases,
+        "baseUrl": (site.base_url if site else "") or brand.primary_url or f"https://{domain}",
         "market": market.country,
         "languageCode": market.language_code,
         "count": settings.DRS_NUM_PROMPTS,
@@ -61,7 +65,7 @@ def job_params(*, brand: Brand, market: Market, seeds: list[dict]) -> dict:
         "marketId": str(market.id),
         "geoTargetId": market.geo_target_id,
         "workspaceId": brand.semrush_workspace_id,
-        "domain": brand.domain,
+        "domain": domain,
     }
 
 
@@ -106,7 +110,7 @@ def market_generation_produce(*, caller: Caller, brand: Brand, market: Market, g
         raise ProducerRefused(NotEnqueued.PROMISE_PAIR_REQUIRED)
     try:
         items = SemrushClient(caller.bearer, deadline=deadline).brand_topics(
-            workspace_id=brand.semrush_workspace_id, domain=brand.domain, country=market.country
+            workspace_id=brand.semrush_workspace_id, domain=market.domain or brand.domain, country=market.country
         )
     except ClientError as exc:
         raise ProducerRefused(NotEnqueued.CATALOGUE_UNREADABLE, exc) from exc

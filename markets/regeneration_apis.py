@@ -16,7 +16,7 @@ from markets import services
 from markets.constants import MARKET_GENERATION_JOB_TYPE
 from markets.generation_apis import forwarded_token, parse_ids, semrush_pair_from
 from markets.producer import Generation
-from markets.selectors import brand_get_for_caller
+from markets.selectors import serenity_brand_get_for_caller
 from serenity.openapi import problem_response
 from serenity.problems import PROBLEM_CONTENT_TYPE
 from serenity.throttles import OnboardingRateThrottle, OrgMarketsRateThrottle
@@ -79,7 +79,7 @@ class MarketRegenerateApi(APIView):
     def post(self, request, orgId: str, brandId: str, marketId: str):  # noqa: N803  (the route's names)
         org_id, brand_id, market_id = parse_ids(orgId=orgId, brandId=brandId, marketId=marketId)
         pair = semrush_pair_from(request.headers.get("x-promise-audience"))
-        brand = brand_get_for_caller(request.user, org_id, brand_id)
+        brand = serenity_brand_get_for_caller(request.user, org_id, brand_id)
         forwarded = forwarded_token(request, pair, request.headers.get("x-promise-token"))
         handle = services.market_regenerate(caller=request.user, brand=brand, market_id=market_id,
                                             generation=Generation(use_async=True, pair=pair, forwarded=forwarded))

@@ -5,44 +5,44 @@ from django.db import connection
 from django.db.models import Exists, OuterRef, Q
 
 from jobs.models import AsyncJob
+from markets.exceptions import (
+    BrandNotFound,
+    JobNotFound,
+    NoOrganizationAccess,
+    OrganizationNotFound,
+    SerenityInactiveForBrand,
+)
 from markets.models import Brand, Organization, Site
 from serenity.auth import Caller
-from serenity.problems import Forbidden, NotFound
-
-
-class OrganizationNotFound(NotFound):
-    code, title = "organization_not_found", "Organization not found"
-
-
-class BrandNotFound(NotFound):
-    code, title = "brand_not_found", "Brand not found"
-
-
-class NoOrganizationAccess(Forbidden):
-    code, title = "organization_access_denied", "No access to this organization"
 
 
 def org_get_for_caller(caller: Caller, org_id) -> Organization:
-    """The organization, when the caller's token lists it. Missing -> 404; not a member -> 403."""
+    """The organization, when the caller may act on it (its token lists it, or it is an admin). Missing -> 404;
+    not a member -> 403 (the entry points' answers, as the original's)."""
     org = Organization.objects.filter(id=org_id).first()
     if org is None:
-        raise OrganizationNotFound()
+        raise OrganizationNotFound(f"Organization not found: {org_id}")
     if not caller.can_access_org(org.ims_org_id):
         raise NoOrganizationAccess()
     return org
 
 
 def brand_get_for_caller(caller: Caller, org_id, brand_id) -> Brand:
-    """The brand of an organization the caller belongs to. Missing or of another org -> 404."""
+    """The brand of an organization the caller may act on. Missing or of another org -> 404."""
     org = org_get_for_caller(caller, org_id)
     brand = Brand.objects.select_related("organization", "base_site").filter(id=brand_id, organization=org).first()
     if brand is None:
-        raise BrandNotFound()
+        raise BrandNotFound(f"Brand not found for organization: {brand_id}")
     return brand
 
 
-class JobNotFound(NotFound):
-    code, title = "job_not_found", "Job not found"
+def serenity_brand_get_for_caller(caller: Caller, org_id, brand_id) -> Brand:
+    """brand_get_for_caller for the Serenity routes of a brand: also 404 when Serenity is not active for it
+    (as the original answers; its UI reads that 404 as "no Serenity here")."""
+    brand = brand_get_for_caller(caller, org_id, brand_id)
+    if not brand.organization.is_serenity_active:
+        raise SerenityInactiveForBrand()
+    return brand
 
 
 def _scoped_jobs(*, org_ids, org_id, brand_id, job_id, allowed_types):

@@ -9,7 +9,7 @@ from django.conf import settings
 from markets.clients.semrush import SemrushClient
 from markets.intent import IntentClassifier, KeywordIntentClassifier, brand_needles, prompt_type
 from markets.models import Brand, Market
-from markets.seeds import example_prompts
+from markets.seeds import example_prompts, rank_topics
 from serenity.auth import Caller
 from serenity.clients.http import ClientError, TransientError
 
@@ -29,23 +29,25 @@ class SyncBudget:
 def sync_prompts_write(*, caller: Caller, brand: Brand, market: Market, semrush: SemrushClient, budget: SyncBudget,
                        classifier: IntentClassifier | None = None) -> dict:
     """Copy the catalogue's verbatim example prompts into the market's project, tagged, within the
-    request's shared deadline. Returns `{status, written}`: `written` (all of them), `partial` (the deadline
-    or Semrush cut it short), `skipped` (no time left before starting), `empty` (no catalogue prompts),
-    `failed` (Semrush refused)."""
+    request's shared deadline. Returns `{status, written, topics}`: `status` is `written` (all of them),
+    `partial` (the deadline or Semrush cut it short), `skipped` (no time left before starting), `empty` (no
+    catalogue prompts) or `failed` (Semrush refused); `topics` counts the catalogue topics the prompts came
+    from. Branded prompts are those naming one of the market's brand names or the brand's aliases."""
     if budget.remaining() <= 0:
-        return {"status": "skipped", "written": 0}
+        return {"status": "skipped", "written": 0, "topics": 0}
     client = SemrushClient(caller.bearer, deadline=budget.deadline)
     classifier = classifier or KeywordIntentClassifier()
     try:
-        items = client.brand_topics(workspace_id=brand.semrush_workspace_id, domain=brand.domain,
+        items = client.brand_topics(workspace_id=brand.semrush_workspace_id, domain=market.domain or brand.domain,
                                     country=market.country)
     except ClientError as exc:
         log.warning("catalogue unreadable; market left without prompts", extra={"reason": type(exc).__name__})
-        return {"status": "failed", "written": 0}
+        return {"status": "failed", "written": 0, "topics": 0}
     texts = example_prompts(items, settings.SYNC_TOP_TOPICS)
     if not texts:
-        return {"status": "empty", "written": 0}
-    needles = brand_needles(brand.name, brand.aliases)
+        return {"status": "empty", "written": 0, "topics": 0}
+    topics = len(rank_topics(items, settings.SYNC_TOP_TOPICS))
+    needles = brand_needles(brand.name, [*(market.brand_names or []), *brand.aliases])
     labelled = [(t, prompt_type(t, needles), classifier.classify(t)) for t in texts]
     written = 0
     try:
@@ -68,8 +70,8 @@ def sync_prompts_write(*, caller: Caller, brand: Brand, market: Market, semrush:
         log.warning("old-path prompt write cut short", extra={"reason": type(exc).__name__, "written": written})
     except ClientError as exc:
         log.warning("old-path prompt write refused", extra={"reason": type(exc).__name__, "written": written})
-        return {"status": "partial" if written else "failed", "written": written}
-    return {"status": _sync_status(written, len(labelled)), "written": written}
+        return {"status": "partial" if written else "failed", "written": written, "topics": topics}
+    return {"status": _sync_status(written, len(labelled)), "written": written, "topics": topics}
 
 
 def _sync_status(written: int, total: int) -> str:

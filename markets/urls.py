@@ -2,6 +2,6 @@
 from django.urls import include, path
 
 urlpatterns = [
-    path("", include("markets.onboarding_urls")),
+    path("", include("markets.onboarding.urls")),
     path("", include("markets.generation_urls")),
 ]

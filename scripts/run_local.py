@@ -196,20 +196,23 @@ def seed_demo_data(runner: Runner, manage: list[str]) -> dict | None:
 def walkthrough(base: str, seed: dict) -> str:
     org, brand = seed["orgId"], seed["brandId"]
     markets = f"{base}/v2/orgs/{org}/brands/{brand}/serenity/markets"
+    body = json.dumps({"market": "fr", "languageCode": "fr", "brandDomain": seed["brandDomain"],
+                       "brandNames": [seed["brandName"]], "generatePrompts": True})
     return f"""
 Serenity is running on {base}  (Ctrl-C stops everything)
 
-Demo data: organization {org} (IMS org {seed.get('imsOrgId')}), brand {brand}, site {seed.get('siteId')},
-user {seed.get('userId')}. A local user token for that user (signed by the IMS simulator):
+Demo data: organization {org} (IMS org {seed.get('imsOrgId')}), brand {brand} ({seed['brandName']},
+{seed['brandDomain']}), site {seed.get('siteId')}, user {seed.get('userId')}. A local user token for that user
+(signed by the IMS simulator):
 
   export TOKEN='{seed['token']}'
 
-1. Create a market with prompt generation (x-promise-audience selects the Semrush client pair); the answer
-   carries promptGeneration.jobId, kept in $JOB:
+1. Create a market with prompt generation, with the body the UI sends (x-promise-audience selects the Semrush
+   client pair); the answer carries promptGeneration.jobId, kept in $JOB:
 
   JOB=$(curl -s -X POST {markets} \\
     -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -H 'x-promise-audience: semrush' \\
-    -d '{{"market": "FR", "languageCode": "fr", "generatePrompts": true}}' \\
+    -d '{body}' \\
     | tee /dev/stderr | python3 -c 'import json, sys; print(json.load(sys.stdin)["promptGeneration"]["jobId"])')
 
 2. Poll the job until its status is COMPLETED:

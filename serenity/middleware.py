@@ -1,6 +1,10 @@
-"""Request id middleware: accept a sane X-Request-Id or mint one, expose it on the response and in logs."""
+"""Middleware of our own: the request id (accept a sane X-Request-Id or mint one, expose it on the response and
+in logs), and django-cors-headers answering every API preflight the way the original service does."""
 import re
 import uuid
+
+from corsheaders.middleware import CorsMiddleware as LibraryCorsMiddleware
+from django.http import HttpResponse
 
 from serenity import context
 
@@ -22,3 +26,15 @@ class RequestIdMiddleware:
             context.request_id.reset(token)
         response["X-Request-Id"] = rid
         return response
+
+
+class CorsMiddleware(LibraryCorsMiddleware):
+    """django-cors-headers (settings CORS_*), with one change: every OPTIONS request to the API is a preflight
+    answered 204 with no body and no authentication, as the original service answers it (the library answers
+    200, and only when Access-Control-Request-Method is sent)."""
+
+    def check_preflight(self, request):
+        request._cors_enabled = self.is_enabled(request)
+        if request._cors_enabled and request.method == "OPTIONS":
+            return HttpResponse(status=204)
+        return None

@@ -5,7 +5,8 @@ before any schema is generated.
 """
 from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 from rest_framework.permissions import BasePermission
 
@@ -29,13 +30,17 @@ class ProblemFieldErrorSerializer(serializers.Serializer):
 
 
 class ProblemSerializer(serializers.Serializer):
-    """RFC 9457 problem details, served as `application/problem+json`."""
+    """RFC 9457 problem details, served as `application/problem+json`, with the original service's envelope
+    (`error`, `message`); a 403 or 404 also carries `x-error: <message>`."""
 
     type = serializers.URLField()
     title = serializers.CharField()
     status = serializers.IntegerField()
     detail = serializers.CharField(required=False)
     code = serializers.CharField(help_text="Stable machine-readable code; clients may branch on it.")
+    error = serializers.CharField(help_text="The original service's token for the case, e.g. `sliceExists`, "
+                                            "`unknownLanguage`, `invalidRequest`, `notFound`.")
+    message = serializers.CharField(help_text="A sanitised sentence saying what went wrong.")
     errors = ProblemFieldErrorSerializer(many=True, required=False, help_text="One entry per invalid field.")
     requestId = serializers.CharField(required=False)
 
@@ -43,6 +48,11 @@ class ProblemSerializer(serializers.Serializer):
 def problem_response(description: str) -> OpenApiResponse:
     """An answer documented as a problem document (served as application/problem+json)."""
     return OpenApiResponse(response=ProblemSerializer, description=description)
+
+
+# The header the original's 403 and 404 answers carry (serenity.problems.error_headers).
+X_ERROR_HEADER = OpenApiParameter("x-error", OpenApiTypes.STR, OpenApiParameter.HEADER, response=[403, 404],
+                                  required=True, description="The problem's `message`, as the original sends it.")
 
 
 class ApiDocsAccess(BasePermission):
@@ -54,18 +64,3 @@ class ApiDocsAccess(BasePermission):
             return True
         user = getattr(request, "user", None)
         return bool(user and user.is_authenticated and user.is_staff)
-
-
-def strict_request_bodies(result, generator, request, public):
-    """drf-spectacular postprocessing hook: every request body refuses fields it does not declare, as the
-    server does (markets.inputs.StrictInput), so the schema says `additionalProperties: false`."""
-    schemas = result.get("components", {}).get("schemas", {})
-    for name, component in schemas.items():
-        if name.endswith("Request") and component.get("type") == "object":
-            component["additionalProperties"] = False
-    # An activation's markets must be distinct (duplicates are a 400): with exact codes and no other field,
-    # two equal entries are exactly two equal JSON objects.
-    markets = schemas.get("ActivateMarketsInputRequest", {}).get("properties", {}).get("markets")
-    if markets is not None:
-        markets["uniqueItems"] = True
-    return result

@@ -3,8 +3,13 @@
 A `DomainError` declares `status`, `code` and `title` as class attributes (like DRF's APIException).
 The handler builds on DRF's own, so `WWW-Authenticate`, `Retry-After` and the transaction rollback are
 kept; anything it does not know stays an ordinary logged 500 with a body that leaks nothing.
+
+Every problem document also carries the original service's error envelope, which the UI was written
+against: `error` (its stable token, from ORIGINAL_ERROR_TOKENS) and `message` (a sanitised sentence), and a
+403 or 404 carries the `x-error` header with that message, as the original's do.
 """
 import logging
+import re
 
 from django.http import JsonResponse
 from rest_framework import exceptions as drf_exceptions
@@ -15,6 +20,80 @@ log = logging.getLogger(__name__)
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 TYPE_BASE = "https://errors.serenity.example/"
+ERROR_HEADER = "x-error"
+# Statuses whose answers carry the x-error header (the original's forbidden() and notFound() helpers set it).
+ERROR_HEADER_STATUSES = (403, 404)
+MAX_MESSAGE_LENGTH = 500
+
+# Our stable codes -> the original service's `error` token for the same case. The UI branches on these
+# (`error === "sliceExists"`); our `code` stays as it was for clients written against this service.
+ORIGINAL_ERROR_TOKENS: dict[str, str] = {
+    # 400: the request itself
+    "invalid": "invalidRequest",
+    "bad_request": "invalidRequest",
+    "malformed_request": "invalidRequest",
+    "unsupported_media_type": "invalidRequest",
+    "invalid_promise_audience": "invalidRequest",
+    "PROMISE_PAIR_REQUIRED": "invalidRequest",
+    "unknown_market": "unknownMarket",
+    "unknown_language": "unknownLanguage",
+    # 401: who is calling
+    "not_authenticated": "authenticationRequired",
+    "authentication_failed": "authenticationRequired",
+    "invalid_promise_token": "authenticationRequired",
+    "PROMISE_TOKEN_REQUIRED": "promiseTokenRequired",
+    # 403: what the caller may do
+    "forbidden": "forbidden",
+    "organization_access_denied": "forbidden",
+    "not_job_requester": "forbidden",
+    "serenity_not_active": "forbidden",
+    # 404: what exists for this caller
+    "not_found": "notFound",
+    "organization_not_found": "notFound",
+    "brand_not_found": "notFound",
+    "job_not_found": "notFound",
+    "market_not_found": "notFound",
+    "site_not_found": "notFound",
+    "serenity_not_active_for_brand": "notFound",
+    # 409: state
+    "conflict": "conflict",
+    "market_exists": "sliceExists",
+    "brand_exists": "conflict",
+    "brand_status_demotion_not_allowed": "conflict",
+    "brand_not_active": "invalidState",
+    "job_not_awaiting_reauth": "invalidState",
+    "prompt_generation_disabled": "invalidState",
+    "no_catalogue_seeds": "invalidState",
+    # 405, 406, 429: the original has no token of its own for these
+    "method_not_allowed": "methodNotAllowed",
+    "not_acceptable": "notAcceptable",
+    "throttled": "tooManyRequests",
+    # 5xx: someone else, or us
+    "upstream_unavailable": "serenityUpstreamError",
+    "semrush_unavailable": "serenityUpstreamError",
+    "credential_unavailable": "serenityUpstreamError",
+    "not_attempted": "serviceUnavailable",
+    "prompt_generation_unavailable": "serviceUnavailable",
+    "internal_error": "internalServerError",
+}
+# A code without an entry (one added later) gets the original's token for its status.
+_TOKEN_BY_STATUS = {400: "invalidRequest", 401: "authenticationRequired", 403: "forbidden", 404: "notFound",
+                    409: "conflict", 429: "tooManyRequests", 500: "internalServerError",
+                    502: "serenityUpstreamError", 503: "serviceUnavailable"}
+
+
+def error_token(code: str, status: int) -> str:
+    """The original service's `error` token for one of our codes (by status for a code it has no case for)."""
+    return ORIGINAL_ERROR_TOKENS.get(code) or _TOKEN_BY_STATUS.get(status, "invalidRequest")
+
+
+_UNSAFE = re.compile(r"[^\x20-\x7e]+")
+
+
+def safe_message(text: str) -> str:
+    """A sentence fit for a body's `message` and the x-error header: printable ASCII only (no CR/LF, so no
+    header splitting), at most MAX_MESSAGE_LENGTH characters, as the original sanitises it."""
+    return _UNSAFE.sub(" ", str(text or "")).strip()[:MAX_MESSAGE_LENGTH]
 
 
 class DomainError(Exception):
@@ -51,20 +130,30 @@ class UpstreamUnavailable(DomainError):
     status, code, title = 502, "upstream_unavailable", "An upstream service did not answer"
 
 
-def problem(status: int, code: str, title: str, detail: str | None = None, **extra) -> dict:
+def problem(status: int, code: str, title: str, detail: str | None = None, *, error: str | None = None,
+            message: str | None = None, **extra) -> dict:
+    """A problem document: the RFC 9457 members, our `code`, and the original's `error` and `message`
+    (by default the token for `code` and the detail, or the title)."""
     doc = {"type": TYPE_BASE + code.replace("_", "-"), "title": title, "status": status}
     if detail:
         doc["detail"] = detail
     doc["code"] = code
+    doc["error"] = error or error_token(code, status)
+    doc["message"] = safe_message(message or detail or title)
     doc.update({k: v for k, v in extra.items() if v is not None})
     return doc
+
+
+def error_headers(doc: dict) -> dict:
+    """`x-error: <message>` for a 403 or 404 problem document, as the original answers them."""
+    return {ERROR_HEADER: doc["message"]} if doc.get("status") in ERROR_HEADER_STATUSES else {}
 
 
 def problem_response(doc: dict, headers: dict | None = None):
     from rest_framework.response import Response
 
-    response = Response(doc, status=doc["status"], headers=headers, content_type=PROBLEM_CONTENT_TYPE)
-    return response
+    return Response(doc, status=doc["status"], headers={**(headers or {}), **error_headers(doc)},
+                    content_type=PROBLEM_CONTENT_TYPE)
 
 
 # DRF exception class -> (code, title). The `code` is stable; clients may branch on it.
@@ -135,7 +224,8 @@ def problem_exception_handler(exc, context):
     detail = None
     if isinstance(exc, drf_exceptions.ValidationError):
         errors = validation_errors(exc.detail)
-        detail = "The request body has invalid fields; see `errors`."
+        # The original's message: each failure's sentence, joined (the pointers are in `errors`).
+        detail = "; ".join(dict.fromkeys(e["message"] for e in errors)) or "The request body is invalid."
     elif isinstance(exc.detail, str):
         detail = str(exc.detail)
     headers = {k: v for k, v in response.headers.items() if k in ("WWW-Authenticate", "Retry-After", "Allow")}
@@ -147,7 +237,7 @@ def _plain_problem(status: int, code: str, title: str, request=None):
     rid = getattr(request, "request_id", None)
     if rid:
         doc["requestId"] = rid
-    return JsonResponse(doc, status=status, content_type=PROBLEM_CONTENT_TYPE)
+    return JsonResponse(doc, status=status, content_type=PROBLEM_CONTENT_TYPE, headers=error_headers(doc))
 
 
 def handler404(request, exception=None):

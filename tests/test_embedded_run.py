@@ -88,16 +88,19 @@ class Walkthrough:
         seed = json.loads(lines[-1])
         self.run = run
         self.org, self.brand = seed["orgId"], seed["brandId"]
+        # What the original's UI sends about the brand with every market.
+        self.brand_fields = {"brandDomain": seed["brandDomain"], "brandNames": [seed["brandName"]]}
         self.http = httpx.Client(base_url=run.base, timeout=30,
                                  headers={"Authorization": f"Bearer {seed['token']}"})
         self.markets = f"/v2/orgs/{self.org}/brands/{self.brand}/serenity/markets"
 
     def create(self, market: str, language: str) -> httpx.Response:
-        return self.http.post(self.markets, json={"market": market, "languageCode": language, "generatePrompts": True},
-                              headers={"x-promise-audience": "semrush"})
+        return self.http.post(self.markets, json={"market": market, "languageCode": language, "generatePrompts": True,
+                                                  **self.brand_fields}, headers={"x-promise-audience": "semrush"})
 
     def activate(self, *slices) -> httpx.Response:
-        body = {"markets": [{"market": m, "languageCode": lang} for m, lang in slices], "generatePrompts": True}
+        body = {"markets": [{"market": m, "languageCode": lang} for m, lang in slices], "generatePrompts": True,
+                **self.brand_fields}
         return self.http.post(f"/v2/orgs/{self.org}/brands/{self.brand}/serenity/activate", json=body,
                               headers={"x-promise-audience": "semrush"})
 

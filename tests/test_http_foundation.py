@@ -30,7 +30,9 @@ def test_a_request_without_a_bearer_is_a_401_problem_with_www_authenticate(org):
     assert response["WWW-Authenticate"] == 'Bearer realm="serenity"'
     assert response.json() == {"type": "https://errors.serenity.example/not-authenticated",
                                "title": "Authentication required", "status": 401,
-                               "detail": "Authentication credentials were not provided.", "code": "not_authenticated"}
+                               "detail": "Authentication credentials were not provided.", "code": "not_authenticated",
+                               "error": "authenticationRequired",
+                               "message": "Authentication credentials were not provided."}
 
 
 INVALID = "https://errors.serenity.example/authentication-failed"
@@ -76,8 +78,11 @@ def test_a_caller_outside_the_org_is_refused_with_403(org, bearer):
     assert response.status_code == 403
     assert response["Content-Type"] == PROBLEM
     assert response.json() == {"type": "https://errors.serenity.example/organization-access-denied",
-                               "title": "No access to this organization", "status": 403,
-                               "detail": "No access to this organization", "code": "organization_access_denied"}
+                               "title": "User does not have access to this organization", "status": 403,
+                               "detail": "User does not have access to this organization",
+                               "code": "organization_access_denied", "error": "forbidden",
+                               "message": "User does not have access to this organization"}
+    assert response["x-error"] == "User does not have access to this organization"
 
 
 def test_an_unknown_org_is_a_404_problem(org, bearer):
@@ -105,7 +110,8 @@ def test_a_wrong_method_is_a_405_problem_with_allow(org, bearer):
     assert response["Allow"] == "POST, OPTIONS"
     assert response.json() == {"type": "https://errors.serenity.example/method-not-allowed",
                                "title": "Method not allowed", "status": 405,
-                               "detail": 'Method "GET" not allowed.', "code": "method_not_allowed"}
+                               "detail": 'Method "GET" not allowed.', "code": "method_not_allowed",
+                               "error": "methodNotAllowed", "message": 'Method "GET" not allowed.'}
 
 
 def test_a_malformed_json_body_is_a_400_problem(org, bearer):
@@ -123,6 +129,7 @@ def test_an_unexpected_error_is_a_generic_500_problem_that_leaks_nothing(db, pat
     assert response["Content-Type"] == PROBLEM
     assert response.json() == {"type": "https://errors.serenity.example/internal-error",
                                "title": "Internal server error", "status": 500, "code": "internal_error",
+                               "error": "internalServerError", "message": "Internal server error",
                                "requestId": "req-12345678"}
     assert response["X-Request-Id"] == "req-12345678"
     assert b"hunter2" not in response.content and b"abc123" not in response.content

@@ -26,8 +26,8 @@ def get_pair(name: str) -> ClientPair:
 
 
 def pair_from_audience(header: str | None) -> ClientPair:
-    """Absent header -> the default pair; `semrush` (trimmed, any case) -> the Semrush pair; else raise."""
-    if header is None:
+    """Absent or empty header -> the default pair; `semrush` (trimmed, any case) -> the Semrush pair; else raise."""
+    if header is None or not header.strip():
         return get_pair(DEFAULT)
     if header.strip().lower() == SEMRUSH:
         return get_pair(SEMRUSH)

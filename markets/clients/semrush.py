@@ -27,6 +27,9 @@ PROMPT_BATCH_SIZE = 100
 PAGE_SIZE = 100
 # A runaway cursor (a server that never stops paging) must not loop forever.
 MAX_PAGES = 1000
+# The language catalogue changes with Semrush releases, not per request: read once an hour per process.
+LANGUAGES_CACHE_SECONDS = 3600
+_languages: dict[str, tuple[float, list[dict]]] = {}
 
 
 class _Session:
@@ -110,6 +113,19 @@ class SemrushClient:
         return http.json_object(response, what)
 
     # -- catalogue --------------------------------------------------------------------------------
+
+    def languages(self) -> list[dict]:
+        """Semrush's language catalogue, `[{id, name, code}]`: the languages an AI project may be in. Cached
+        per process for LANGUAGES_CACHE_SECONDS (it is the same for every caller). Read-only, safe to retry."""
+        base = settings.SEMRUSH_API_BASE
+        cached = _languages.get(base)
+        if cached is not None and time.monotonic() - cached[0] < LANGUAGES_CACHE_SECONDS:
+            return cached[1]
+        body = self._call(self._http(), "GET", "/v1/languages", what="semrush.languages")
+        items = [item for item in _items(body, "semrush.languages")
+                 if isinstance(item, dict) and isinstance(item.get("code"), str)]
+        _languages[base] = (time.monotonic(), items)
+        return items
 
     def brand_topics(self, *, workspace_id: str, domain: str, country: str) -> list[dict]:
         """Raw catalogue items as Semrush returns them: [{"topic": str|None, "volume": any,

@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_celery_beat",
     "axes",
+    "corsheaders",
     "serenity.apps.SerenityConfig",
     "tokens",
     "jobs",
@@ -79,6 +80,8 @@ if SANDBOX_ENABLED:
 
 MIDDLEWARE = [
     "serenity.middleware.RequestIdMiddleware",
+    # First after the request id: a preflight is answered before anything else looks at the request.
+    "serenity.middleware.CorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves the admin's and the API docs' static files (Swagger UI assets are bundled, no CDN).
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -130,6 +133,22 @@ if not IS_LOCAL:
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
 
+# --- Browsers on other origins (django-cors-headers; the preflight answer is serenity.middleware.CorsMiddleware) --
+# The API is called with a bearer token, not cookies, so `*` (the original's answer) exposes nothing; a list of
+# origins also lets a browser send the session cookie (credentials) from those origins.
+CORS_URLS_REGEX = r"^/v2/"
+_cors_origins = env.list("CORS_ALLOWED_ORIGINS", default=["*"])
+CORS_ALLOW_ALL_ORIGINS = _cors_origins == ["*"]
+CORS_ALLOWED_ORIGINS = [] if CORS_ALLOW_ALL_ORIGINS else _cors_origins
+CORS_ALLOW_CREDENTIALS = not CORS_ALLOW_ALL_ORIGINS
+CORS_ALLOW_METHODS = ["GET", "HEAD", "PATCH", "POST", "OPTIONS", "DELETE"]
+CORS_ALLOW_HEADERS = ["x-api-key", "authorization", "origin", "x-requested-with", "content-type", "accept",
+                      "x-import-api-key", "x-client-type", "x-trigger-audits", "x-view-as-trial",
+                      "x-view-full-experience", "x-promise-token", "x-promise-audience", "x-request-id",
+                      "if-none-match"]
+CORS_EXPOSE_HEADERS = ["x-error", "x-request-id", "etag", "retry-after", "location"]
+CORS_PREFLIGHT_MAX_AGE = 86400
+
 # --- The API -------------------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["serenity.auth.ImsBearerAuthentication"],
@@ -160,8 +179,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
-                             "serenity.openapi.strict_request_bodies"],
-    "ENUM_NAME_OVERRIDES": {"JobStatusEnum": "jobs.models.JobStatus", "AcceptedStatusEnum": ["IN_PROGRESS"]},
+                             "markets.onboarding.schemas.register_components"],
+    "ENUM_NAME_OVERRIDES": {"JobStatusEnum": "jobs.models.JobStatus", "AcceptedStatusEnum": ["IN_PROGRESS"],
+                            "BrandStatusEnum": "markets.models.Brand.Status"},
     "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
 }
 

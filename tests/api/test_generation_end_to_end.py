@@ -33,7 +33,8 @@ def test_a_job_needing_reauth_completes_under_the_same_id_after_the_requester_re
     controls.fail_next_exchanges(1, 401)  # the worker's first exchange is refused: NEEDS_REAUTH
 
     created = Client().post(f"/v2/orgs/{org.id}/brands/{brand.id}/serenity/markets",
-                            {"market": "FR", "languageCode": "fr", "generatePrompts": True},
+                            {"market": "FR", "languageCode": "fr", "generatePrompts": True,
+                            "brandDomain": brand.domain, "brandNames": [brand.name]},
                             content_type="application/json",
                             headers={"Authorization": f"Bearer {token}", "x-promise-audience": "semrush"})
     assert created.status_code == 201, created.content

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
 from markets.codes import PROMPT_GENERATION_HELD
+from markets.generation_apis import ID_MESSAGES
 from tests.api.conftest import SECRET, job_path, make_job, needs_reauth_fields
 
 
@@ -163,10 +164,11 @@ def test_a_non_uuid_id_answers_400(world, api, which):
 
     assert response.status_code == 400
     assert response["Content-Type"] == "application/problem+json"
+    message = ID_MESSAGES[which]
     assert response.json() == {
         "type": "https://errors.serenity.example/invalid", "title": "Invalid request", "status": 400,
-        "detail": "Path parameters must be UUIDs; see `errors`.", "code": "invalid",
-        "errors": [{"parameter": which, "code": "invalid_uuid", "message": "Must be a UUID."}],
+        "detail": message, "code": "invalid", "error": "invalidRequest", "message": message,
+        "errors": [{"parameter": which, "code": "invalid_uuid", "message": message}],
     }
 
 

@@ -20,8 +20,10 @@ from tokens.services import grant_load
 
 
 def problem(status: int, code: str, title: str, detail: str) -> dict:
+    from serenity.problems import error_token
+
     return {"type": "https://errors.serenity.example/" + code.replace("_", "-"), "title": title, "status": status,
-            "detail": detail, "code": code}
+            "detail": detail, "code": code, "error": error_token(code, status), "message": detail}
 
 
 def awaiting_job(world, **fields):
@@ -267,7 +269,8 @@ def test_reauth_with_a_non_uuid_job_id_answers_400(world, api):
     response = api.reauth(world.org.id, world.brand.id, "12345")
 
     assert response.status_code == 400
-    assert response.json()["errors"] == [{"parameter": "jobId", "code": "invalid_uuid", "message": "Must be a UUID."}]
+    assert response.json()["errors"] == [{"parameter": "jobId", "code": "invalid_uuid",
+                                          "message": "Job Id is invalid. Please provide a valid UUID."}]
 
 
 def test_reauth_of_a_missing_job_answers_the_same_404_as_polling_it(world, api):

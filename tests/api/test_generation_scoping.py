@@ -41,7 +41,9 @@ def missing_job_404(api, world) -> bytes:
     assert response.status_code == 404
     assert response["Content-Type"] == "application/problem+json"
     assert response.json() == {"type": "https://errors.serenity.example/job-not-found", "title": "Job not found",
-                               "status": 404, "detail": "Job not found", "code": "job_not_found"}
+                               "status": 404, "detail": "Job not found", "code": "job_not_found",
+                               "error": "notFound", "message": "Job not found"}
+    assert response["x-error"] == "Job not found"
     return response.content
 
 

@@ -21,6 +21,11 @@ class World:
     def url(self, tail: str) -> str:
         return f"/v2/orgs/{self.org.id}/brands/{self.brand.id}/serenity/{tail}"
 
+    @property
+    def brand_fields(self) -> dict:
+        """What the original's UI sends about the brand with every market: its domain and names."""
+        return {"brandDomain": self.brand.domain, "brandNames": [self.brand.name]}
+
     def post(self, path: str, body: dict, **headers):
         return self.client.post(path, body, format="json", **{f"HTTP_{k.upper().replace('-', '_')}": v
                                                                for k, v in headers.items()})

@@ -27,7 +27,8 @@ def test_the_same_country_in_another_language_is_another_market(brand):
     assert Market.objects.filter(brand=brand).count() == 2
 
 
-@pytest.mark.parametrize(("country", "language"), [("fr", "fr"), ("FRA", "fr"), ("FR", "FR"), ("FR", "fra")])
+@pytest.mark.parametrize(("country", "language"), [("fr", "fr"), ("FRA", "fr"), ("FR", "FR"), ("FR", "f"),
+                                                   ("FR", "fr_fr"), ("FR", "fr-CH")])
 def test_the_database_rejects_malformed_country_and_language_codes(brand, country, language):
     # A check constraint (IntegrityError), or the column width itself (DataError) for 3-letter values.
     with pytest.raises((IntegrityError, DataError)), transaction.atomic():
@@ -50,3 +51,10 @@ def test_the_database_rejects_a_lease_on_a_finished_job(db):
 def test_a_brand_domain_is_unique_within_an_organization(brand):
     with pytest.raises(IntegrityError), transaction.atomic():
         Brand.objects.create(organization=brand.organization, name="Other", domain="acme.example")
+
+
+def test_a_brand_name_is_unique_within_an_organization_and_many_brands_may_have_no_domain(brand):
+    Brand.objects.create(organization=brand.organization, name="No URL 1", domain="")
+    Brand.objects.create(organization=brand.organization, name="No URL 2", domain="")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Brand.objects.create(organization=brand.organization, name="Acme", domain="acme2.example")

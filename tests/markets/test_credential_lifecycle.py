@@ -52,7 +52,7 @@ def test_a_forwarded_token_serves_one_market_of_an_activation_and_the_others_min
     forwarded = browser_token(world.token)
     drs_controls.set_latency(1500)  # keep the jobs running while their grants are read
 
-    response = world.post(world.url("activate"), {"markets": [{"market": m, "languageCode": lang} for m, lang in
+    response = world.post(world.url("activate"), {**world.brand_fields, "markets": [{"market": m, "languageCode": lang} for m, lang in
                                                               (("FR", "fr"), ("DE", "de"), ("ES", "es"))],
                                                   "generatePrompts": True},
                           **{"x-promise-audience": "semrush", "x-promise-token": header(forwarded)})
@@ -80,7 +80,7 @@ def test_a_forwarded_token_of_another_user_is_refused_before_anything_is_created
                                                      else "FFFFFFFFFFFFFFFFFFFFFFFF@AdobeOrg"])
     forwarded = browser_token(someone_else)
 
-    response = world.post(world.url("markets"), {"market": "DE", "languageCode": "de", "generatePrompts": True},
+    response = world.post(world.url("markets"), {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True},
                           **{"x-promise-audience": "semrush", "x-promise-token": header(forwarded)})
 
     assert response.status_code == 400
@@ -97,8 +97,8 @@ def test_a_forwarded_token_claiming_an_absurd_lifetime_is_a_400_and_nothing_is_h
     world, async_on, queues, expires_in, entry
 ):
     forwarded = f'{{"promise_token": "x.y.z", "token_type": "promise_token", "expires_in": {expires_in}}}'
-    body = ({"market": "DE", "languageCode": "de", "generatePrompts": True} if entry == "markets" else
-            {"markets": [{"market": "DE", "languageCode": "de"}], "generatePrompts": True})
+    body = ({**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True} if entry == "markets"
+            else {**world.brand_fields, "markets": [{"market": "DE", "languageCode": "de"}], "generatePrompts": True})
 
     response = world.post(world.url(entry), body, **{"x-promise-audience": "semrush", "x-promise-token": forwarded})
 
@@ -111,7 +111,7 @@ def test_a_forwarded_token_claiming_an_absurd_lifetime_is_a_400_and_nothing_is_h
 def test_a_forwarded_token_of_another_token_type_is_refused(world, async_on, queues):
     forwarded = {**browser_token(world.token), "token_type": "bearer"}
 
-    response = world.post(world.url("markets"), {"market": "DE", "languageCode": "de", "generatePrompts": True},
+    response = world.post(world.url("markets"), {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True},
                           **{"x-promise-audience": "semrush", "x-promise-token": header(forwarded)})
 
     assert (response.status_code, response.json()["code"]) == (400, "invalid_promise_token")

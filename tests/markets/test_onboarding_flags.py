@@ -20,17 +20,20 @@ def call(world, entry, *, generate=None, headers=None):
     extra = {} if generate is None else {"generatePrompts": generate}
     headers = headers or {}
     if entry == "create_market":
-        r = world.post(world.url("markets"), {"market": "DE", "languageCode": "de", **extra}, **headers)
+        r = world.post(world.url("markets"), {**world.brand_fields, "market": "DE", "languageCode": "de", **extra}, **headers)
         return r, r.json(), world.brand
     if entry == "activate":
-        r = world.post(world.url("activate"), {"markets": [{"market": "DE", "languageCode": "de"}], **extra}, **headers)
+        r = world.post(world.url("activate"), {**world.brand_fields, "markets": [{"market": "DE", "languageCode": "de"}], **extra}, **headers)
         entry_body = r.json()["markets"][0]
         assert (entry_body["market"], entry_body["languageCode"], entry_body["status"]) == ("DE", "de", 201)
         return r, entry_body["body"], world.brand
     r = world.post(f"/v2/orgs/{world.org.id}/brands", {
-        "name": "Fjell Gear", "domain": "fjell.example", "aliases": ["Fjell"],
-        "semrushMarket": {"market": "DE", "languageCode": "de"}, **extra}, **headers)
-    return r, r.json()["market"], Brand.objects.get(domain="fjell.example")
+        "name": "Fjell Gear", "urls": [{"value": "https://fjell.example"}], "brandAliases": ["Fjell"],
+        "semrushModelIds": ["gpt-5-mini"], "semrushMarket": {"market": "DE", "languageCode": "de"}, **extra}, **headers)
+    body = r.json()["market"]
+    # The original's place for the handle is the top of createBrand's answer; the market carries it too.
+    assert r.json().get("promptGeneration") == body.get("promptGeneration")
+    return r, body, Brand.objects.get(domain="fjell.example")
 
 
 EXPECTED_STATUS = {"create_market": 201, "activate": 200, "create_brand": 201}
@@ -118,16 +121,18 @@ def test_flag_on_with_the_default_pair_refuses_the_job_before_minting(world, asy
 
 @pytest.mark.parametrize("entry", ENTRY_POINTS)
 def test_flag_on_with_an_unknown_promise_audience_is_a_400_and_creates_nothing(world, async_on, entry, queues):
-    response, _, _ = (world.post(world.url("markets"), {"market": "DE", "languageCode": "de", "generatePrompts": True},
+    response, _, _ = (world.post(world.url("markets"), {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True},
                                  **{"x-promise-audience": "photoshop"}), None, None) if entry == "create_market" else (
-        world.post(world.url("activate"), {"markets": [{"market": "DE", "languageCode": "de"}], "generatePrompts": True},
+        world.post(world.url("activate"), {**world.brand_fields, "markets": [{"market": "DE", "languageCode": "de"}], "generatePrompts": True},
                    **{"x-promise-audience": "photoshop"}), None, None) if entry == "activate" else (
-        world.post(f"/v2/orgs/{world.org.id}/brands", {"name": "Fjell", "domain": "fjell.example", "generatePrompts": True,
+        world.post(f"/v2/orgs/{world.org.id}/brands", {"name": "Fjell", "urls": ["https://fjell.example"],
+                   "generatePrompts": True, "semrushModelIds": ["gpt-5-mini"],
                    "semrushMarket": {"market": "DE", "languageCode": "de"}}, **{"x-promise-audience": "photoshop"}),
         None, None)
     assert response.status_code == 400
     assert response["Content-Type"] == "application/problem+json"
-    assert response.json()["code"] == "invalid_promise_audience"
+    assert (response.json()["code"], response.json()["error"]) == ("invalid_promise_audience", "invalidRequest")
+    assert response.json()["message"] == "Unknown promise audience: photoshop"
     assert Market.objects.count() == 0 and AsyncJob.objects.count() == 0
     assert not Brand.objects.filter(domain="fjell.example").exists()
 

@@ -124,7 +124,7 @@ def test_two_concurrent_producers_for_one_slice_end_with_one_job_and_one_message
 
 def test_sqs_unreachable_fails_the_job_and_invalidates_its_token(world, async_on, queues):
     queues.sqs.client().delete_queue(QueueUrl=queues.url)  # the send now fails
-    response = world.post(world.url("markets"), {"market": "DE", "languageCode": "de", "generatePrompts": True},
+    response = world.post(world.url("markets"), {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True},
                           **{"x-promise-audience": "semrush"})
     assert response.status_code == 201, response.content
     body = response.json()

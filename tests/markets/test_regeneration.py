@@ -101,7 +101,8 @@ def test_a_market_of_another_brand_answers_exactly_like_a_missing_one(world, asy
     assert (missing.status_code, foreign.status_code) == (404, 404)
     assert missing.json() == foreign.json() == {
         "type": "https://errors.serenity.example/market-not-found", "title": "Market not found", "status": 404,
-        "detail": "Market not found", "code": "market_not_found"}
+        "detail": "Market not found", "code": "market_not_found", "error": "notFound", "message": "Market not found"}
+    assert missing["x-error"] == foreign["x-error"] == "Market not found"
 
 
 def test_regeneration_is_gated_like_the_entry_points(world, async_on, settings, gate, queues):
@@ -125,7 +126,7 @@ def test_regeneration_is_gated_like_the_entry_points(world, async_on, settings, 
 def test_creating_a_market_that_exists_names_it_and_its_generation_job(world, async_on, queues):
     job, market = start_job(world)
 
-    again = world.post(world.url("markets"), {"market": "DE", "languageCode": "de", "generatePrompts": True},
+    again = world.post(world.url("markets"), {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True},
                        **{"x-promise-audience": "semrush"})
 
     assert again.status_code == 409

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.worker
 
 
 def start_job(world, market="DE", language="de"):
-    response = world.post(world.url("markets"), {"market": market, "languageCode": language, "generatePrompts": True},
+    response = world.post(world.url("markets"), {**world.brand_fields, "market": market, "languageCode": language, "generatePrompts": True},
                           **{"x-promise-audience": "semrush"})
     assert response.status_code == 201, response.content
     handle = response.json()["promptGeneration"]

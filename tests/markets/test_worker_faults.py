@@ -144,7 +144,7 @@ def test_sqs_not_answering_fails_the_enqueue_within_the_publish_bound_and_the_ap
         django_settings.SQS_MAX_ATTEMPTS
     with broker_at(blackhole):
         started = time.monotonic()
-        response = world.post(world.url("markets"), {"market": "DE", "languageCode": "de", "generatePrompts": True},
+        response = world.post(world.url("markets"), {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True},
                               **{"x-promise-audience": "semrush"})
         took = time.monotonic() - started
         ready = Client().get("/readyz")

@@ -28,7 +28,8 @@ def test_sandbox_seed_prints_one_json_object_naming_what_it_created():
     site = Site.objects.get()
     assert raw.count("\n") == 1
     assert printed == {"orgId": str(org.id), "imsOrgId": "SANDBOX0000000000000000@AdobeOrg", "brandId": str(brand.id),
-                       "siteId": str(site.id), "userId": "SANDBOXUSER0000000000000@AdobeID", "token": printed["token"]}
+                       "brandName": "Sandbox Coffee", "brandDomain": "sandbox-coffee.example", "siteId": str(site.id),
+                       "userId": "SANDBOXUSER0000000000000@AdobeID", "token": printed["token"]}
     assert (org.ims_org_id, org.is_serenity_active) == ("SANDBOX0000000000000000@AdobeOrg", True)
     assert (brand.organization_id, brand.status, brand.domain, brand.primary_url, brand.aliases, brand.base_site_id) == (
         org.id, "active", "sandbox-coffee.example", "https://www.sandbox-coffee.example/",

@@ -51,7 +51,7 @@ class Project(models.Model):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="projects")
     name = models.CharField(max_length=300)
     geo_target_id = models.PositiveIntegerField()
-    language_code = models.CharField(max_length=8)
+    language_code = models.CharField(max_length=12)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT)
     published_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

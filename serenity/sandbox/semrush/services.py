@@ -4,6 +4,7 @@ Each raises a `SimError` subclass that the API turns into its JSON error; duplic
 database's unique constraints, so of two concurrent creates exactly one wins and the other learns the
 winner's id.
 """
+import re
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
@@ -61,8 +62,8 @@ def project_create(*, workspace_id: str, name, geo_target_id, language_code) -> 
         raise Invalid("`name` must be a non-empty string")
     if isinstance(geo_target_id, bool) or not isinstance(geo_target_id, int) or not 2000 <= geo_target_id < 3000:
         raise Invalid("`geoTargetId` must be a country criterion id (2000 + ISO 3166-1 numeric)")
-    if not isinstance(language_code, str) or len(language_code) != 2 or not language_code.isalpha():
-        raise Invalid("`languageCode` must be an ISO 639-1 code")
+    if not isinstance(language_code, str) or not re.fullmatch(r"[A-Za-z]{2,3}(-[A-Za-z]{2,4})?", language_code):
+        raise Invalid("`languageCode` must be a BCP-47 language tag, e.g. fr or de-ch")
     workspace = workspace_touch(workspace_id)
     try:
         with transaction.atomic():

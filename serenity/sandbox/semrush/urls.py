@@ -10,6 +10,7 @@ from serenity.sandbox.semrush import views
 app_name = "sandbox_semrush"
 
 urlpatterns = [
+    path("v1/languages", views.languages, name="languages"),
     path("v1/workspaces", views.workspaces, name="workspaces"),
     path("v1/workspaces/<str:semrushWorkspaceId>/brand-topics", views.brand_topics, name="brand-topics"),
     path("v1/workspaces/<str:semrushWorkspaceId>/ai-projects", views.projects, name="projects"),

@@ -165,6 +165,14 @@ def workspaces(request):
 
 
 @api("GET")
+def languages(request):
+    """GET /v1/languages -> {items: [{id, name, code}]}: the languages an AI project may be in."""
+    from markets import geo
+
+    return JsonResponse({"items": list(geo.known_languages())})
+
+
+@api("GET")
 def brand_topics(request, semrushWorkspaceId):
     """GET /v1/workspaces/{id}/brand-topics?domain=&country= -> {items: [{topic, volume, examplePrompts}]}."""
     domain, country = request.GET.get("domain", "").strip(), request.GET.get("country", "").strip()

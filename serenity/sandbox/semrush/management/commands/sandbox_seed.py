@@ -25,7 +25,8 @@ class Command(BaseCommand):
     help = (
         "Run once after `migrate` on a local database (safe to run again: same ids): creates the demo "
         "organization, active brand, base site and the brand's Semrush sub-workspace and catalogue in the "
-        "simulator, and prints one JSON object {orgId, imsOrgId, brandId, siteId, userId, token} whose token "
+        "simulator, and prints one JSON object {orgId, imsOrgId, brandId, brandName, brandDomain, siteId, userId, "
+        "token} whose token "
         "is a fresh user bearer for that organization."
     )
 
@@ -61,6 +62,7 @@ class Command(BaseCommand):
                 )
         token = issue_user_token(user_id=USER_ID, org_ids=[IMS_ORG_ID], ttl=ttl)
         self.stdout.write(json.dumps({
-            "orgId": str(org.id), "imsOrgId": IMS_ORG_ID, "brandId": str(brand.id), "siteId": str(site.id),
+            "orgId": str(org.id), "imsOrgId": IMS_ORG_ID, "brandId": str(brand.id), "brandName": brand.name,
+            "brandDomain": brand.domain, "siteId": str(site.id),
             "userId": USER_ID, "token": token,
         }))

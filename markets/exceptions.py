@@ -1,0 +1,99 @@
+"""Errors of the markets app that the API answers deliberately (problem details, SPEC §3): each declares its
+status, code and title; serenity/problems.py maps the code to the original service's `error` token."""
+from serenity.problems import Conflict, DomainError, Forbidden, InvalidInput, NotFound
+
+# --- The caller's scope ---------------------------------------------------------------------------------------
+
+class OrganizationNotFound(NotFound):
+    code, title = "organization_not_found", "Organization not found"
+
+
+class NoOrganizationAccess(Forbidden):
+    code, title = "organization_access_denied", "User does not have access to this organization"
+
+
+class BrandNotFound(NotFound):
+    code, title = "brand_not_found", "Brand not found"
+
+
+class SerenityInactiveForOrg(Forbidden):
+    """Semrush work asked of an organization without Serenity (createBrand with a market or generation)."""
+
+    code, title = "serenity_not_active", "Serenity is not active for this organization"
+
+
+class SerenityInactiveForBrand(NotFound):
+    """The Serenity routes of a brand whose organization has no Serenity: answered like absence, as the
+    original does (its UI treats the 404 as "no Serenity here")."""
+
+    code, title = "serenity_not_active_for_brand", "Serenity is not active for this brand"
+
+
+class JobNotFound(NotFound):
+    code, title = "job_not_found", "Job not found"
+
+
+class SiteNotFound(NotFound):
+    code, title = "site_not_found", "Site not found"
+
+
+class MarketNotFound(NotFound):
+    code, title = "market_not_found", "Market not found"
+
+
+# --- Requests ---------------------------------------------------------------------------------------------
+
+class InvalidRequest(InvalidInput):
+    """A body that breaks the original's rules: `detail` joins every failed rule's sentence, `errors` names
+    each field (a JSON pointer)."""
+
+    def __init__(self, errors: list[dict]):
+        super().__init__("; ".join(e["message"] for e in errors), errors=errors)
+
+
+class UnknownMarket(DomainError):
+    status, code, title = 400, "unknown_market", "Unknown market"
+
+
+class UnknownLanguage(DomainError):
+    status, code, title = 400, "unknown_language", "Unknown language"
+
+
+# --- State ------------------------------------------------------------------------------------------------
+
+class BrandExists(Conflict):
+    code, title = "brand_exists", "This site is already the primary URL for another brand"
+
+
+class BrandDemotionRefused(Conflict):
+    code, title = "brand_status_demotion_not_allowed", "An active brand cannot be made pending again"
+
+
+class BrandNotActive(Conflict):
+    code, title = "brand_not_active", "The brand has no Semrush workspace yet; activate it first"
+
+
+class MarketExists(Conflict):
+    code, title = "market_exists", "Brand already has a live market for this slice"
+
+
+class GenerationDisabled(Conflict):
+    code, title = "prompt_generation_disabled", "Asynchronous prompt generation is not enabled"
+
+
+class NoCatalogueSeeds(Conflict):
+    code, title = "no_catalogue_seeds", "The Semrush catalogue holds no seeds for this market"
+
+
+# --- Others' trouble --------------------------------------------------------------------------------------
+
+class SemrushUnavailable(DomainError):
+    status, code, title = 502, "semrush_unavailable", "Upstream request failed"
+
+
+class NotAttempted(DomainError):
+    status, code, title = 503, "not_attempted", "Not attempted within the request's time budget"
+
+
+class GenerationUnavailable(DomainError):
+    status, code, title = 503, "prompt_generation_unavailable", "Prompt generation is not available right now"

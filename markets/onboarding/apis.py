@@ -1,0 +1,303 @@
+"""The onboarding entry points (SPEC §3): create a brand, create a market, activate a brand's markets.
+
+Thin views: scope the caller, read the body (markets/onboarding/inputs.py), call one service, render. The
+bodies and answers are the original service's (its UI calls these), with this service's fields beside them.
+"""
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from markets.generation_apis import PATH_IDS, forwarded_token, parse_ids
+from markets.models import Brand
+from markets.onboarding import schemas, services
+from markets.onboarding.inputs import activate_request, brand_request, market_request
+from markets.producer import Generation
+from markets.selectors import org_get_for_caller, serenity_brand_get_for_caller
+from serenity.openapi import X_ERROR_HEADER, problem_response
+from serenity.problems import PROBLEM_CONTENT_TYPE, InvalidInput
+from serenity.problems import problem_response as problem_answer
+from serenity.throttles import OnboardingRateThrottle, OrgMarketsRateThrottle
+from tokens.exceptions import InvalidAudience, InvalidForwardedToken
+from tokens.pairs import SEMRUSH, UnknownAudience, pair_from_audience
+from tokens.services import promise_from_header
+from tokens.types import InvalidPromiseToken
+
+# Per user, and per organization by the number of markets asked for (429 with Retry-After past either).
+ONBOARDING_THROTTLES = [OnboardingRateThrottle, OrgMarketsRateThrottle]
+# `semrush` in any case with spaces around it, or empty (the default pair), as HTTP allows.
+AUDIENCE_PATTERN = r"^[ \t]*(?:[Ss][Ee][Mm][Rr][Uu][Ss][Hh])?[ \t]*$"
+
+AUDIENCE_HEADERS = [
+    OpenApiParameter("x-promise-audience", {"type": "string", "pattern": AUDIENCE_PATTERN},
+                     OpenApiParameter.HEADER, required=False,
+                     description="`semrush` (any case) to delegate with the Semrush client pair (required for "
+                                 "prompt generation); absent or empty: the default pair. Anything else is a 400."),
+    OpenApiParameter("x-promise-token", str, OpenApiParameter.HEADER, required=False,
+                     description="A promise token forwarded by the browser, as the typed JSON object "
+                                 "`{promise_token, token_type: \"promise_token\", expires_in}`, live at IMS and "
+                                 "the caller's own (otherwise 400 `invalid_promise_token`). It serves the first "
+                                 "new market of the request; every other one gets a token minted from the "
+                                 "bearer, as do all when the header is absent."),
+    X_ERROR_HEADER,
+]
+
+ERRORS = {
+    (400, PROBLEM_CONTENT_TYPE): problem_response("The body breaks a rule (`invalidRequest`, with every failed rule "
+                                                  "in `message`), an unknown market or language "
+                                                  "(`unknownMarket`, `unknownLanguage`), or an unusable header."),
+    (401, PROBLEM_CONTENT_TYPE): problem_response("Missing, invalid or expired bearer token."),
+    (403, PROBLEM_CONTENT_TYPE): problem_response("Not a member of the organization."),
+    (404, PROBLEM_CONTENT_TYPE): problem_response("No such organization or brand for this caller, or Serenity is "
+                                                  "not active for the brand."),
+    (409, PROBLEM_CONTENT_TYPE): problem_response("The market is already live (`sliceExists`)."),
+    (429, PROBLEM_CONTENT_TYPE): problem_response("Too many requests: retry after `Retry-After` seconds."),
+    (502, PROBLEM_CONTENT_TYPE): problem_response("Semrush did not complete the request (`serenityUpstreamError`)."),
+    (503, PROBLEM_CONTENT_TYPE): problem_response("Not attempted within the request's time budget: send it again."),
+}
+
+
+class PromptGenerationHandle(serializers.Serializer):
+    jobId = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=["provisioning"])
+    reused = serializers.BooleanField()
+
+
+class SyncPromptsOutput(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["written", "partial", "skipped", "empty", "failed"])
+    written = serializers.IntegerField()
+
+
+class MarketCreatedOutput(serializers.Serializer):
+    """A market: the original's fields first, then this service's."""
+
+    brandId = serializers.UUIDField()
+    geoTargetId = serializers.IntegerField(help_text="Google Ads country criterion id (2000 + ISO numeric).")
+    languageCode = serializers.CharField()
+    workspaceId = serializers.CharField(help_text="The brand's Semrush sub-workspace.")
+    projectId = serializers.CharField(help_text="The market's Semrush AI project.")
+    published = serializers.BooleanField()
+    topicCount = serializers.IntegerField(required=False, help_text="Old synchronous path: topics prompts came from.")
+    promptCount = serializers.IntegerField(required=False, help_text="Old synchronous path: prompts written.")
+    promptGeneration = PromptGenerationHandle(required=False, help_text="When a generation job was queued.")
+    id = serializers.UUIDField(help_text="This service's id of the market.")
+    market = serializers.CharField(help_text="ISO 3166-1 alpha-2, in capitals.")
+    name = serializers.CharField()
+    siteId = serializers.UUIDField(allow_null=True)
+    publishState = serializers.CharField()
+    createdAt = serializers.DateTimeField()
+    prompts = SyncPromptsOutput(required=False, help_text="Old synchronous path: what was written.")
+
+
+class BrandOutput(serializers.Serializer):
+    """A brand: the original's V2 brand fields, then this service's."""
+
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    baseSiteId = serializers.UUIDField(allow_null=True)
+    baseUrl = serializers.CharField(allow_null=True)
+    semrushSubWorkspaceId = serializers.CharField(allow_null=True)
+    pendingSemrushProvisioning = serializers.JSONField(allow_null=True)
+    status = serializers.ChoiceField(choices=Brand.Status.choices)
+    urls = inline_serializer("BrandUrl", many=True, fields={"value": serializers.CharField()})
+    brandAliases = serializers.ListField(child=serializers.CharField())
+    siteIds = serializers.ListField(child=serializers.UUIDField())
+    serenityActive = serializers.BooleanField()
+    serenityActivatedAt = serializers.DateTimeField(allow_null=True)
+    updatedAt = serializers.DateTimeField()
+    updatedBy = serializers.CharField(allow_null=True)
+    # As given; kept and returned, not used by this service.
+    description = serializers.JSONField(allow_null=True)
+    brandContext = serializers.JSONField(allow_null=True)
+    mentionSentimentGuidance = serializers.JSONField(allow_null=True)
+    vertical = serializers.JSONField(allow_null=True)
+    origin = serializers.JSONField(allow_null=True)
+    region = serializers.JSONField(allow_null=True)
+    competitors = serializers.JSONField(allow_null=True)
+    socialAccounts = serializers.JSONField(allow_null=True)
+    earnedContent = serializers.JSONField(allow_null=True)
+    brandClaimsEnabled = serializers.JSONField(allow_null=True)
+    displayName = serializers.CharField()
+    domain = serializers.CharField()
+    primaryUrl = serializers.CharField()
+    aliases = serializers.ListField(child=serializers.CharField())
+    semrushWorkspaceId = serializers.CharField(allow_null=True)
+    semrushModelIds = serializers.ListField(child=serializers.CharField())
+    createdAt = serializers.DateTimeField()
+
+
+class BrandCreatedOutput(BrandOutput):
+    promptGeneration = PromptGenerationHandle(required=False, help_text="When the first market's generation job "
+                                                                        "was queued.")
+    market = MarketCreatedOutput(required=False, help_text="The first market, when `semrushMarket` was given.")
+
+
+class ActivationOutput(serializers.Serializer):
+    brandId = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=Brand.Status.choices)
+    baseSiteId = serializers.UUIDField(required=False, allow_null=True)
+    markets = inline_serializer("ActivationEntry", many=True, fields={
+        "market": serializers.JSONField(help_text="As sent."),
+        "languageCode": serializers.JSONField(help_text="As sent."),
+        "status": serializers.IntegerField(help_text="201 new, 409 already live, 400 the entry breaks a rule, 502 "
+                                                     "Semrush failed, 503 not attempted in time (retryable)"),
+        "body": serializers.JSONField(help_text="The market (as createMarket answers it) or a problem document"),
+    })
+    brand = BrandOutput(help_text="This service's: the brand after the activation.")
+
+
+# --- Rendering -------------------------------------------------------------------------------------------------
+
+def market_body(outcome: services.MarketOutcome) -> dict:
+    if outcome.market is None:
+        return outcome.problem
+    market = outcome.market
+    body = {
+        "brandId": str(market.brand_id), "geoTargetId": market.geo_target_id, "languageCode": market.language_code,
+        "workspaceId": market.brand.semrush_workspace_id, "projectId": market.semrush_project_id,
+        "published": market.publish_state == market.PublishState.PUBLISHED,
+    }
+    if outcome.sync_prompts is not None:
+        body.update(topicCount=outcome.sync_prompts["topics"], promptCount=outcome.sync_prompts["written"])
+    if outcome.prompt_generation is not None:
+        body["promptGeneration"] = outcome.prompt_generation
+    body.update({
+        "id": str(market.id), "market": market.country, "name": market.name,
+        "siteId": str(market.site_id) if market.site_id else None, "publishState": market.publish_state,
+        "createdAt": serializers.DateTimeField().to_representation(market.created_at),
+    })
+    if outcome.sync_prompts is not None:
+        body["prompts"] = {"status": outcome.sync_prompts["status"], "written": outcome.sync_prompts["written"]}
+    return body
+
+
+def brand_body(brand: Brand) -> dict:
+    when = serializers.DateTimeField().to_representation
+    profile = brand.profile or {}
+    return {
+        "id": str(brand.id), "name": brand.name,
+        "baseSiteId": str(brand.base_site_id) if brand.base_site_id else None,
+        "baseUrl": brand.base_site.base_url if brand.base_site_id else (brand.primary_url or None),
+        "semrushSubWorkspaceId": brand.semrush_workspace_id, "pendingSemrushProvisioning": None,
+        "status": brand.status, "urls": [{"value": url} for url in brand.urls or []],
+        "brandAliases": list(brand.aliases or []),
+        "siteIds": [str(site_id) for site_id in brand.sites.order_by("created_at").values_list("id", flat=True)],
+        "serenityActive": bool(brand.organization.is_serenity_active and brand.semrush_workspace_id),
+        "serenityActivatedAt": when(brand.workspace_provisioned_at) if brand.workspace_provisioned_at else None,
+        "updatedAt": when(brand.updated_at), "updatedBy": brand.updated_by or None,
+        **{name: profile.get(name, default) for name, default in (
+            ("description", None), ("brandContext", None), ("mentionSentimentGuidance", None), ("vertical", None),
+            ("origin", None), ("region", []), ("competitors", []), ("socialAccounts", []), ("earnedContent", []),
+            ("brandClaimsEnabled", False))},
+        "displayName": brand.display_name or brand.name, "domain": brand.domain, "primaryUrl": brand.primary_url,
+        "aliases": list(brand.aliases or []), "semrushWorkspaceId": brand.semrush_workspace_id,
+        "semrushModelIds": list(brand.semrush_model_ids or []), "createdAt": when(brand.created_at),
+    }
+
+
+# --- Request headers -------------------------------------------------------------------------------------------
+
+def promise_headers(request) -> tuple:
+    """The `x-promise-audience` pair and the shape-checked `x-promise-token` of a request (None when absent).
+    Checked whenever they are sent, whatever else the request says: an unknown audience or a malformed
+    token is a 400, never silently ignored."""
+    audience = request.headers.get("x-promise-audience")
+    try:
+        pair = pair_from_audience(audience)
+    except UnknownAudience:
+        shown = "".join(ch for ch in audience if " " <= ch <= "~")[:40]
+        raise InvalidAudience(f"Unknown promise audience: {shown}") from None
+    header = request.headers.get("x-promise-token")
+    if header is not None:
+        try:
+            promise_from_header(header)
+        except InvalidPromiseToken as exc:
+            raise InvalidForwardedToken(str(exc)) from None
+    return pair, header
+
+
+def generation_for(request, generate_prompts: bool) -> Generation:
+    """The async producer only with the flag on and `generatePrompts: true`; else the old path.
+
+    The headers are checked first, before anything is created (400 for an unknown audience or a malformed
+    token). For the producer, a forwarded token must also be one IMS vouches for: live, of the Semrush pair,
+    the caller's own (400 `invalid_promise_token` otherwise).
+    """
+    pair, header = promise_headers(request)
+    if not (services.async_generation_enabled() and generate_prompts):
+        return Generation(use_async=False)
+    forwarded = forwarded_token(request, pair, header) if pair.name == SEMRUSH else None
+    return Generation(use_async=True, pair=pair, forwarded=forwarded)
+
+
+def json_object(request) -> dict:
+    """The request body as a JSON object (an absent body is `{}`); anything else is a 400."""
+    data = request.data
+    if not isinstance(data, dict):
+        raise InvalidInput("The request body must be a JSON object.")
+    return data
+
+
+# --- Views -----------------------------------------------------------------------------------------------------
+
+class BrandCreateApi(APIView):
+    throttle_classes = ONBOARDING_THROTTLES
+
+    @extend_schema(operation_id="createBrand", request={"application/json": schemas.ref("CreateBrandRequest")},
+                   parameters=[*PATH_IDS[:1], *AUDIENCE_HEADERS], responses={201: BrandCreatedOutput, **ERRORS})
+    def post(self, request, orgId):
+        (org_id,) = parse_ids(orgId=orgId)
+        org = org_get_for_caller(request.user, org_id)
+        brand_input = brand_request(json_object(request))
+        generation = generation_for(request, brand_input.generate_prompts)
+        try:
+            created = services.brand_create(caller=request.user, org=org, request=brand_input, generation=generation,
+                                            semrush_bearer=request.user.bearer)
+        except services.FirstMarketFailed as failed:
+            return problem_answer(failed.outcome.problem)
+        body = brand_body(created.brand)
+        if created.market is not None:
+            body["market"] = market_body(created.market)
+            if created.market.prompt_generation is not None:
+                body["promptGeneration"] = created.market.prompt_generation
+        return Response(body, status=201)
+
+
+class MarketCreateApi(APIView):
+    throttle_classes = ONBOARDING_THROTTLES
+
+    @extend_schema(operation_id="createMarket", request={"application/json": schemas.ref("CreateMarketRequest")},
+                   parameters=[*PATH_IDS[:2], *AUDIENCE_HEADERS], responses={201: MarketCreatedOutput, **ERRORS})
+    def post(self, request, orgId, brandId):
+        brand = serenity_brand_get_for_caller(request.user, *parse_ids(orgId=orgId, brandId=brandId))
+        body = json_object(request)
+        market_input = market_request(body)
+        generation = generation_for(request, body.get("generatePrompts") is True)
+        outcome = services.market_create(caller=request.user, brand=brand, request=market_input,
+                                         generation=generation, semrush_bearer=request.user.bearer)
+        if outcome.market is None:
+            return problem_answer(outcome.problem)
+        return Response(market_body(outcome), status=201)
+
+
+class BrandActivateApi(APIView):
+    throttle_classes = ONBOARDING_THROTTLES
+
+    @extend_schema(operation_id="activateMarkets", request={"application/json": schemas.ref("ActivateRequest")},
+                   parameters=[*PATH_IDS[:2], *AUDIENCE_HEADERS],
+                   responses={200: ActivationOutput, 207: OpenApiResponse(ActivationOutput, "Some market failed"),
+                              **ERRORS})
+    def post(self, request, orgId, brandId):
+        brand = serenity_brand_get_for_caller(request.user, *parse_ids(orgId=orgId, brandId=brandId))
+        activate_input = activate_request(json_object(request))
+        generation = generation_for(request, activate_input.generate_prompts)
+        activation = services.brand_activate(caller=request.user, brand=brand, request=activate_input,
+                                             generation=generation, semrush_bearer=request.user.bearer)
+        brand.refresh_from_db()
+        body = {"brandId": str(brand.id), "status": brand.status}
+        if activation.all_live:
+            body["baseSiteId"] = str(brand.base_site_id) if brand.base_site_id else None
+        body["markets"] = [{"market": o.market_as_sent, "languageCode": o.language_as_sent, "status": o.status,
+                            "body": market_body(o)} for o in activation.markets]
+        body["brand"] = brand_body(brand)
+        return Response(body, status=activation.status)
