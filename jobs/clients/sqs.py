@@ -96,6 +96,9 @@ def verify_queues() -> list[str]:
         policy = json.loads(attributes.get("RedrivePolicy") or "{}")
         if policy.get("deadLetterTargetArn") != dlq.get("QueueArn"):
             problems.append(f"{name}: RedrivePolicy does not point at the DLQ")
+        elif int(policy.get("maxReceiveCount") or 0) <= settings.JOB_MAX_ATTEMPTS:
+            problems.append(f"{name}: RedrivePolicy maxReceiveCount is {policy.get('maxReceiveCount')}, it must be "
+                            f"above JOB_MAX_ATTEMPTS={settings.JOB_MAX_ATTEMPTS}")
     return problems
 
 
