@@ -76,7 +76,8 @@ def job_rerun(job_id, *, actor: str) -> Rerun:
     moved = states.transition(
         job_id, to=JobStatus.IN_PROGRESS, expect=JobStatus.FAILED, event="rerun", actor=actor,
         detail=f"re-run after {job.error_code}", extra_filter={"error_code": job.error_code},
-        error=None, error_code=None, message_sent_at=None, attempts=0, claim=None, claim_expires_at=None,
+        error=None, error_code=None, message_sent_at=None, attempts=0, lost_deliveries=0, claim=None,
+        claim_expires_at=None,
         expires_at=now + timedelta(days=settings.JOB_RECORD_TTL_DAYS))
     if not moved:
         return Rerun(False, "the job changed meanwhile")
