@@ -118,6 +118,15 @@ def change_visibility(url: str, receipt_handle: str, seconds: int) -> None:
     client().change_message_visibility(QueueUrl=url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds)
 
 
+def change_visibility_batch(url: str, receipt_handles: list[str], seconds: int) -> list[str]:
+    """`change_visibility` for up to 10 messages in one call. Returns the receipt handles SQS did not change
+    (a message deleted meanwhile, or a handle that expired)."""
+    entries = [{"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": seconds}
+               for i, handle in enumerate(receipt_handles)]
+    failed = client().change_message_visibility_batch(QueueUrl=url, Entries=entries).get("Failed", [])
+    return [receipt_handles[int(entry["Id"])] for entry in failed]
+
+
 def send_raw(url: str, body: str, *, delay: int = 0) -> str:
     return client().send_message(QueueUrl=url, MessageBody=body, DelaySeconds=delay)["MessageId"]
 
