@@ -50,6 +50,17 @@ def heartbeat_forget(worker: str) -> None:
     WorkerHeartbeat.objects.filter(worker=worker).delete()
 
 
+def forget_quietly(worker: str) -> None:
+    """`heartbeat_forget` on a stopping worker: a failure is logged (the row ages out on its own), and the
+    connection is given back."""
+    try:
+        heartbeat_forget(worker)
+    except Exception as exc:
+        log.warning("worker heartbeat not deleted on stop", extra={"reason": type(exc).__name__})
+    finally:
+        connection.close()
+
+
 def heartbeats_forget_silent(*, now: datetime | None = None) -> int:
     """Delete the rows of workers silent for longer than FORGET_AFTER; returns how many."""
     now = now or timezone.now()
@@ -109,12 +120,7 @@ class HeartbeatWriter:
         while not self._stop.wait(self.interval):
             self.beat_if_turning()
         if self._forget:
-            try:
-                heartbeat_forget(self.worker)
-            except Exception as exc:  # the row ages out on its own
-                log.warning("worker heartbeat not deleted on stop", extra={"reason": type(exc).__name__})
-            finally:
-                connection.close()
+            forget_quietly(self.worker)
 
 
 class WorkerHeartbeatStep(bootsteps.StartStopStep):
@@ -152,9 +158,4 @@ class WorkerHeartbeatStep(bootsteps.StartStopStep):
             self.writer.stop(forget=forget)
             self.writer = None
         elif forget:
-            try:
-                heartbeat_forget(self.worker)
-            except Exception as exc:  # the row ages out on its own
-                log.warning("worker heartbeat not deleted on stop", extra={"reason": type(exc).__name__})
-            finally:
-                connection.close()
+            forget_quietly(self.worker)

@@ -102,6 +102,15 @@ def worker_process(**env):
         process.wait()
 
 
+def apply_while_a_worker_is_alive(job):
+    """`doctor --apply` with a live worker, the job run to its end, then `doctor` again: the three results."""
+    with live_worker():
+        output = run("doctor", "--apply")
+        job = wait_terminal(job, timeout=60)
+        again = run("doctor")
+    return output, job, again
+
+
 def kill_mid_job(world, **env):
     """Start a job, let a worker process take it into its DRS call, SIGKILL that worker, and wait until its
     heartbeat says it is dead. Returns the job, with the dead worker's lease on it and its message in flight."""
@@ -166,10 +175,7 @@ def test_a_dead_workers_expired_lease_is_re_enqueued_once_a_worker_is_alive_and_
     job = kill_mid_job(world, **SHORT_LEASE)  # its message stays in flight: the queue's visibility is 960 s
     wait_until(lambda: AsyncJob.objects.get(id=job.id).lease_state() == "expired", timeout=30)
 
-    with live_worker():
-        output = run("doctor", "--apply")
-        job = wait_terminal(job, timeout=60)
-        again = run("doctor")
+    output, job, again = apply_while_a_worker_is_alive(job)
 
     assert kinds(output) == {doctor.LEASE_EXPIRED: {str(job.id)}}
     assert line_of(output, doctor.LEASE_EXPIRED).endswith("[done]") and output.code == 0
@@ -184,10 +190,7 @@ def test_a_job_with_no_message_anywhere_is_re_enqueued_and_the_next_run_is_clean
     quiet = timezone.now() - timedelta(hours=1)
     AsyncJob.objects.filter(id=job.id).update(updated_at=quiet, message_sent_at=quiet)
 
-    with live_worker():
-        output = run("doctor", "--apply")
-        job = wait_terminal(job, timeout=60)
-        again = run("doctor")
+    output, job, again = apply_while_a_worker_is_alive(job)
 
     assert kinds(output) == {doctor.WAITING_WITHOUT_MESSAGE: {str(job.id)}}
     assert line_of(output, doctor.WAITING_WITHOUT_MESSAGE).endswith("[done]") and output.code == 0
