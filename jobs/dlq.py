@@ -62,7 +62,7 @@ class DlqScan:
         self.hold_seconds = hold_seconds
         self.messages: list[DlqMessage] = []
         self._seen: dict[str, DlqMessage] = {}
-        self._deleted: set[str] = set()
+        self._settled: set[str] = set()  # deleted, or released: nothing more to do for them
 
     def __enter__(self) -> "DlqScan":
         try:
@@ -92,14 +92,14 @@ class DlqScan:
     def delete(self, message: DlqMessage) -> None:
         with interrupts.deferred():
             sqs.delete(self.url, message.receipt_handle)
-            self._deleted.add(message.message_id)
+            self._settled.add(message.message_id)
 
     def __exit__(self, *exc: object) -> None:
         self._release()
 
     def _release(self) -> None:
         """Make every held message that was not deleted visible again at once (10 per call)."""
-        held = [m for m in self._seen.values() if m.message_id not in self._deleted]
+        held = [m for m in self._seen.values() if m.message_id not in self._settled]
         with interrupts.deferred():
             for start in range(0, len(held), 10):
                 batch = held[start:start + 10]
@@ -111,7 +111,7 @@ class DlqScan:
                     continue
                 if unchanged:
                     log.warning("DLQ messages not released", extra={"count": len(unchanged)})
-            self._deleted.update(m.message_id for m in held)  # released: a second release has nothing to do
+            self._settled.update(m.message_id for m in held)
 
     @property
     def read(self) -> int:
