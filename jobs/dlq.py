@@ -127,9 +127,11 @@ class DlqScan:
 
 
 QUEUES = {"queue": "MARKET_JOBS_QUEUE_URL", "dlq": "MARKET_JOBS_DLQ_URL", "maintenance": "MAINTENANCE_QUEUE_URL"}
+# `{"queue": {"Visible": 3, "NotVisible": 1, "Delayed": 0}, "dlq": {...}, ...}`
+QueueCounts = dict[str, dict[str, int]]
 
 
-def queue_counts(*names: str) -> dict[str, dict[str, int]]:
+def queue_counts(*names: str) -> QueueCounts:
     """Approximate message counts (`Visible` waiting, `NotVisible` in flight, `Delayed`) of the market-jobs queue
     (`queue`), its DLQ (`dlq`) and the maintenance queue (`maintenance`), or of the ones named. No message is
     touched."""

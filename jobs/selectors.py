@@ -93,7 +93,7 @@ def worker_ttl() -> timedelta:
     return timedelta(seconds=WORKER_SILENT_HEARTBEATS * settings.WORKER_HEARTBEAT_SECONDS)
 
 
-def _consumers_of(queue: str) -> QuerySet:
+def _consumers_of(queue: str) -> "QuerySet[WorkerHeartbeat]":
     return WorkerHeartbeat.objects.filter(queues__contains=f",{queue},")
 
 

@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from jobs import handlers, selectors
 from jobs.display import ago, checkpoints_line, stamp
-from jobs.dlq import DlqMessage, DlqScan, queue_counts, total
+from jobs.dlq import DlqMessage, DlqScan, QueueCounts, queue_counts, total
 from jobs.handlers import Progress
 from jobs.models import AsyncJob, JobStatus, WorkerHeartbeat
 from jobs.services import operator
@@ -116,7 +116,7 @@ def consumers(*, now: datetime | None = None) -> list[Consumers]:
             for key, name in (("queue", settings.MARKET_JOBS_QUEUE), ("maintenance", settings.MAINTENANCE_QUEUE))]
 
 
-def diagnose(scan: DlqScan, counts: dict, *, actor: str, stuck_after: timedelta | None = None,
+def diagnose(scan: DlqScan, counts: QueueCounts, *, actor: str, stuck_after: timedelta | None = None,
              now: datetime | None = None) -> Diagnosis:
     now = now or timezone.now()
     stuck_after = stuck_after or timedelta(seconds=settings.JOB_STUCK_AFTER_SECONDS)
@@ -133,7 +133,7 @@ def diagnose(scan: DlqScan, counts: dict, *, actor: str, stuck_after: timedelta 
                                                EXTERNAL_NOTE])
 
 
-def _consumer_findings(fleet: list[Consumers], counts: dict, *, running: int, now: datetime) -> list[Finding]:
+def _consumer_findings(fleet: list[Consumers], counts: QueueCounts, *, running: int, now: datetime) -> list[Finding]:
     """A queue no live worker consumes: reported whatever it holds right now (new work has nowhere to go)."""
     findings = []
     for consumer in fleet:
@@ -262,7 +262,7 @@ def _dlq_messages(scan: DlqScan, in_dlq: dict[str, list[DlqMessage]], *, actor: 
     return findings
 
 
-def _dlq_read(scan: DlqScan, counts: dict) -> list[Finding]:
+def _dlq_read(scan: DlqScan, counts: QueueCounts) -> list[Finding]:
     dlq = counts["dlq"]
     in_dlq = dlq.get("Visible", 0) + dlq.get("NotVisible", 0)
     if scan.read >= in_dlq:
@@ -274,7 +274,7 @@ def _dlq_read(scan: DlqScan, counts: dict) -> list[Finding]:
         "none automatic: run the doctor again in a minute")]
 
 
-def _queue_note(scan: DlqScan, counts: dict) -> str:
+def _queue_note(scan: DlqScan, counts: QueueCounts) -> str:
     q, d, m = counts["queue"], counts["dlq"], counts["maintenance"]
     return (f"main queue ~{q.get('Visible', 0)} waiting, {q.get('NotVisible', 0)} in flight, "
             f"{q.get('Delayed', 0)} delayed (counted, never received); DLQ ~{d.get('Visible', 0)} waiting, "
