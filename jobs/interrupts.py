@@ -82,8 +82,3 @@ class deferred:  # noqa: N801  (used like a function: `with interrupts.deferred(
             if exc_type is None:
                 _interrupt(name)
             _state.raised = True
-
-
-def interrupted() -> bool:
-    """True once an interrupt was raised (the command is unwinding)."""
-    return _state.raised
