@@ -113,7 +113,7 @@ class AsyncJobAdmin(admin.ModelAdmin):
     fieldsets = [
         (None, {"fields": ("id", "job_type", "status", "phase", "error_view", "result_view")}),
         ("Owner", {"fields": ("organization_id", "brand_id", "site_id", "user_id", "about")}),
-        ("Lease", {"fields": ("lease_view", "lease_epoch", "attempts")}),
+        ("Lease", {"fields": ("lease_view", "lease_epoch", "attempts", "lost_deliveries")}),
         ("Checkpoints", {"fields": ("checkpoints_view",)}),
         ("History", {"fields": ("history_view",)}),
         ("Parameters", {"fields": ("params_view",)}),
@@ -122,8 +122,8 @@ class AsyncJobAdmin(admin.ModelAdmin):
     ]
     readonly_fields = ("id", "job_type", "status", "phase", "error_view", "result_view", "organization_id",
                        "brand_id", "site_id", "user_id", "about", "lease_view", "lease_epoch", "attempts",
-                       "checkpoints_view", "history_view", "params_view", "created_at", "updated_at", "started_at",
-                       "message_sent_at", "ended_at", "expires_at")
+                       "lost_deliveries", "checkpoints_view", "history_view", "params_view", "created_at",
+                       "updated_at", "started_at", "message_sent_at", "ended_at", "expires_at")
 
     def get_queryset(self, request):
         """Each row with its last activity and whether its message is in the DLQ (None: DLQ unreadable)."""

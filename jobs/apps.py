@@ -5,5 +5,10 @@ from django.apps import AppConfig
 class JobsConfig(AppConfig):
     name = "jobs"
 
-    def ready(self):
+    def ready(self) -> None:
         from jobs import worker  # noqa: F401  (connects the worker's Celery signals)
+        from jobs.heartbeats import WorkerHeartbeatStep
+        from serenity.celery import app
+
+        # Every worker process keeps a heartbeat row while its consumer runs (WorkersAlive, no_consumer).
+        app.steps["consumer"].add(WorkerHeartbeatStep)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.core.cache import cache
 
+from jobs import interrupts
 from jobs.clients import sqs
 from jobs.messages import decode_job_message, task_name
 
@@ -50,8 +51,9 @@ class DlqScan:
     policy of its own, so a receive never moves a message on), whereas the main queue is never received
     from here: each receive there counts towards maxReceiveCount and would push live work to the DLQ.
     Messages are held for `hold_seconds`, as short as a read and its decisions need, and every message not
-    deleted is made visible again on exit (the runbook commands turn SIGTERM into that exit too), so a dry
-    run leaves the DLQ as it found it and an interrupted one hides nothing for long.
+    deleted is made visible again on the way out, an interrupted read included: each receive and the
+    record of what it returned is one step an interrupt does not cut (jobs/interrupts.py), so no message
+    is ever held without the scan knowing its receipt handle. A dry run leaves the DLQ as it found it.
     """
 
     def __init__(self, *, limit: int = 1000, hold_seconds: int = 30, url: str | None = None):
@@ -59,34 +61,62 @@ class DlqScan:
         self.limit = limit
         self.hold_seconds = hold_seconds
         self.messages: list[DlqMessage] = []
-        self._deleted: set[str] = set()
+        self._seen: dict[str, DlqMessage] = {}
+        self._settled: set[str] = set()  # deleted, or released: nothing more to do for them
 
     def __enter__(self) -> "DlqScan":
-        seen: dict[str, DlqMessage] = {}
-        while len(seen) < self.limit:
-            batch = sqs.receive(self.url, max_messages=min(10, self.limit - len(seen)), visibility=self.hold_seconds)
-            received = [_message(raw) for raw in batch]
-            fresh = [m for m in received if m.message_id not in seen]
-            for m in received:
-                seen[m.message_id] = m  # a message seen twice keeps its latest receipt handle
-            if not fresh:
-                break
-        self.messages = sorted(seen.values(), key=lambda m: (m.sent_at or datetime.min.replace(tzinfo=UTC)))
+        try:
+            while len(self._seen) < self.limit:
+                with interrupts.deferred():
+                    fresh = self._receive()
+                if not fresh:
+                    break
+        except BaseException:
+            self._release()  # what was received so far must not stay held for the whole hold
+            raise
+        self.messages = sorted(self._seen.values(),
+                               key=lambda m: (m.sent_at or datetime.min.replace(tzinfo=UTC)))
         return self
 
-    def delete(self, message: DlqMessage) -> None:
-        sqs.delete(self.url, message.receipt_handle)
-        self._deleted.add(message.message_id)
+    def _receive(self) -> int:
+        """One receive; records every message it returned. Returns how many were new to this scan."""
+        batch = sqs.receive(self.url, max_messages=min(10, self.limit - len(self._seen)),
+                            visibility=self.hold_seconds)
+        fresh = 0
+        for raw in batch:
+            message = _message(raw)
+            fresh += message.message_id not in self._seen
+            self._seen[message.message_id] = message  # a message seen twice keeps its latest receipt handle
+        return fresh
 
-    def __exit__(self, *exc) -> None:
-        for m in self.messages:
-            if m.message_id in self._deleted:
-                continue
-            try:
-                sqs.change_visibility(self.url, m.receipt_handle, 0)
-            except sqs.AWSError as error:  # it reappears on its own when the hold ends
-                log.warning("DLQ message not released", extra={"message_id": m.message_id,
-                                                               "reason": type(error).__name__})
+    def delete(self, message: DlqMessage) -> None:
+        with interrupts.deferred():
+            sqs.delete(self.url, message.receipt_handle)
+            self._settled.add(message.message_id)
+
+    def __exit__(self, *exc: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        """Make every held message that was not deleted visible again at once (10 per call)."""
+        held = [m for m in self._seen.values() if m.message_id not in self._settled]
+        with interrupts.deferred():
+            for start in range(0, len(held), 10):
+                batch = held[start:start + 10]
+                try:
+                    unchanged = sqs.change_visibility_batch(self.url, [m.receipt_handle for m in batch], 0)
+                except sqs.AWSError as error:  # they reappear on their own when the hold ends
+                    log.warning("DLQ messages not released", extra={"count": len(batch),
+                                                                    "reason": type(error).__name__})
+                    continue
+                if unchanged:
+                    log.warning("DLQ messages not released", extra={"count": len(unchanged)})
+            self._settled.update(m.message_id for m in held)
+
+    @property
+    def read(self) -> int:
+        """How many distinct messages the scan read."""
+        return len(self._seen)
 
     def by_job(self) -> dict[str, list[DlqMessage]]:
         out: dict[str, list[DlqMessage]] = {}
@@ -96,10 +126,21 @@ class DlqScan:
         return out
 
 
-def queue_counts() -> dict:
-    """Approximate message counts of the market-jobs queue and its DLQ (no message is touched)."""
-    return {"queue": sqs.approximate_counts(settings.MARKET_JOBS_QUEUE_URL),
-            "dlq": sqs.approximate_counts(settings.MARKET_JOBS_DLQ_URL)}
+QUEUES = {"queue": "MARKET_JOBS_QUEUE_URL", "dlq": "MARKET_JOBS_DLQ_URL", "maintenance": "MAINTENANCE_QUEUE_URL"}
+# `{"queue": {"Visible": 3, "NotVisible": 1, "Delayed": 0}, "dlq": {...}, ...}`
+QueueCounts = dict[str, dict[str, int]]
+
+
+def queue_counts(*names: str) -> QueueCounts:
+    """Approximate message counts (`Visible` waiting, `NotVisible` in flight, `Delayed`) of the market-jobs queue
+    (`queue`), its DLQ (`dlq`) and the maintenance queue (`maintenance`), or of the ones named. No message is
+    touched."""
+    return {name: sqs.approximate_counts(getattr(settings, QUEUES[name])) for name in names or QUEUES}
+
+
+def total(counts: dict[str, int]) -> int:
+    """Every message a queue holds: waiting, in flight and delayed."""
+    return counts.get("Visible", 0) + counts.get("NotVisible", 0) + counts.get("Delayed", 0)
 
 
 DLQ_MEMBERS_CACHE_KEY = "jobs:dlq-job-ids"

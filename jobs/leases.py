@@ -8,7 +8,7 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import F, Q, Value
+from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -32,6 +32,8 @@ def lease_claim(job_id, *, worker: str = "", ttl: int | None = None) -> uuid.UUI
             lease_expires_at=now + timedelta(seconds=ttl or settings.JOB_LEASE_TTL_SECONDS),
             lease_epoch=F("lease_epoch") + 1,
             attempts=F("attempts") + 1,
+            # Taking over an expired lease: the delivery that held it died without an outcome.
+            lost_deliveries=F("lost_deliveries") + Case(When(lease_token__isnull=False, then=1), default=0),
             updated_at=now,
             started_at=Coalesce(F("started_at"), Value(now)),
         )
@@ -43,10 +45,11 @@ def lease_claim(job_id, *, worker: str = "", ttl: int | None = None) -> uuid.UUI
 
 
 def lease_release(job_id, lease_token, *, reason: str = "", **fields) -> bool:
-    """Give the lease back (the job stays IN_PROGRESS); `fields` are set in the same UPDATE. False when it
-    was no longer ours."""
+    """Give the lease back (the job stays IN_PROGRESS); `fields` are set in the same UPDATE. A delivery that
+    gives its lease back ended with an outcome, so the run of lost deliveries ends. False when it was no
+    longer ours."""
     released = AsyncJob.objects.filter(id=job_id, lease_token=lease_token).update(
-        lease_token=None, lease_expires_at=None, updated_at=timezone.now(), **fields
+        lease_token=None, lease_expires_at=None, lost_deliveries=0, updated_at=timezone.now(), **fields
     )
     if released:
         states.record(job_id, "lease_released", detail=reason)
@@ -54,11 +57,12 @@ def lease_release(job_id, lease_token, *, reason: str = "", **fields) -> bool:
 
 
 def lease_release_stale(job_id, *, actor: str) -> bool:
-    """Operator action: clear an expired lease on an IN_PROGRESS job. Never touches a live lease."""
+    """Operator action: clear an expired lease on an IN_PROGRESS job (its delivery died without an outcome,
+    counted in `lost_deliveries`). Never touches a live lease."""
     now = timezone.now()
     released = AsyncJob.objects.filter(
         id=job_id, status=JobStatus.IN_PROGRESS, lease_token__isnull=False, lease_expires_at__lte=now
-    ).update(lease_token=None, lease_expires_at=None, updated_at=now)
+    ).update(lease_token=None, lease_expires_at=None, lost_deliveries=F("lost_deliveries") + 1, updated_at=now)
     if released:
         states.record(job_id, "lease_released", actor=actor, detail="stale lease released")
     return released == 1

@@ -40,6 +40,11 @@ class AsyncJob(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     lease_epoch = models.PositiveIntegerField(default=0)
     attempts = models.PositiveIntegerField(default=0)
+    # Deliveries in a row that ended without an outcome: their worker died holding the lease (it expired and
+    # was taken over or released by an operator). Reset when a delivery gives its lease back itself (a
+    # retry, a hand-back) and when the job is put back to work. Two in a row is a crash loop: nothing
+    # re-sends such a job by itself (SPEC §9).
+    lost_deliveries = models.PositiveIntegerField(default=0)
     # Held by the one request putting a finished job back to work (a re-authorisation, a regeneration) while
     # it obtains a credential outside any transaction; concurrent requests see it and step aside.
     claim = models.UUIDField(null=True, blank=True)
@@ -87,6 +92,32 @@ class AsyncJob(models.Model):
         if self.lease_token is None:
             return "none"
         return "held" if self.lease_expires_at and self.lease_expires_at > (now or timezone.now()) else "expired"
+
+
+class WorkerHeartbeat(models.Model):
+    """One row per running worker process: the queues it consumes and when its consumer loop last turned.
+
+    Written every WORKER_HEARTBEAT_SECONDS by the worker itself (jobs/heartbeats.py) and deleted when it stops;
+    a worker silent for WORKER_SILENT_HEARTBEATS beats is dead. This, not a job's lease, is what tells the
+    doctor and the probe whether anything consumes a queue.
+    """
+
+    worker = models.CharField(max_length=255, primary_key=True, help_text="host:pid of the worker process")
+    # Comma-wrapped queue names (`,serenity-market-jobs,serenity-maintenance,`): one `contains` lookup that
+    # PostgreSQL and SQLite both run.
+    queues = models.CharField(max_length=1000)
+    started_at = models.DateTimeField(default=timezone.now)
+    beat_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        db_table = "worker_heartbeats"
+
+    def __str__(self) -> str:
+        return f"{self.worker} {self.beat_at:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def queue_names(self) -> list[str]:
+        return [name for name in self.queues.split(",") if name]
 
 
 class JobEvent(models.Model):

@@ -6,7 +6,7 @@ of `updated_at` (every claim, checkpoint, release and status change touches it) 
 passes once more: that is what makes the runbooks safe to run twice.
 """
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Count, Q, QuerySet
@@ -14,13 +14,19 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from jobs.codes import NEEDS_REAUTH
-from jobs.models import AsyncJob, JobEvent, JobStatus
+from jobs.models import AsyncJob, JobEvent, JobStatus, WorkerHeartbeat
 from tokens.models import PromiseGrant
 
 LEASE_STATES = ("held", "expired", "none")
 # A held lease whose job shows no activity for this many heartbeats: its worker is presumed dead (a running
 # worker touches the job at every heartbeat).
 SILENT_HEARTBEATS = 3
+# A worker process whose heartbeat row is older than this many WORKER_HEARTBEAT_SECONDS is dead (a live one
+# beats at every interval while its consumer loop turns; jobs/heartbeats.py).
+WORKER_SILENT_HEARTBEATS = 3
+# Deliveries in a row that died without an outcome (an expired lease included) after which a job is taken for
+# a crash loop: what it does may be what kills its workers, so nothing re-sends it without an operator.
+CRASH_LOOP_LOST_DELIVERIES = 2
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,38 @@ def presumed_dead_q(*, now=None) -> Q:
     return lease_state_q("held", now=now) & quiet_q(SILENT_HEARTBEATS * settings.JOB_HEARTBEAT_SECONDS, now=now)
 
 
+def lost_deliveries(job: AsyncJob, *, now: datetime | None = None) -> int:
+    """Deliveries of `job` in a row that ended without an outcome, counting the one whose lease has expired
+    but was not yet taken over (its worker died too)."""
+    return job.lost_deliveries + (1 if job.lease_state(now) == "expired" else 0)
+
+
+def crash_looping(job: AsyncJob, *, now: datetime | None = None) -> bool:
+    """True when the job's deliveries keep dying (CRASH_LOOP_LOST_DELIVERIES in a row): decided from the job's
+    own record, wherever its message happens to be."""
+    return lost_deliveries(job, now=now) >= CRASH_LOOP_LOST_DELIVERIES
+
+
+def worker_ttl() -> timedelta:
+    """How old a worker's heartbeat may be while the worker still counts as alive."""
+    return timedelta(seconds=WORKER_SILENT_HEARTBEATS * settings.WORKER_HEARTBEAT_SECONDS)
+
+
+def _consumers_of(queue: str) -> "QuerySet[WorkerHeartbeat]":
+    return WorkerHeartbeat.objects.filter(queues__contains=f",{queue},")
+
+
+def workers_alive(queue: str, *, now: datetime | None = None) -> int:
+    """Worker processes consuming `queue` whose heartbeat is younger than `worker_ttl()`."""
+    now = now or timezone.now()
+    return _consumers_of(queue).filter(beat_at__gt=now - worker_ttl()).count()
+
+
+def worker_last_seen(queue: str) -> WorkerHeartbeat | None:
+    """The most recent heartbeat of any worker that consumed `queue` (alive or not), or None."""
+    return _consumers_of(queue).order_by("-beat_at").first()
+
+
 def jobs_filtered(filters: JobFilter = JobFilter(), qs: QuerySet | None = None) -> QuerySet:
     qs = AsyncJob.objects.all() if qs is None else qs
     if filters.job_ids:
@@ -117,13 +155,15 @@ def job_events(job_id) -> list[JobEvent]:
 class ProbeCounts:
     stuck_in_progress: int
     needs_reauth_backlog: int
+    workers_alive: int
 
 
 def probe_counts(*, stuck_after: int | None = None, now=None) -> ProbeCounts:
-    """One query: jobs IN_PROGRESS with no activity for longer than `stuck_after` seconds
+    """Two queries: jobs IN_PROGRESS with no activity for longer than `stuck_after` seconds
     (JOB_STUCK_AFTER_SECONDS: the lease TTL plus the longest retry delay), whatever their age, and
     unexpired jobs FAILED awaiting re-authorisation. Activity is a claim, a checkpoint, a heartbeat or a
     message sent: a job just recovered is not counted again, a long-lived but busy one is not counted.
+    Then the worker processes alive on the market-jobs queue (their heartbeats).
 
     Every job type counts: the market-jobs queue carries generation jobs only. Raises DatabaseError.
     """
@@ -133,7 +173,8 @@ def probe_counts(*, stuck_after: int | None = None, now=None) -> ProbeCounts:
         stuck=Count("id", filter=quiet_q(stuck_after, now=now)),
         reauth=Count("id", filter=Q(status=JobStatus.FAILED, error_code=NEEDS_REAUTH, expires_at__gt=now)),
     )
-    return ProbeCounts(stuck_in_progress=counts["stuck"], needs_reauth_backlog=counts["reauth"])
+    return ProbeCounts(stuck_in_progress=counts["stuck"], needs_reauth_backlog=counts["reauth"],
+                       workers_alive=workers_alive(settings.MARKET_JOBS_QUEUE, now=now))
 
 
 def unsent_jobs(*, grace_seconds: int | None = None):

@@ -3,6 +3,10 @@
 The timeout nesting protects the lease: the queue must not redeliver a message while its worker may
 still run (visibility > lease), the lease must outlive the task (lease > task limit), and the task
 limit must cover the DRS call plus the Semrush writes it does after.
+
+The receive limit protects the job row's own record of a crash loop: a message is moved to the DLQ after
+MARKET_JOBS_MAX_RECEIVE_COUNT receives, and a job fails RETRIES_EXHAUSTED at the claim after JOB_MAX_ATTEMPTS
+attempts, so the limit must be above the attempt budget for the job to end on its row first.
 """
 from django.conf import settings
 from django.core.checks import Error, Tags, register
@@ -37,6 +41,22 @@ def check_timeout_nesting(app_configs, **kwargs):
         drs=settings.DRS_TIMEOUT_SECONDS,
         writes=settings.SEMRUSH_WRITE_BUDGET_SECONDS,
     )
+
+
+def receive_limit_errors(*, max_receive_count: int, max_attempts: int) -> list[Error]:
+    if max_receive_count > max_attempts:
+        return []
+    return [Error(
+        f"MARKET_JOBS_MAX_RECEIVE_COUNT={max_receive_count} must be greater than JOB_MAX_ATTEMPTS={max_attempts}.",
+        hint="A message that keeps killing workers must end its job FAILED RETRIES_EXHAUSTED (at the claim after "
+             "the last attempt) before SQS parks it in the DLQ.",
+        id="serenity.E004")]
+
+
+@register(Tags.compatibility)
+def check_receive_limit(app_configs, **kwargs):
+    return receive_limit_errors(max_receive_count=settings.MARKET_JOBS_MAX_RECEIVE_COUNT,
+                                max_attempts=settings.JOB_MAX_ATTEMPTS)
 
 
 @register(Tags.security, deploy=True)

@@ -54,7 +54,7 @@ class QueueReader:
         # moto allows one PurgeQueue a minute and purging leaves nothing delayed behind anyway only on
         # AWS; recreating the queues (same names, same URLs) empties them at once, delayed messages too.
         client = self.sqs.client()
-        for url in (self.url, self.dlq_url):
+        for url in (self.url, self.dlq_url, settings.MAINTENANCE_QUEUE_URL):
             try:
                 client.delete_queue(QueueUrl=url)
             except client.exceptions.QueueDoesNotExist:
@@ -152,3 +152,13 @@ def throttle_rates(settings):
 
     yield set_rates
     cache.clear()
+
+
+@pytest.fixture
+def workers_alive(db):
+    """A worker alive on both queues, as its heartbeat row says: for tests that plant jobs rather than run a
+    worker (the doctor and the probe read the rows, whoever wrote them). Returns the row."""
+    from jobs.models import WorkerHeartbeat
+
+    return WorkerHeartbeat.objects.create(
+        worker="planted-host:1", queues=f",{settings.MARKET_JOBS_QUEUE},{settings.MAINTENANCE_QUEUE},")

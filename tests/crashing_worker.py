@@ -58,5 +58,7 @@ def crash_at(point: str) -> None:
 
 if __name__ == "__main__":
     crash_at(sys.argv[1])
-    app.worker_main(["worker", "-P", "threads", "-c", "1", "-Q", settings.MARKET_JOBS_QUEUE, "--without-heartbeat",
+    # TEST_WORKER_QUEUES: a comma-separated list, for a worker that also consumes the maintenance queue.
+    queues = os.environ.get("TEST_WORKER_QUEUES") or settings.MARKET_JOBS_QUEUE
+    app.worker_main(["worker", "-P", "threads", "-c", "1", "-Q", queues, "--without-heartbeat",
                      "--without-gossip", "--without-mingle", "-l", "WARNING"])

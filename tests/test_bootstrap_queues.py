@@ -89,6 +89,19 @@ def test_verify_reports_a_wrong_visibility_timeout_and_leaves_it_alone(restore_q
     assert sqs.queue_attributes(settings.MARKET_JOBS_QUEUE_URL)["VisibilityTimeout"] == "30"
 
 
+def test_verify_reports_a_receive_limit_not_above_the_attempt_budget(restore_queues):
+    client = sqs.client()
+    policy = json.loads(sqs.queue_attributes(settings.MARKET_JOBS_QUEUE_URL)["RedrivePolicy"])
+    client.set_queue_attributes(QueueUrl=settings.MARKET_JOBS_QUEUE_URL, Attributes={
+        "RedrivePolicy": json.dumps({**policy, "maxReceiveCount": "5"})})
+
+    with pytest.raises(CommandError) as failure:
+        bootstrap("--verify")
+
+    assert str(failure.value).endswith(
+        f"  - {settings.MARKET_JOBS_QUEUE}: RedrivePolicy maxReceiveCount is 5, it must be above JOB_MAX_ATTEMPTS=5")
+
+
 def test_verify_reports_a_missing_queue_without_creating_it(settings):
     settings.MARKET_JOBS_QUEUE = "serenity-market-jobs-missing"
     settings.MARKET_JOBS_QUEUE_URL = settings.MARKET_JOBS_QUEUE_URL.replace("serenity-market-jobs",

@@ -1,4 +1,5 @@
-"""Timeout nesting (SPEC §5.9) is a system check: a broken configuration does not start."""
+"""Timeout nesting (SPEC §5.9) and the receive limit above the attempt budget are system checks: a broken
+configuration does not start."""
 import os
 import subprocess
 import sys
@@ -42,4 +43,27 @@ def test_a_worker_with_broken_timeouts_refuses_to_start():
     assert result.returncode != 0
     assert "Refusing to start the worker" in result.stderr + result.stdout
     assert "QUEUE_VISIBILITY_TIMEOUT_SECONDS=960 must be greater than JOB_LEASE_TTL_SECONDS=1000" in (
+        result.stderr + result.stdout)
+
+
+@pytest.mark.parametrize("receive_count", [5, 3])
+def test_a_receive_limit_not_above_the_attempt_budget_fails_the_check(settings, receive_count):
+    settings.JOB_MAX_ATTEMPTS = 5
+    settings.MARKET_JOBS_MAX_RECEIVE_COUNT = receive_count
+
+    with pytest.raises(SystemCheckError, match="serenity.E004") as raised:
+        call_command("check")
+
+    assert f"MARKET_JOBS_MAX_RECEIVE_COUNT={receive_count} must be greater than JOB_MAX_ATTEMPTS=5" in str(raised.value)
+
+
+def test_a_worker_whose_receive_limit_is_not_above_the_attempt_budget_refuses_to_start():
+    env = {**os.environ, "MARKET_JOBS_MAX_RECEIVE_COUNT": "5", "JOB_MAX_ATTEMPTS": "5",
+           "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    result = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "serenity", "worker", "-P", "solo", "--without-heartbeat",
+         "--without-gossip", "--without-mingle"],
+        env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "serenity.E004: MARKET_JOBS_MAX_RECEIVE_COUNT=5 must be greater than JOB_MAX_ATTEMPTS=5" in (
         result.stderr + result.stdout)

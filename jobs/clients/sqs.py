@@ -96,6 +96,9 @@ def verify_queues() -> list[str]:
         policy = json.loads(attributes.get("RedrivePolicy") or "{}")
         if policy.get("deadLetterTargetArn") != dlq.get("QueueArn"):
             problems.append(f"{name}: RedrivePolicy does not point at the DLQ")
+        elif int(policy.get("maxReceiveCount") or 0) <= settings.JOB_MAX_ATTEMPTS:
+            problems.append(f"{name}: RedrivePolicy maxReceiveCount is {policy.get('maxReceiveCount')}, it must be "
+                            f"above JOB_MAX_ATTEMPTS={settings.JOB_MAX_ATTEMPTS}")
     return problems
 
 
@@ -113,6 +116,15 @@ def delete(url: str, receipt_handle: str) -> None:
 def change_visibility(url: str, receipt_handle: str, seconds: int) -> None:
     """Hide a received message for `seconds` more, or make it visible again at once with 0."""
     client().change_message_visibility(QueueUrl=url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds)
+
+
+def change_visibility_batch(url: str, receipt_handles: list[str], seconds: int) -> list[str]:
+    """`change_visibility` for up to 10 messages in one call. Returns the receipt handles SQS did not change
+    (a message deleted meanwhile, or a handle that expired)."""
+    entries = [{"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": seconds}
+               for i, handle in enumerate(receipt_handles)]
+    failed = client().change_message_visibility_batch(QueueUrl=url, Entries=entries).get("Failed", [])
+    return [receipt_handles[int(entry["Id"])] for entry in failed]
 
 
 def send_raw(url: str, body: str, *, delay: int = 0) -> str:

@@ -1,10 +1,13 @@
-"""The doctor: reconcile jobs with the market-jobs queue and its DLQ, classify every inconsistency, and name
-(and with `apply`, take) the safe action the runbook commands would take.
+"""The doctor: reconcile jobs with the market-jobs queue, its DLQ, the maintenance queue and the workers'
+heartbeats, classify every inconsistency, and name (and with `apply`, take) the safe action the runbook commands
+would take.
 
 What it reads, and why that way:
 
 - The queues' approximate counts first (waiting, in flight, delayed; nothing is received from the main
   queue: a receive there counts towards maxReceiveCount and would push live work into the DLQ).
+- The worker heartbeats (jobs/heartbeats.py): whether anything consumes a queue is decided from them and
+  from the queue, never from job leases, which a killed worker leaves behind looking like a live one's.
 - The DLQ, by receiving with a short hold and releasing every message it does not delete (a receive is
   the only way to read an SQS message; the DLQ has no redrive policy, so this moves nothing). Fewer
   messages read than the DLQ holds means another reader holds some: that is a finding, never "clean".
@@ -15,23 +18,26 @@ What it reads, and why that way:
   token may be exchanged only by the worker holding its lease, and exchanging rotates it). How far a job got
   comes from its handler's reading of its checkpoints (`handlers.progress_of`).
 
-The order of the questions asked about a job matters: DLQ membership first, so a job whose message died in
-the DLQ is never re-sent here, whatever its lease says (only `job_redrive_dlq` sends for those); then a live
-lease (left alone, unless its worker shows no sign of life); then the rest.
+The order of the questions asked about a job matters (docs/operations.md has the table of cases): DLQ
+membership first, so a job whose message died in the DLQ is never re-sent here, whatever its lease says
+(only `job_redrive_dlq` sends for those); then a live lease (left alone, unless its worker shows no sign of
+life); then the job's own record of deliveries that died without an outcome, so a crash-looping job is never
+re-sent here either, wherever its message happens to be; then the rest. While no worker is alive nothing is
+re-sent that may still have a message somewhere: it would only pile up copies for nobody.
 """
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
 
 from jobs import handlers, selectors
 from jobs.display import ago, checkpoints_line, stamp
-from jobs.dlq import DlqScan, queue_counts
+from jobs.dlq import DlqMessage, DlqScan, QueueCounts, queue_counts, total
 from jobs.handlers import Progress
-from jobs.models import AsyncJob, JobStatus
+from jobs.models import AsyncJob, JobStatus, WorkerHeartbeat
 from jobs.services import operator
 
 WAITING_WITHOUT_MESSAGE = "waiting_without_message"
@@ -42,21 +48,23 @@ DLQ_MESSAGE_NOT_A_JOB = "dlq_message_not_a_job"
 DLQ_READ_INCOMPLETE = "dlq_read_incomplete"
 LEASE_EXPIRED = "lease_expired"
 WORKER_PRESUMED_DEAD = "worker_presumed_dead"
+CRASH_LOOP = "crash_loop"
 NO_CONSUMER = "no_consumer"
 WRITE_STALLED = "write_stalled"
 WRITTEN_NOT_COMPLETED = "written_not_completed"
 
 EXTERNAL_NOTE = ("Semrush not compared: the doctor holds no credential of its own; how far each job got is read "
                  "from its checkpoints")
-# Messages waiting and none in flight while a job's message has been out this long: nothing consumes.
-NO_CONSUMER_AFTER = timedelta(seconds=120)
 REDRIVE = "job_redrive_dlq --job {job} --apply"
+DROP_OTHER_TASKS = "job_redrive_dlq --only-other-tasks --apply"
+HELD_BACK = ("held back: no worker is alive to take it (see no_consumer), and a copy may still be queued; once one "
+             "runs, doctor --apply re-enqueues it")
 
 
 @dataclass
 class Finding:
     kind: str
-    subject: str  # a job id, `message <id> (<task>)`, or `queue`
+    subject: str  # a job id, `message <id> (<task>)`, `dlq`, or a queue's name
     detail: str
     action: str  # what --apply does, or what an operator does
     fix: Callable[[], bool] | None = field(default=None, repr=False)
@@ -77,7 +85,18 @@ class Diagnosis:
         return any(f.fix is None or not f.done for f in self.findings)
 
 
-def doctor_run(*, apply: bool, actor: str, stuck_after: timedelta | None = None, now=None) -> Diagnosis:
+@dataclass(frozen=True)
+class Consumers:
+    """Who consumes a queue, from the workers' heartbeats."""
+
+    key: str  # `queue` (market jobs) or `maintenance`, as in queue_counts()
+    queue: str
+    alive: int
+    last_seen: WorkerHeartbeat | None
+
+
+def doctor_run(*, apply: bool, actor: str, stuck_after: timedelta | None = None,
+               now: datetime | None = None) -> Diagnosis:
     """Diagnose, and with `apply` take each finding's safe action. Safe to run twice: every action is a
     conditional service call, and a job just acted on is not quiet again until a threshold passes.
     Raises jobs.clients.sqs.AWSError when a queue cannot be read."""
@@ -91,45 +110,86 @@ def doctor_run(*, apply: bool, actor: str, stuck_after: timedelta | None = None,
     return diagnosis
 
 
-def diagnose(scan: DlqScan, counts: dict, *, actor: str, stuck_after: timedelta | None = None,
-             now=None) -> Diagnosis:
+def consumers(*, now: datetime | None = None) -> list[Consumers]:
+    """The market-jobs queue's and the maintenance queue's live consumers."""
+    return [Consumers(key, name, selectors.workers_alive(name, now=now), selectors.worker_last_seen(name))
+            for key, name in (("queue", settings.MARKET_JOBS_QUEUE), ("maintenance", settings.MAINTENANCE_QUEUE))]
+
+
+def diagnose(scan: DlqScan, counts: QueueCounts, *, actor: str, stuck_after: timedelta | None = None,
+             now: datetime | None = None) -> Diagnosis:
     now = now or timezone.now()
     stuck_after = stuck_after or timedelta(seconds=settings.JOB_STUCK_AFTER_SECONDS)
     in_dlq = scan.by_job()
-    findings = [*_waiting_jobs(in_dlq, actor=actor, stuck_after=stuck_after, now=now),
+    fleet = consumers(now=now)
+    running = list(selectors.with_activity(AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS))
+                   .order_by("created_at"))
+    findings = [*_consumer_findings(fleet, counts, running=len(running), now=now),
+                *_running_jobs(running, in_dlq, workers=fleet[0].alive > 0, actor=actor, stuck_after=stuck_after,
+                               now=now),
                 *_dlq_messages(scan, in_dlq, actor=actor),
-                *_queue_findings(scan, counts, now=now)]
-    return Diagnosis(findings=findings, notes=[_queue_note(scan, counts), EXTERNAL_NOTE])
+                *_dlq_read(scan, counts)]
+    return Diagnosis(findings=findings, notes=[_queue_note(scan, counts), _workers_note(fleet, now),
+                                               EXTERNAL_NOTE])
 
 
-def _waiting_jobs(in_dlq: dict, *, actor: str, stuck_after: timedelta, now) -> list[Finding]:
+def _consumer_findings(fleet: list[Consumers], counts: QueueCounts, *, running: int, now: datetime) -> list[Finding]:
+    """A queue no live worker consumes: reported whatever it holds right now (new work has nowhere to go)."""
+    findings = []
+    for consumer in fleet:
+        if consumer.alive:
+            continue
+        queue = counts[consumer.key]
+        holds = (f"~{queue.get('Visible', 0)} waiting, {queue.get('NotVisible', 0)} in flight, "
+                 f"{queue.get('Delayed', 0)} delayed")
+        if consumer.key == "queue":
+            holds += f"; {running} job(s) IN_PROGRESS"
+        seen = consumer.last_seen
+        last = (f"last heartbeat {ago(seen.beat_at, now)} from {seen.worker}" if seen
+                else "no worker heartbeat on record")
+        findings.append(Finding(
+            NO_CONSUMER, consumer.queue,
+            f"no live worker consumes it ({last}; a worker beats every {settings.WORKER_HEARTBEAT_SECONDS}s); "
+            f"it holds {holds}",
+            "none automatic: start or fix the workers (`manage.py worker_readiness` on a worker says what it "
+            "cannot reach); while none runs, nothing that may still be queued is re-sent"))
+    return findings
+
+
+def _running_jobs(running: list[AsyncJob], in_dlq: dict[str, list[DlqMessage]], *, workers: bool, actor: str,
+                  stuck_after: timedelta, now: datetime) -> list[Finding]:
+    """One finding per IN_PROGRESS job that needs one: the first of the table that applies."""
     budget = timedelta(seconds=settings.SEMRUSH_WRITE_BUDGET_SECONDS)
     grace = timedelta(seconds=settings.JOB_ENQUEUE_GRACE_SECONDS)
     silent = timedelta(seconds=selectors.SILENT_HEARTBEATS * settings.JOB_HEARTBEAT_SECONDS)
     findings = []
 
-    def requeue(job):
-        return lambda: operator.job_requeue(job.id, actor=actor)
+    def requeue(job: AsyncJob, *, may_be_queued: bool = True) -> tuple[Callable[[], bool] | None, str]:
+        """The re-enqueue fix, unless no worker is alive and a copy of the job's message may still be queued."""
+        if may_be_queued and not workers:
+            return None, HELD_BACK
+        return (lambda: operator.job_requeue(job.id, actor=actor)), ""
 
-    running = selectors.with_activity(AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS)).order_by("created_at")
     for job in running:
         lease = job.lease_state(now)
         quiet = now - job.last_activity_at
         quiet_text = f"no activity for {ago(job.last_activity_at, now).removesuffix(' ago')}"
+        lost = selectors.lost_deliveries(job, now=now)
         subject = str(job.id)
         if subject in in_dlq:
             if lease == "held":
+                dead = f"; {quiet_text}: its worker is presumed dead" if quiet > silent else ""
                 findings.append(Finding(
                     DLQ_COPY_OF_RUNNING_JOB, subject,
                     f"a worker holds its lease until {stamp(job.lease_expires_at)}, and a copy of its message is "
-                    f"in the DLQ (phase {job.phase}, attempts {job.attempts})",
+                    f"in the DLQ (phase {job.phase}, attempts {job.attempts}){dead}",
                     "none automatic: let it run; once it has finished, job_redrive_dlq drops the copy; if its lease "
                     f"runs out instead, review, then {REDRIVE.format(job=subject)}"))
             else:
                 findings.append(Finding(
                     DLQ_MESSAGE_FOR_WAITING_JOB, subject,
                     f"IN_PROGRESS, lease {lease}, its message is in the DLQ (phase {job.phase}, attempts "
-                    f"{job.attempts}; it kept failing: read the worker logs for it)",
+                    f"{job.attempts}, lost deliveries {lost}; it kept failing: read the worker logs for it)",
                     f"none automatic: the DLQ is never redriven by itself; review, then "
                     f"{REDRIVE.format(job=subject)}"))
         elif lease == "held":
@@ -140,36 +200,47 @@ def _waiting_jobs(in_dlq: dict, *, actor: str, stuck_after: timedelta, now) -> l
                     f"shows activity every {settings.JOB_HEARTBEAT_SECONDS}s); phase {job.phase}",
                     f"none automatic: a lease cannot be taken safely before it expires; after "
                     f"{stamp(job.lease_expires_at)} doctor --apply re-enqueues it; to stop it now: job_mark_failed"))
+        elif selectors.crash_looping(job, now=now):
+            findings.append(Finding(
+                CRASH_LOOP, subject,
+                f"IN_PROGRESS, lease {lease}, its last {lost} deliveries died without an outcome (attempts "
+                f"{job.attempts}, phase {job.phase}): what it does may be what kills its workers",
+                f"none automatic: it is never re-sent by itself; read the worker logs for it (job_inspect --job "
+                f"{subject}), then stop it (job_mark_failed --job {subject} --reason … --apply) or, once the "
+                f"cause is fixed, re-send it (job_requeue_stuck --job {subject} --older-than 0s --apply)"))
         elif lease == "expired":
+            fix, held = requeue(job)
             findings.append(Finding(
                 LEASE_EXPIRED, subject,
                 f"lease expired {ago(job.lease_expires_at, now)}, phase {job.phase}, attempts {job.attempts}",
-                "re-enqueue (job_requeue_stuck): its worker died; a claim takes an expired lease over",
-                requeue(job)))
+                held or "re-enqueue (job_requeue_stuck): its worker died; a claim takes an expired lease over", fix))
         elif handlers.progress_of(job) is Progress.EFFECTS_WRITTEN and quiet > budget:
+            fix, held = requeue(job)
             findings.append(Finding(
                 WRITTEN_NOT_COMPLETED, subject,
                 f"{handlers.describe(job) or job.job_type}: external writes done "
                 f"({checkpoints_line(job.checkpoints)}) but the job is not COMPLETED; {quiet_text}",
-                "re-enqueue; the worker resumes at its last step (job_requeue_stuck)", requeue(job)))
+                held or "re-enqueue; the worker resumes at its last step (job_requeue_stuck)", fix))
         elif handlers.progress_of(job) is Progress.INPUT_PERSISTED and quiet > budget:
+            fix, held = requeue(job)
             findings.append(Finding(
                 WRITE_STALLED, subject,
                 f"{handlers.describe(job) or job.job_type}: input persisted ({checkpoints_line(job.checkpoints)}), "
                 f"nothing written; {quiet_text} (write budget {settings.SEMRUSH_WRITE_BUDGET_SECONDS}s)",
-                "re-enqueue; the worker writes from the persisted input, which is not produced again "
-                "(job_requeue_stuck)", requeue(job)))
-        elif (job.message_sent_at is None and quiet > grace) or quiet > stuck_after:
-            why = "its message was never sent" if job.message_sent_at is None else (
-                f"last message sent {ago(job.message_sent_at, now)}")
+                held or "re-enqueue; the worker writes from the persisted input, which is not produced again "
+                "(job_requeue_stuck)", fix))
+        elif (never_sent := job.message_sent_at is None and quiet > grace) or quiet > stuck_after:
+            why = "its message was never sent" if never_sent else f"last message sent {ago(job.message_sent_at, now)}"
+            # A message never sent has no copy anywhere: sending it is safe even while no worker is alive.
+            fix, held = requeue(job, may_be_queued=not never_sent)
             findings.append(Finding(
                 WAITING_WITHOUT_MESSAGE, subject,
                 f"IN_PROGRESS, no lease, not in the DLQ, {why}; {quiet_text}",
-                "re-enqueue a fresh message (job_requeue_stuck)", requeue(job)))
+                held or "re-enqueue a fresh message (job_requeue_stuck)", fix))
     return findings
 
 
-def _dlq_messages(scan: DlqScan, in_dlq: dict, *, actor: str) -> list[Finding]:
+def _dlq_messages(scan: DlqScan, in_dlq: dict[str, list[DlqMessage]], *, actor: str) -> list[Finding]:
     findings = []
     jobs = {str(j.id): j for j in AsyncJob.objects.filter(id__in=list(in_dlq))}
     for job_id, messages in in_dlq.items():
@@ -187,39 +258,30 @@ def _dlq_messages(scan: DlqScan, in_dlq: dict, *, actor: str) -> list[Finding]:
             findings.append(Finding(
                 DLQ_MESSAGE_NOT_A_JOB, message.label,
                 f"not a job message; sent {stamp(message.sent_at)}",
-                "none automatic: review, then job_redrive_dlq --drop-other-tasks --apply deletes such messages"))
+                f"none automatic: review, then {DROP_OTHER_TASKS} deletes such messages and nothing else"))
     return findings
 
 
-def _queue_findings(scan: DlqScan, counts: dict, *, now) -> list[Finding]:
-    findings = []
+def _dlq_read(scan: DlqScan, counts: QueueCounts) -> list[Finding]:
     dlq = counts["dlq"]
     in_dlq = dlq.get("Visible", 0) + dlq.get("NotVisible", 0)
-    if len(scan.messages) < in_dlq:
-        findings.append(Finding(
-            DLQ_READ_INCOMPLETE, "dlq",
-            f"read {len(scan.messages)} of ~{in_dlq} DLQ message(s): {dlq.get('NotVisible', 0)} were held by another "
-            "reader (a doctor, a redrive, job_inspect) and could not be judged",
-            "none automatic: run the doctor again in a minute"))
-    queue = counts["queue"]
-    waiting = queue.get("Visible", 0)
-    if waiting and not queue.get("NotVisible", 0):
-        oldest = (AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, lease_token__isnull=True,
-                                          message_sent_at__lte=now - NO_CONSUMER_AFTER)
-                  .order_by("message_sent_at").values_list("message_sent_at", flat=True).first())
-        if oldest is not None:
-            findings.append(Finding(
-                NO_CONSUMER, "queue",
-                f"~{waiting} message(s) waiting, none in flight; the oldest waiting job's message went out "
-                f"{ago(oldest, now)} (over {int(NO_CONSUMER_AFTER.total_seconds())}s): no worker is consuming",
-                "none automatic: start or fix the workers (`manage.py worker_readiness` on a worker says what "
-                "it cannot reach)"))
-    return findings
+    if scan.read >= in_dlq:
+        return []
+    return [Finding(
+        DLQ_READ_INCOMPLETE, "dlq",
+        f"read {scan.read} of ~{in_dlq} DLQ message(s): {dlq.get('NotVisible', 0)} were held by another "
+        "reader (a doctor, a redrive, job_inspect) and could not be judged",
+        "none automatic: run the doctor again in a minute")]
 
 
-def _queue_note(scan: DlqScan, counts: dict) -> str:
-    q, d = counts["queue"], counts["dlq"]
+def _queue_note(scan: DlqScan, counts: QueueCounts) -> str:
+    q, d, m = counts["queue"], counts["dlq"], counts["maintenance"]
     return (f"main queue ~{q.get('Visible', 0)} waiting, {q.get('NotVisible', 0)} in flight, "
             f"{q.get('Delayed', 0)} delayed (counted, never received); DLQ ~{d.get('Visible', 0)} waiting, "
-            f"{d.get('NotVisible', 0)} in flight, {len(scan.messages)} read")
+            f"{d.get('NotVisible', 0)} in flight, {scan.read} read; maintenance queue ~{total(m)}")
 
+
+def _workers_note(fleet: list[Consumers], now: datetime) -> str:
+    return "workers alive (heartbeat within {ttl}s): {alive}".format(
+        ttl=int(selectors.worker_ttl().total_seconds()),
+        alive=", ".join(f"{c.alive} on {c.queue}" for c in fleet))

@@ -1,15 +1,15 @@
 """Operator services: every write the admin actions, the runbook commands and the doctor make. Each is a
 conditional write (or a decision taken again at the moment of acting), so each is safe to repeat."""
 import logging
-from dataclasses import dataclass
-from datetime import timedelta
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import selectors, states
-from jobs.dlq import DlqMessage, DlqScan
+from jobs import interrupts, selectors, states
+from jobs.dlq import DlqMessage, DlqScan, queue_counts, total
 from jobs.leases import lease_release_stale
 from jobs.models import AsyncJob, JobStatus
 from jobs.selectors import JobFilter, lease_state_q
@@ -76,7 +76,8 @@ def job_rerun(job_id, *, actor: str) -> Rerun:
     moved = states.transition(
         job_id, to=JobStatus.IN_PROGRESS, expect=JobStatus.FAILED, event="rerun", actor=actor,
         detail=f"re-run after {job.error_code}", extra_filter={"error_code": job.error_code},
-        error=None, error_code=None, message_sent_at=None, attempts=0, claim=None, claim_expires_at=None,
+        error=None, error_code=None, message_sent_at=None, attempts=0, lost_deliveries=0, claim=None,
+        claim_expires_at=None,
         expires_at=now + timedelta(days=settings.JOB_RECORD_TTL_DAYS))
     if not moved:
         return Rerun(False, "the job changed meanwhile")
@@ -109,8 +110,30 @@ class RedriveItem:
     done: bool | None = None  # None in a dry run; otherwise whether the verdict was carried out
 
 
-def redrive_verdict(job: AsyncJob | None, *, now=None) -> tuple[str, str]:
-    """What the redrive does with a DLQ message of `job` (None: the job does not exist)."""
+@dataclass
+class Redrive:
+    """What one redrive saw and did: an item per selected message, and the messages it left alone."""
+
+    items: list[RedriveItem] = field(default_factory=list)
+    not_selected: int = 0  # read, but outside the selection (`not_selected_why` says which option left them)
+    not_selected_why: str = ""
+    unread: int = 0  # ~in the DLQ but not read: another reader holds them (approximate count)
+
+    @property
+    def kept(self) -> int:
+        """Selected messages that stay in the DLQ: kept by their verdict, or a verdict that could not be carried
+        out (the job changed since it was read, or the send failed)."""
+        return sum(item.verdict == KEEP or item.done is False for item in self.items)
+
+    @property
+    def left_in_dlq(self) -> int:
+        """Messages in the DLQ once the redrive is carried out: kept, not selected, or not read."""
+        return self.kept + self.not_selected + self.unread
+
+
+def redrive_verdict(job: AsyncJob | None, *, named: bool = False, now: datetime | None = None) -> tuple[str, str]:
+    """What the redrive does with a DLQ message of `job` (None: the job does not exist). A job whose
+    deliveries keep dying is re-sent only when the operator `named` it (`--job`), once its cause is fixed."""
     now = now or timezone.now()
     if job is None:
         return DROP, "job no longer exists"
@@ -118,10 +141,14 @@ def redrive_verdict(job: AsyncJob | None, *, now=None) -> tuple[str, str]:
         return DROP, f"job is {job.status}"
     if job.lease_state(now) == "held":
         return KEEP, f"a worker holds the lease until {job.lease_expires_at:%Y-%m-%dT%H:%M:%SZ}; re-run later"
-    return RESEND, f"job is IN_PROGRESS with no live lease (attempts {job.attempts})"
+    lost = selectors.lost_deliveries(job, now=now)
+    if selectors.crash_looping(job, now=now) and not named:
+        return KEEP, (f"its last {lost} deliveries died without an outcome (a crash loop): re-sent only when named "
+                      f"with --job {job.id}, once the cause is fixed")
+    return RESEND, f"job is IN_PROGRESS with no live lease (attempts {job.attempts}, lost deliveries {lost})"
 
 
-def job_redrive(job_id, *, actor: str) -> bool:
+def job_redrive(job_id: object, *, actor: str) -> bool:
     """Publish a fresh message for a job whose message died in the DLQ, only when it is IN_PROGRESS with
     no live lease (decided again here, at the moment of sending). True when sent."""
     job = AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS).exclude(lease_state_q("held")).first()
@@ -132,42 +159,57 @@ def job_redrive(job_id, *, actor: str) -> bool:
 
 
 def dlq_redrive(*, apply: bool, actor: str, filters: JobFilter = JobFilter(), limit: int = 1000,
-                drop_other_tasks: bool = False) -> list[RedriveItem]:
+                drop_other_tasks: bool = False, only_other_tasks: bool = False) -> Redrive:
     """Lease-aware redrive of the market-jobs DLQ; run by an operator only, never automatically.
 
-    Per message (in the order they were first sent):
+    Per selected message (in the order they were first sent):
     1. Not a job message (a scheduled task's, or unreadable): reported by task name and kept, or dropped
-       when `drop_other_tasks` (a scheduled task runs again on its own schedule; nothing re-sends it).
+       when `drop_other_tasks` or `only_other_tasks` (a scheduled task runs again on its own schedule;
+       nothing re-sends it).
     2. Job missing or finished: dropped (deleted from the DLQ), reported.
     3. Job IN_PROGRESS under a live lease: kept (a worker owns it; the next run decides).
-    4. Job IN_PROGRESS with no live lease: a fresh message is published (never the old body), then the
+    4. Job IN_PROGRESS whose deliveries keep dying (a crash loop): kept, unless named in `filters.job_ids`.
+    5. Job IN_PROGRESS with no live lease: a fresh message is published (never the old body), then the
        DLQ copy is deleted; further copies for the same job are dropped as duplicates.
-    A dry run decides and reports, and leaves every message where it was. Messages of jobs outside
-    `filters` are left untouched and unreported.
+    `filters` select job messages; `only_other_tasks` selects the messages that are not job messages, and
+    no job message at all. A dry run decides and reports, and leaves every message where it was. Messages
+    left alone are counted in the result, with why, and so are those another reader held (not read).
+    Each message's verdict is carried out as one step an interrupt does not cut.
     """
-    items: list[RedriveItem] = []
+    redrive = Redrive()
+    counted = total(queue_counts("dlq")["dlq"])  # before the scan: the scan makes the messages in flight
+    named = {str(j) for j in filters.job_ids}
     with DlqScan(limit=limit) as scan:
+        redrive.unread = max(0, counted - scan.read)
         ids = {m.job_id for m in scan.messages if m.job_id}
         jobs = {str(j.id): j for j in AsyncJob.objects.filter(id__in=ids)}
         resent: set[str] = set()
         for message in scan.messages:
             job = jobs.get(message.job_id) if message.job_id else None
+            if only_other_tasks and message.job_id is not None:
+                redrive.not_selected += 1
+                redrive.not_selected_why = "job messages (--only-other-tasks drops the other messages alone)"
+                continue
             if not _matches(message, job, filters):
+                redrive.not_selected += 1
+                redrive.not_selected_why = "outside --job/--status/--code"
                 continue
             if message.job_id is None:
                 verdict, reason = ((DROP, "not a job message; its task runs again on its own schedule")
-                                   if drop_other_tasks else (KEEP, "not a job message (--drop-other-tasks drops it)"))
+                                   if drop_other_tasks or only_other_tasks
+                                   else (KEEP, "not a job message (--only-other-tasks drops such messages alone)"))
             else:
-                verdict, reason = redrive_verdict(job)
+                verdict, reason = redrive_verdict(job, named=message.job_id in named)
             if verdict == RESEND and message.job_id in resent:
                 verdict, reason = DROP, "duplicate of a message already re-sent in this run"
             if verdict == RESEND:
-                resent.add(message.job_id)
+                resent.add(str(message.job_id))
             item = RedriveItem(message, verdict, reason)
-            items.append(item)
+            redrive.items.append(item)
             if apply:
-                item.done = _carry_out(scan, item, job, actor)
-    return items
+                with interrupts.deferred():
+                    item.done = _carry_out(scan, item, job, actor)
+    return redrive
 
 
 def _matches(message: DlqMessage, job: AsyncJob | None, filters: JobFilter) -> bool:

@@ -156,7 +156,8 @@ def _write_fresh_job(existing, *, job_id, job_type, organization_id, brand_id, s
         "job_type": job_type, "organization_id": organization_id, "brand_id": brand_id, "site_id": site_id,
         "user_id": user_id, "params": params, "phase": "queued", "checkpoints": {}, "result": None,
         "error": None, "error_code": None, "lease_token": None, "lease_expires_at": None, "attempts": 0,
-        "message_sent_at": None, "created_at": now, "started_at": None, "claim": None, "claim_expires_at": None,
+        "lost_deliveries": 0, "message_sent_at": None, "created_at": now, "started_at": None, "claim": None,
+        "claim_expires_at": None,
         "expires_at": now + timedelta(days=settings.JOB_RECORD_TTL_DAYS),
     }
     if existing is None:
@@ -202,7 +203,7 @@ def job_reauthorize(*, job_id, user_id: str, pair: ClientPair, obtain_token: Cal
             moved = states.transition(
                 job.id, to=JobStatus.IN_PROGRESS, expect=JobStatus.FAILED, event="reauthorized", actor=user_id,
                 extra_filter={"claim": claim}, claim=None, claim_expires_at=None,
-                error=None, error_code=None, message_sent_at=None, attempts=0,
+                error=None, error_code=None, message_sent_at=None, attempts=0, lost_deliveries=0,
                 expires_at=timezone.now() + timedelta(days=settings.JOB_RECORD_TTL_DAYS))
             if moved:
                 grants.grant_store(job_id=job.id, pair=pair, token=token)

@@ -31,6 +31,9 @@ JOB_MAX_ATTEMPTS = env.int("JOB_MAX_ATTEMPTS", default=5)
 JOB_RETRY_BASE_SECONDS = env.int("JOB_RETRY_BASE_SECONDS", default=30)
 JOB_RETRY_MAX_SECONDS = env.int("JOB_RETRY_MAX_SECONDS", default=900)
 JOB_HEARTBEAT_SECONDS = env.int("JOB_HEARTBEAT_SECONDS", default=60)
+# Each worker process writes a heartbeat row this often while its consumer loop turns; three missed beats
+# (60 s by default) and it no longer counts as alive: the probe's WorkersAlive, the doctor's no_consumer.
+WORKER_HEARTBEAT_SECONDS = env.int("WORKER_HEARTBEAT_SECONDS", default=20)
 JOB_RECORD_TTL_DAYS = env.int("JOB_RECORD_TTL_DAYS", default=7)
 JOB_ENQUEUE_GRACE_SECONDS = env.int("JOB_ENQUEUE_GRACE_SECONDS", default=60)
 # How long one re-authorisation may hold its claim on a job while it obtains a credential from IMS: the
@@ -102,7 +105,8 @@ CELERY_BEAT_SCHEDULER = "serenity.beat:Scheduler"
 BEAT_INLINE_TASKS = ("jobs.probe",)
 CELERY_BEAT_SCHEDULE = {
     "sweep-unsent-jobs": {"task": "jobs.sweep_unsent", "schedule": env.int("SWEEP_EVERY_SECONDS", default=60)},
-    "probe-stuck-jobs": {"task": "jobs.probe", "schedule": env.int("PROBE_EVERY_SECONDS", default=300)},
+    # Every minute: WorkersAlive and the queue metrics must page within minutes of the last worker dying.
+    "probe-stuck-jobs": {"task": "jobs.probe", "schedule": env.int("PROBE_EVERY_SECONDS", default=60)},
     "purge-expired-jobs": {"task": "jobs.purge_expired",
                            "schedule": crontab(*env.str("PURGE_CRONTAB", default="15 3 * * *").split())},
 }

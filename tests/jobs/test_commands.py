@@ -123,8 +123,9 @@ def test_runbook_exit_codes_say_whether_a_human_is_needed(queues):
     assert run("job_requeue_stuck").code == 1  # a dry run found work
     assert run("job_requeue_stuck", "--apply").code == 0  # all of it done
     assert run("job_requeue_stuck", "--apply").code == 0  # and nothing left
+    assert run("job_mark_failed", "--job", str(uuid.uuid4()), "--reason", "x", "--apply").code == 1  # no such job
     AsyncJob.objects.filter(id=stuck.id).update(status="COMPLETED")
-    assert run("job_mark_failed", "--job", str(stuck.id), "--reason", "x", "--apply").code == 1  # skipped
+    assert run("job_mark_failed", "--job", str(stuck.id), "--reason", "x", "--apply").code == 0  # already over
 
 
 def test_a_usage_error_exits_2_and_an_unreachable_database_is_one_line_not_a_traceback():
@@ -204,7 +205,7 @@ def test_redrive_dry_run_decides_per_message_and_leaves_the_dlq_and_the_jobs_as_
     }
     assert [v for k, v in decided.items() if k.startswith("message ")] == ["keep in DLQ"]
     assert lines[-2] == "5 DLQ messages to re-send or drop found. Dry run: nothing changed; re-run with --apply to act."
-    assert lines[-1] == "2 message(s) left in the DLQ (see 'keep in DLQ' lines)."
+    assert lines[-1] == "2 message(s) left in the DLQ: 2 kept (see the 'keep in DLQ' and skipped lines)."
     assert snapshot() == before
     assert queues.drain() == []
     assert len(dlq_job_ids()) == 7
@@ -261,7 +262,7 @@ def test_a_scheduled_tasks_message_is_listed_by_its_task_kept_by_default_and_dro
     dry = run("job_redrive_dlq", "--drop-other-tasks")
     dropped = run("job_redrive_dlq", "--drop-other-tasks", "--apply")
 
-    assert verdicts(kept[:1]) == {subject: "keep in DLQ"} and "--drop-other-tasks drops it" in kept[0]
+    assert verdicts(kept[:1]) == {subject: "keep in DLQ"} and "--only-other-tasks drops such messages alone" in kept[0]
     assert kept.code == 1  # the DLQ still holds a message: someone must look
     assert verdicts(dry[:1]) == {subject: "drop"} and dry[0].endswith("[dry run]") and dry.code == 1
     assert verdicts(dropped[:1]) == {subject: "drop"} and dropped[0].endswith("[done]") and dropped.code == 0
@@ -276,9 +277,90 @@ def test_redrive_with_job_touches_only_that_jobs_messages(queues):
 
     lines = run("job_redrive_dlq", "--job", str(chosen.id), "--apply")
 
-    assert [line.split()[0] for line in lines[:-1]] == [str(chosen.id)]
+    assert [line.split()[0] for line in lines[:-2]] == [str(chosen.id)]
+    assert lines[-1] == "1 message(s) left in the DLQ: 1 not selected: outside --job/--status/--code."
     assert [m["kwargs"]["jobId"] for m in queues.drain()] == [str(chosen.id)]
     assert dlq_job_ids() == [str(other.id)]
+
+
+def test_only_other_tasks_drops_the_messages_that_are_not_job_messages_and_no_job_message(queues):
+    from jobs.clients import sqs
+    from jobs.tasks import sweep_unsent_task
+
+    resendable, finished = waiting(), waiting(status="COMPLETED")
+    looping = leased(expires_in=-timedelta(minutes=5), attempts=2, lost_deliveries=1)
+    for job in (resendable, finished, looping):
+        to_dlq(job.id)
+    task_message = scheduled_task_to_dlq(sweep_unsent_task)
+    sqs.send_raw(settings.MARKET_JOBS_DLQ_URL, "not a celery message")
+    before = snapshot()
+
+    output = run("job_redrive_dlq", "--only-other-tasks", "--apply")
+
+    assert {subject: verdict for subject, verdict in verdicts(output[:2]).items()} == {
+        f"message {task_message} (jobs.sweep_unsent)": "drop"} | {
+        subject: "drop" for subject in verdicts(output[:2]) if subject.endswith("(not a Celery message)")}
+    assert all(line.endswith("[done]") for line in output[:2])
+    assert output[-2] == "2 of 2 DLQ messages to re-send or drop handled; 0 skipped."
+    assert output[-1] == ("3 message(s) left in the DLQ: 3 not selected: job messages (--only-other-tasks drops "
+                          "the other messages alone).")
+    assert output.code == 1  # job messages remain: they need an operator
+    assert queues.drain() == []  # nothing re-sent, the crash-looping job least of all
+    assert snapshot() == before
+    assert sorted(dlq_job_ids()) == sorted(str(j.id) for j in (resendable, finished, looping))
+
+
+def test_only_other_tasks_takes_no_job_filter():
+    with pytest.raises(CommandError) as refused:
+        run("job_redrive_dlq", "--only-other-tasks", "--job", str(uuid.uuid4()))
+    assert refused.value.returncode == 2
+
+
+def test_a_redrive_never_re_sends_a_job_whose_deliveries_keep_dying_unless_it_is_named(queues):
+    looping = leased(expires_in=-timedelta(minutes=5), attempts=2, lost_deliveries=1)
+    to_dlq(looping.id)
+
+    unnamed = run("job_redrive_dlq", "--apply")
+
+    (line,) = lines_about(unnamed, looping)
+    assert f"{looping.id}  keep in DLQ  its last 2 deliveries died without an outcome (a crash loop)" in line
+    assert f"re-sent only when named with --job {looping.id}" in line
+    assert unnamed.code == 1 and queues.drain() == []
+
+    named = run("job_redrive_dlq", "--job", str(looping.id), "--apply")
+
+    assert lines_about(named, looping)[0].startswith(f"{looping.id}  re-send") and named.code == 0
+    assert [m["kwargs"]["jobId"] for m in queues.drain()] == [str(looping.id)]
+    assert dlq_job_ids() == []
+
+
+def test_a_filtered_redrive_says_how_many_messages_it_left_and_why_and_exits_1(queues):
+    chosen, other = waiting(), waiting()
+    to_dlq(chosen.id)
+    to_dlq(other.id)
+    to_dlq(other.id)
+
+    output = run("job_redrive_dlq", "--job", str(chosen.id), "--apply")
+
+    assert lines_about(output, chosen)[0].endswith("[done]")
+    assert output[-1] == "2 message(s) left in the DLQ: 2 not selected: outside --job/--status/--code."
+    assert output.code == 1
+    assert [m["kwargs"]["jobId"] for m in queues.drain()] == [str(chosen.id)]
+    assert dlq_job_ids() == [str(other.id), str(other.id)]
+
+
+def test_a_redrive_that_cannot_read_what_another_reader_holds_says_so_and_exits_1(queues):
+    from jobs.dlq import DlqScan
+
+    job = waiting(status="COMPLETED")
+    to_dlq(job.id)
+    with DlqScan(hold_seconds=60):  # another redrive, a doctor or job_inspect holds the DLQ's message
+        output = run("job_redrive_dlq", "--apply")
+
+    assert output == ["No DLQ messages to re-send or drop found: nothing to do.",
+                      "1 message(s) left in the DLQ: 1 held by another reader, not read (run it again in a minute)."]
+    assert output.code == 1
+    assert dlq_job_ids() == [str(job.id)]
 
 
 # --- job_mark_failed -------------------------------------------------------------------------------------
@@ -316,8 +398,9 @@ def test_mark_failed_apply_fails_the_job_invalidates_its_token_deletes_its_grant
 
     again = run("job_mark_failed", "--job", str(job.id), "--reason", "market removed", "--apply")
 
-    assert again == [f"{job.id}  not failed  job is FAILED: only IN_PROGRESS jobs can be marked failed",
+    assert again == [f"{job.id}  already finished  FAILED MARKET_REMOVED: nothing to do",
                      "No IN_PROGRESS jobs to fail found: nothing to do."]
+    assert again.code == 0  # safe to run twice: the job it was asked to stop is stopped
     assert ims_invalidations == [("semrush", KNOWN_TOKEN)]
 
 

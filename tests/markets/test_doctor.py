@@ -1,5 +1,6 @@
 """The doctor, against a planted case of each inconsistency it knows: it names each one, a dry run
-changes nothing, and --apply leaves a state a second run reports clean."""
+changes nothing, and --apply leaves a state a second run reports clean. A worker is alive (its heartbeat row)
+unless a test says otherwise; tests/markets/test_doctor_cases.py runs the table of cases with real workers."""
 import uuid
 from datetime import timedelta
 
@@ -7,7 +8,7 @@ import pytest
 from django.core.management.base import CommandError
 
 from jobs.clients import sqs
-from jobs.models import AsyncJob, JobEvent
+from jobs.models import AsyncJob, JobEvent, WorkerHeartbeat
 from jobs.services import doctor
 from markets import constants as c
 from tests.jobs.conftest import (
@@ -23,6 +24,11 @@ from tests.jobs.conftest import (
 )
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def a_worker_is_alive(workers_alive):
+    return workers_alive
 
 GEN = c.MARKET_GENERATION_JOB_TYPE
 BATCH = {"prompts": [{"prompt": "best running shoes", "category": "x"}, {"prompt": "trail shoes", "category": "y"}],
@@ -216,28 +222,88 @@ def test_a_held_lease_whose_job_is_silent_for_three_heartbeats_is_a_presumed_dea
     assert queues.drain() == []
 
 
-def test_messages_waiting_with_none_in_flight_is_reported_as_no_consumer(queues):
+def test_a_queue_no_live_worker_consumes_is_reported_from_the_heartbeats_whatever_it_holds(queues, settings):
     from jobs.services import producer
 
-    job = waiting(job_type=GEN, quiet=timedelta(minutes=3))
-    producer._send(job.id, GEN)  # its message waits on the queue, and no worker takes it
+    WorkerHeartbeat.objects.update(beat_at=ago(seconds=3 * settings.WORKER_HEARTBEAT_SECONDS + 1))
+    job = waiting(job_type=GEN, quiet=timedelta(seconds=5))
+    producer._send(job.id, GEN)  # just sent: its message waits, and no worker will take it
 
-    output = run("doctor")
+    output = run("doctor", "--apply")
 
-    (line,) = only(output, doctor.NO_CONSUMER)
-    assert line.startswith("queue  ") and "1 message(s) waiting, none in flight" in line and "3m ago" in line
+    lines = only(output, doctor.NO_CONSUMER)
+    assert [line.split("  ")[0] for line in lines] == [settings.MARKET_JOBS_QUEUE, settings.MAINTENANCE_QUEUE]
+    assert "no live worker consumes it (last heartbeat 1m ago from planted-host:1" in lines[0]
+    assert "it holds ~1 waiting, 0 in flight, 0 delayed; 1 job(s) IN_PROGRESS" in lines[0]
+    assert not [line for line in output if line.startswith(str(job.id))]
+    assert "note  workers alive (heartbeat within 60s): 0 on serenity-market-jobs, 0 on serenity-maintenance" in output
     assert output.code == 1
 
 
-def test_a_fresh_message_waiting_is_not_yet_a_missing_consumer(queues):
+def test_with_no_worker_heartbeat_on_record_the_empty_queues_still_have_no_consumer(queues, settings):
+    WorkerHeartbeat.objects.all().delete()
+
+    output = run("doctor")
+
+    (line, _) = only(output, doctor.NO_CONSUMER)
+    assert line.startswith(f"{settings.MARKET_JOBS_QUEUE}  no_consumer  no live worker consumes it (no worker "
+                           "heartbeat on record")
+    assert "it holds ~0 waiting, 0 in flight, 0 delayed; 0 job(s) IN_PROGRESS" in line
+    assert output.code == 1
+
+
+def test_a_message_waiting_while_a_worker_is_alive_is_not_a_missing_consumer(queues):
     from jobs.services import producer
 
-    job = waiting(job_type=GEN, quiet=timedelta(seconds=5))
+    job = waiting(job_type=GEN, quiet=timedelta(minutes=3))
     producer._send(job.id, GEN)
 
     output = run("doctor")
 
     assert output.code == 0 and "No inconsistencies found." in output
+
+
+def test_with_no_worker_alive_nothing_that_may_still_be_queued_is_re_sent_and_apply_piles_nothing_up(queues):
+    WorkerHeartbeat.objects.all().delete()
+    expired = leased(job_type=GEN, expires_in=-timedelta(minutes=5))
+    lost = waiting(job_type=GEN, quiet=timedelta(hours=2))
+    never_sent = plant(job_type=GEN, created_at=ago(minutes=5), updated_at=ago(minutes=5), message_sent_at=None)
+
+    first = run("doctor", "--apply")
+    second = run("doctor", "--apply")
+
+    for output in (first, second):
+        (line,) = only(output, doctor.LEASE_EXPIRED)
+        assert line.startswith(str(expired.id)) and "held back: no worker is alive to take it" in line
+        assert not line.endswith("[done]")
+        (line,) = [line for line in output if line.startswith(str(lost.id))]
+        assert f"  {doctor.WAITING_WITHOUT_MESSAGE}  " in line and "held back" in line
+        assert output.code == 1
+    (line,) = [line for line in first if line.startswith(str(never_sent.id))]
+    assert "its message was never sent" in line and line.endswith("[done]")  # no copy anywhere: safe to send
+    assert not [line for line in second if line.startswith(str(never_sent.id))]  # sent once, not again
+    assert [m["kwargs"]["jobId"] for m in queues.drain()] == [str(never_sent.id)]  # no copy of the others
+    assert AsyncJob.objects.get(id=expired.id).lease_token == expired.lease_token
+
+
+def test_a_job_whose_deliveries_keep_dying_is_reported_and_never_re_sent_wherever_its_message_is(queues):
+    from jobs.services import producer
+
+    looping = leased(job_type=GEN, expires_in=-timedelta(minutes=1), attempts=2, lost_deliveries=1)
+    producer._send(looping.id, GEN)  # its message is back on the queue, not (yet) in the DLQ
+    once = leased(job_type=GEN, expires_in=-timedelta(minutes=1), attempts=1)  # one death: re-enqueued
+
+    output = run("doctor", "--apply")
+
+    (line,) = only(output, doctor.CRASH_LOOP)
+    assert line.startswith(str(looping.id))
+    assert "its last 2 deliveries died without an outcome (attempts 2" in line
+    assert f"job_mark_failed --job {looping.id}" in line and f"job_requeue_stuck --job {looping.id}" in line
+    (line,) = only(output, doctor.LEASE_EXPIRED)
+    assert line.startswith(str(once.id)) and line.endswith("[done]")
+    assert output.code == 1
+    assert sorted(m["kwargs"]["jobId"] for m in queues.drain()) == sorted([str(looping.id), str(once.id)])
+    assert AsyncJob.objects.get(id=looping.id).lease_token == looping.lease_token  # untouched
 
 
 def test_dlq_messages_held_by_another_reader_make_the_read_incomplete_never_clean(queues):
@@ -264,7 +330,8 @@ def test_a_scheduled_tasks_message_in_the_dlq_is_named_by_its_task(queues):
 
     (line,) = only(output, doctor.DLQ_MESSAGE_NOT_A_JOB)
     assert line.startswith(f"message {message_id} (jobs.sweep_unsent)")
-    assert "job_redrive_dlq --drop-other-tasks --apply" in line and output.code == 1
+    assert "job_redrive_dlq --only-other-tasks --apply deletes such messages and nothing else" in line
+    assert output.code == 1
 
 
 def test_an_interrupted_doctor_releases_the_dlq_messages_it_held_and_exits_130(queues, monkeypatch):

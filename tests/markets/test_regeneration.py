@@ -182,8 +182,13 @@ def test_an_operator_re_runs_a_markets_job_that_parked_its_credential(world, asy
 
     lines = run("job_regenerate", "--market", str(market.id), "--apply")
 
-    assert lines[0].endswith("[done]")
+    assert lines[0].endswith("[done]") and lines.code == 0
     job.refresh_from_db()
     assert (job.status, job.attempts, job.error) == ("IN_PROGRESS", 0, None)
     assert [m["kwargs"]["jobId"] for m in queues.drain()] == [str(job.id)]
     assert generation_job_id(world.brand.id, market.geo_target_id, "de") == job.id
+
+    again = run("job_regenerate", "--market", str(market.id), "--apply")
+
+    assert again[0] == f"{market.id}  already running  DE/de, job {job.id} IN_PROGRESS: nothing to do"
+    assert again.code == 0 and queues.drain() == []

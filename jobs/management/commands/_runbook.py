@@ -5,23 +5,29 @@ parsing, the one-line-per-object report with a summary, and the exit code an ope
 - 1: something does (a dry run found work, an item was skipped, a finding remains, a job was not found), or
   the database or SQS could not be reached (one line on stderr, no traceback);
 - 2: the command was called wrongly (a usage error);
-- 130: interrupted (Ctrl-C or SIGTERM): held DLQ messages are released on the way out.
+- 130: interrupted (Ctrl-C or SIGTERM): held DLQ messages are released on the way out, and a second signal
+  meanwhile is ignored rather than cutting the release short (jobs/interrupts.py).
+
+A reader that stops reading (`| head`) ends nothing: the rest of the output is dropped, the command finishes
+what it does, and it exits with its own code, without a BrokenPipeError traceback.
 """
 import getpass
+import os
 import re
-import signal
 import sys
-import threading
 import uuid
+from collections.abc import Iterable
 from datetime import timedelta
+from typing import Any, TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 from django.db import DatabaseError
 from django.utils import timezone
 
+from jobs import interrupts
 from jobs.codes import ERROR_CODE
-from jobs.models import JobStatus
+from jobs.models import AsyncJob, JobStatus
 from jobs.selectors import JobFilter
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
@@ -63,8 +69,35 @@ def _first_line(exc: Exception) -> str:
     return text.splitlines()[0] if text else "no detail"
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt(signal.Signals(signum).name)
+class QuietPipe:
+    """A stream whose reader may go away (`| head`): from the first broken pipe on, what is written is dropped,
+    and the process's own stdout is pointed at /dev/null, so that its final flush cannot fail either."""
+
+    def __init__(self, out: TextIO):
+        self._out = out
+        self.broken = False
+
+    def _guard(self, write: Any, *args: Any) -> Any:
+        if self.broken:
+            return None
+        try:
+            return write(*args)
+        except BrokenPipeError:
+            self.broken = True
+            try:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), self._out.fileno())
+            except (OSError, ValueError):  # not a real file descriptor: nothing left to flush into a pipe
+                pass
+            return None
+
+    def write(self, text: str) -> Any:
+        return self._guard(self._out.write, text)
+
+    def flush(self) -> None:
+        self._guard(self._out.flush)
+
+    def isatty(self) -> bool:
+        return self._out.isatty()
 
 
 def cli_actor() -> str:
@@ -100,15 +133,28 @@ class RunbookCommand(BaseCommand):
         if "code" in self.filters:
             parser.add_argument("--code", help="only jobs with this error code")
 
-    def execute(self, *args, **options):
+    def run_from_argv(self, argv: list[str]) -> None:
+        """From the shell: interrupts are routed for the whole life of the process (never handed back to the
+        default, which would end it with 143), and an interrupt outside `execute` (argument parsing, the
+        closing of connections) exits 130 too."""
+        interrupts.install()
+        try:
+            super().run_from_argv(argv)
+        except KeyboardInterrupt:
+            self.stderr.write(f"{self._name()}: interrupted; nothing more was done.")
+            sys.exit(130)
+
+    def execute(self, *args: Any, **options: Any) -> Any:
         """Run, then exit with the code the module docstring describes."""
         self.needs_attention = False
+        if not options.get("stdout"):
+            self.stdout = OutputWrapper(QuietPipe(sys.stdout))
         # SIGTERM unwinds like Ctrl-C, so context managers exit (a DLQ scan releases what it holds). Signal
         # handlers can only be set from the main thread; elsewhere the default stays.
-        in_main = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGTERM, _interrupt) if in_main else None
+        restore = interrupts.install()
         try:
             output = super().execute(*args, **options)
+            self.stdout.flush()
         except KeyboardInterrupt:
             self.stderr.write(f"{self._name()}: interrupted; nothing more was done.")
             sys.exit(130)
@@ -125,8 +171,7 @@ class RunbookCommand(BaseCommand):
                               "the credentials")
             sys.exit(1)
         finally:
-            if in_main:
-                signal.signal(signal.SIGTERM, previous)
+            restore()
         if self.needs_attention:
             sys.exit(1)
         return output
@@ -150,6 +195,15 @@ class RunbookCommand(BaseCommand):
             raise UsageError(f"--code must be an error code like NEEDS_REAUTH, got {code!r}.")
         return JobFilter(job_ids=tuple(parse_job_id(j) for j in options.get("job") or ()),
                          status=options.get("status"), code=code)
+
+    def report_missing(self, filters: JobFilter, *, found: Iterable[object] = ()) -> None:
+        """One line, and exit 1, for each job named with --job that does not exist (unless in `found`, e.g.
+        a job some DLQ message still names)."""
+        named = {str(j) for j in filters.job_ids}
+        known = {str(j) for j in AsyncJob.objects.filter(id__in=filters.job_ids).values_list("id", flat=True)}
+        for job_id in sorted(named - known - {str(j) for j in found}):
+            self.needs_attention = True
+            self.stdout.write(f"job {job_id}  not found (purged after expiry, or never created)")
 
     def older_than(self, options) -> timedelta:
         value = options.get("older_than")

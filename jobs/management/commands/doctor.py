@@ -5,14 +5,16 @@ from jobs.services import doctor
 
 class Command(RunbookCommand):
     help = (
-        "Reconcile jobs with the market-jobs queue and its DLQ and name every inconsistency with its safe "
-        "action: a waiting job with no message anywhere, an expired lease, a held lease whose worker shows no "
-        "sign of life, a persisted batch with nothing written past the write budget, prompts written but the "
-        "job not COMPLETED, messages waiting with no worker consuming, and every DLQ message (of a waiting "
-        "job, a running one, a finished or missing one, or not a job message at all). --apply takes the safe "
-        "actions; a job whose message is in the DLQ is never re-sent here (job_redrive_dlq does that). Run it "
-        "when an alarm fires, when a user reports a market stuck 'provisioning', and after any incident. "
-        "Exit 0: nothing needs you; 1: something does (see docs/operations.md)."
+        "Reconcile jobs with the market-jobs queue, its DLQ, the maintenance queue and the workers' heartbeats, "
+        "and name every inconsistency with its safe action: a queue no live worker consumes, a waiting job with "
+        "no message anywhere, an expired lease, a held lease whose worker shows no sign of life, a job whose "
+        "deliveries keep dying (never re-sent here), a persisted batch with nothing written past the write "
+        "budget, prompts written but the job not COMPLETED, and every DLQ message (of a waiting job, a running "
+        "one, a finished or missing one, or not a job message at all). --apply takes the safe actions; a job "
+        "whose message is in the DLQ is never re-sent here (job_redrive_dlq does that), and while no worker is "
+        "alive nothing that may still be queued is re-sent. Run it when an alarm fires, when a user reports a "
+        "market stuck 'provisioning', and after any incident. Exit 0: nothing needs you; 1: something does "
+        "(see docs/operations.md)."
     )
     filters = ("older_than",)
     older_than_help = "call a waiting job with a sent message stuck after this long without activity"

@@ -4,7 +4,6 @@ from jobs.clients import sqs
 from jobs.display import ago, stamp
 from jobs.dlq import DlqScan, queue_counts
 from jobs.management.commands._runbook import RunbookCommand, UsageError
-from jobs.models import AsyncJob
 
 
 class Command(RunbookCommand):
@@ -29,10 +28,7 @@ class Command(RunbookCommand):
             raise UsageError("Name a job with --job, or narrow with --status, --code or --older-than.")
         qs = selectors.jobs_filtered(filters).filter(created_at__lte=self.now - older_than)
         jobs = list(selectors.with_activity(qs).order_by("-created_at")[: max(1, options["limit"])])
-        for missing in set(filters.job_ids) - {j.id for j in jobs}:
-            if not AsyncJob.objects.filter(id=missing).exists():
-                self.needs_attention = True
-                self.stdout.write(f"job {missing}  not found (purged after expiry, or never created)")
+        self.report_missing(filters)
         dlq, queue_line = self.queues()
         for job in jobs:
             self.show(job, dlq, queue_line)
@@ -77,7 +73,8 @@ class Command(RunbookCommand):
         lease = job.lease_state(now)
         lease_line = "none" if lease == "none" else (
             f"{lease}, expires {stamp(job.lease_expires_at)} ({ago(job.lease_expires_at, now)})")
-        w(f"  lease        {lease_line}; epoch {job.lease_epoch}, attempts {job.attempts}")
+        w(f"  lease        {lease_line}; epoch {job.lease_epoch}, attempts {job.attempts}, lost deliveries "
+          f"{selectors.lost_deliveries(job, now=now)}")
         w(f"  times        created {stamp(job.created_at)} ({ago(job.created_at, now)}), last activity "
           f"{ago(job.last_activity_at, now)}, message sent {ago(job.message_sent_at, now)}, "
           f"expires {stamp(job.expires_at)}")

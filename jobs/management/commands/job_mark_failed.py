@@ -12,8 +12,9 @@ class Command(RunbookCommand):
         "Mark IN_PROGRESS jobs FAILED with an error code and a reason: their promise token is invalidated at "
         "IMS and their grant deleted, and the UI shows them failed. Run it when a job cannot finish and "
         "should not be retried (e.g. the market was removed, or it keeps crashing the worker). A worker "
-        "still holding the lease stops at its next fenced write. Only IN_PROGRESS jobs; others are "
-        "skipped. Dry run unless --apply."
+        "still holding the lease stops at its next fenced write. Only IN_PROGRESS jobs; a job already "
+        "finished is left as it is (so a second run exits 0), a job that does not exist exits 1. Dry run "
+        "unless --apply."
     )
     filters = ()
 
@@ -38,10 +39,14 @@ class Command(RunbookCommand):
         found = done = 0
         for job_id in ids:
             job = jobs.get(job_id)
-            if job is None or job.status != JobStatus.IN_PROGRESS:
-                self.needs_attention = True  # a job the operator named was not failed
-                self.stdout.write(f"{job_id}  not failed  job is {job.status if job else 'missing'}: only "
-                                  "IN_PROGRESS jobs can be marked failed")
+            if job is None:
+                self.needs_attention = True  # the operator named a job that does not exist
+                self.stdout.write(f"job {job_id}  not found (purged after expiry, or never created)")
+                continue
+            if job.status != JobStatus.IN_PROGRESS:
+                # Already finished (a second run, or it ended meanwhile): it will not run again, nothing to do.
+                ended = f"{job.status} {job.error_code or ''}".rstrip()
+                self.stdout.write(f"{job_id}  already finished  {ended}: nothing to do")
                 continue
             found += 1
             moved = (job_services.job_mark_failed(job.id, code=code, reason=reason, actor=self.actor)

@@ -16,8 +16,10 @@ class Command(RunbookCommand):
     older_than_help = "only leases that expired at least this long ago (45s, 30m, 2h, 1d)"
 
     def run(self, options):
-        jobs = list(selectors.jobs_with_stale_lease(expired_for=self.older_than(options),
-                                                    filters=self.job_filter(options), now=self.now))
+        filters = self.job_filter(options)
+        self.report_missing(filters)
+        jobs = list(selectors.jobs_with_stale_lease(expired_for=self.older_than(options), filters=filters,
+                                                    now=self.now))
         done = 0
         for job in jobs:
             released = job_services.job_release_stale_lease(job.id, actor=self.actor) if self.apply else None

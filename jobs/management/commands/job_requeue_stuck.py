@@ -13,21 +13,31 @@ class Command(RunbookCommand):
         "sent) for --older-than. Run it when the StuckInProgressJobs alarm fires or the doctor reports a job "
         "waiting with no message. Each job gets one fresh {jobId, type} message; the worker resumes from "
         "its checkpoints (DRS is never called twice). A duplicate delivery is harmless: the lease lets one "
-        "run. Dry run unless --apply."
+        "run. A job whose deliveries keep dying (a crash loop) is re-sent only when named with --job. Dry run "
+        "unless --apply."
     )
     filters = ("job", "older_than")
     older_than_help = "only jobs with no activity for at least this long (45s, 30m, 2h, 1d)"
     older_than_default = duration_text(settings.JOB_STUCK_AFTER_SECONDS)
 
     def run(self, options):
-        jobs = list(selectors.jobs_stuck(quiet_for=self.older_than(options), filters=self.job_filter(options),
-                                         now=self.now))
-        done = 0
+        filters = self.job_filter(options)
+        self.report_missing(filters)
+        named = set(filters.job_ids)
+        jobs = list(selectors.jobs_stuck(quiet_for=self.older_than(options), filters=filters, now=self.now))
+        found = done = 0
         for job in jobs:
+            lost = selectors.lost_deliveries(job, now=self.now)
+            detail = (f"last activity {ago(job.last_activity_at, self.now)}, lease {job.lease_state(self.now)}, "
+                      f"phase {job.phase}, attempts {job.attempts}, lost deliveries {lost}")
+            if selectors.crash_looping(job, now=self.now) and job.id not in named:
+                self.needs_attention = True  # never re-sent unless named: what it does may kill workers
+                self.stdout.write(f"{job.id}  not re-enqueued  {detail}: its deliveries keep dying; read the worker "
+                                  f"logs for it, then name it with --job once the cause is fixed")
+                continue
+            found += 1
             sent = job_services.job_requeue(job.id, actor=self.actor) if self.apply else None
             done += bool(sent)
-            self.item(job.id, "re-enqueue",
-                      f"last activity {ago(job.last_activity_at, self.now)}, lease {job.lease_state(self.now)}, "
-                      f"phase {job.phase}, attempts {job.attempts}",
-                      sent, why_not="a worker took it meanwhile, or the send failed (see the job's history)")
-        self.summary(len(jobs), "stuck jobs", done=done, verb="re-enqueued")
+            self.item(job.id, "re-enqueue", detail, sent,
+                      why_not="a worker took it meanwhile, or the send failed (see the job's history)")
+        self.summary(found, "stuck jobs", done=done, verb="re-enqueued")

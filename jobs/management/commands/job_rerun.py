@@ -19,6 +19,7 @@ class Command(RunbookCommand):
 
     def run(self, options):
         filters = self.job_filter(options)
+        self.report_missing(filters)
         qs = selectors.jobs_filtered(filters).filter(status=JobStatus.FAILED, error__retryable=True,
                                                      ended_at__lte=self.now - self.older_than(options))
         jobs = list(qs.order_by("ended_at", "id"))

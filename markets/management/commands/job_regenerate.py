@@ -3,7 +3,7 @@ import uuid
 
 from jobs import services as job_services
 from jobs.management.commands._runbook import RunbookCommand, UsageError
-from jobs.models import AsyncJob
+from jobs.models import AsyncJob, JobStatus
 from markets.jobid import generation_job_id
 from markets.models import Market
 
@@ -14,7 +14,8 @@ class Command(RunbookCommand):
         "the credential it parked: what POST .../markets/{marketId}/generation does for a user, without the "
         "user. An operator has no user's bearer, so neither fresh catalogue seeds nor a new credential can be "
         "obtained: a job that holds no credential (every outcome but RETRIES_EXHAUSTED ends it) is refused, "
-        "and the market's user regenerates it from the UI. Dry run unless --apply."
+        "and the market's user regenerates it from the UI; a job already running is left alone (so a second "
+        "run exits 0). Dry run unless --apply."
     )
     filters = ()
 
@@ -42,6 +43,10 @@ class Command(RunbookCommand):
             if job is None:
                 self.item(market_id, "re-run generation", label, False,
                           why_not="the market never had a generation job: its user starts one from the UI")
+                continue
+            if job.status == JobStatus.IN_PROGRESS:
+                # Already back at work (a second run, or its user regenerated it): nothing to do.
+                self.stdout.write(f"{market_id}  already running  {label} IN_PROGRESS: nothing to do")
                 continue
             rerun = job_services.job_rerun(job.id, actor=self.actor) if self.apply else None
             done += bool(rerun and rerun.done)
