@@ -19,14 +19,15 @@ from jobs import services as job_services
 from jobs.models import AsyncJob, JobStatus
 from markets import constants
 from markets.dto import JOB_DTO_FIELDS, GenerationJobSerializer, ReauthAcceptedSerializer, job_dto, reauth_accepted
+from markets.headers import promise_token_header, semrush_pair
 from markets.selectors import JobNotFound, job_get_for_caller
 from serenity.clients.http import ClientError
 from serenity.openapi import problem_response
 from serenity.problems import PROBLEM_CONTENT_TYPE, InvalidInput
 from serenity.throttles import ReauthRateThrottle
-from tokens import pairs
-from tokens.exceptions import CredentialUnavailable, InvalidAudience, InvalidForwardedToken, PromisePairRequired
-from tokens.services import promise_accept_forwarded, promise_from_header, promise_mint
+from tokens.delegation import forwarded_promise, request_credential, require_promise_token
+from tokens.exceptions import CredentialUnavailable, InvalidForwardedToken
+from tokens.services import promise_mint
 from tokens.types import InvalidPromiseToken
 
 log = logging.getLogger(__name__)
@@ -85,28 +86,6 @@ def if_none_match(header: str | None, etag: str) -> bool:
         return False
     tags = [tag.strip() for tag in header.split(",")]
     return "*" in tags or etag in {tag.removeprefix("W/") for tag in tags}
-
-
-def semrush_pair_from(header: str | None) -> pairs.ClientPair:
-    """Re-authorisation writes to Semrush, so only the Semrush pair will do: unknown -> 400, absent -> 400."""
-    try:
-        pair = pairs.pair_from_audience(header)
-    except pairs.UnknownAudience:
-        raise InvalidAudience("x-promise-audience must be `semrush`.") from None
-    if pair.name != pairs.SEMRUSH:
-        raise PromisePairRequired("Send `x-promise-audience: semrush` to re-authorise a generation job.")
-    return pair
-
-
-def forwarded_token(request, pair: pairs.ClientPair, header: str | None):
-    """The request's forwarded `x-promise-token` as a PromiseToken, when IMS vouches it is live, of `pair` and
-    the caller's own; None when none was sent. Anything else -> 400 `invalid_promise_token`."""
-    if header is None:
-        return None
-    try:
-        return promise_accept_forwarded(value=header, user_id=request.user.user_id, pair=pair)
-    except InvalidPromiseToken as exc:
-        raise InvalidForwardedToken(str(exc)) from None
 
 
 # --- OpenAPI description -----------------------------------------------------------------------------
@@ -170,7 +149,7 @@ class GenerationJobDetailApi(APIView):
             **COMMON_PROBLEMS,
         },
     )
-    def get(self, request, orgId: str, brandId: str, jobId: str):  # noqa: N803  (the route's names)
+    def get(self, request, orgId: str, brandId: str, jobId: str):
         org_id, brand_id, job_id = parse_ids(orgId=orgId, brandId=brandId, jobId=jobId)
         job = job_get_for_caller(caller=request.user, org_id=org_id, brand_id=brand_id, job_id=job_id,
                                  allowed_types=GENERATION_JOB_TYPES, fields=JOB_DTO_FIELDS)
@@ -198,9 +177,12 @@ class GenerationJobReauthApi(APIView):
         operation_id="reauthorizeGenerationJob",
         summary="Re-authorise a prompt generation job",
         description=(
-            "Only for a job that is `FAILED` with `NEEDS_REAUTH`, and only by the user who started it. The credential "
-            "is the forwarded `x-promise-token` (live at IMS and the caller's own, else 400), or one minted from the "
-            "caller's bearer. Of concurrent calls exactly one wins; the others get 409 at once and obtain nothing. "
+            "Only for a job that is `FAILED` with `NEEDS_REAUTH`, and only by the user who started it (by the IMS "
+            "`user_id`, or a session token's `sub`). The credential is the promise token IMS rotates for the "
+            "forwarded `x-promise-token` (the caller's own; 401 `Invalid or expired promise token` otherwise), or one "
+            "minted from the caller's IMS bearer; a session-token caller must send the header (401 "
+            "`PROMISE_TOKEN_REQUIRED`). Of concurrent calls exactly one wins; the others get 409 at once and obtain "
+            "nothing. "
             "If IMS does not issue the credential the job stays `FAILED` `NEEDS_REAUTH` (502). Limited per user "
             "(429 with `Retry-After`)."
         ),
@@ -211,17 +193,19 @@ class GenerationJobReauthApi(APIView):
             OpenApiParameter("x-promise-audience", OpenApiTypes.STR, OpenApiParameter.HEADER, required=True,
                              enum=["semrush"], description="The IMS client pair: must be `semrush`."),
             OpenApiParameter("x-promise-token", OpenApiTypes.STR, OpenApiParameter.HEADER,
-                             description="A promise token the browser already holds, as the typed JSON object "
-                                         "`{promise_token, token_type, expires_in}` (a bare value is refused). "
-                                         "Absent: one is minted from the bearer."),
+                             description="A promise token the browser holds, bare or as the typed JSON object "
+                                         "`{promise_token, token_type, expires_in}`: exchanged at IMS, the job "
+                                         "gets the rotated token. Absent: one is minted from the IMS bearer."),
         ],
         responses={
             202: OpenApiResponse(response=ReauthAcceptedSerializer,
                                  description="Accepted: the same job id is queued again."),
             (400, PROBLEM_CONTENT_TYPE): problem_response(
-                "A path id is not a UUID, x-promise-audience is not `semrush`, or x-promise-token is unusable."
+                "A path id is not a UUID, x-promise-audience is not `semrush`, or x-promise-token is malformed."
             ),
-            (401, PROBLEM_CONTENT_TYPE): COMMON_PROBLEMS[(401, PROBLEM_CONTENT_TYPE)],
+            (401, PROBLEM_CONTENT_TYPE): problem_response(
+                "Missing, invalid or expired bearer token; a promise token IMS did not exchange; or a session-token "
+                "caller without x-promise-token (`PROMISE_TOKEN_REQUIRED`)."),
             (403, PROBLEM_CONTENT_TYPE): problem_response("The caller is not the user who started the job."),
             (404, PROBLEM_CONTENT_TYPE): COMMON_PROBLEMS[(404, PROBLEM_CONTENT_TYPE)],
             (409, PROBLEM_CONTENT_TYPE): problem_response("The job is not awaiting re-authorisation, or another "
@@ -232,25 +216,21 @@ class GenerationJobReauthApi(APIView):
                                                   "re-authorisation."),
         },
     )
-    def post(self, request, orgId: str, brandId: str, jobId: str):  # noqa: N803  (the route's names)
+    def post(self, request, orgId: str, brandId: str, jobId: str):
         org_id, brand_id, job_id = parse_ids(orgId=orgId, brandId=brandId, jobId=jobId)
-        pair = semrush_pair_from(request.headers.get("x-promise-audience"))
+        pair = semrush_pair(request, purpose="Re-authentication")
         caller = request.user
+        header = promise_token_header(request)
+        require_promise_token(caller, header)
         job = job_get_for_caller(caller=caller, org_id=org_id, brand_id=brand_id, job_id=job_id,
                                  allowed_types=GENERATION_JOB_TYPES)
-        forwarded = request.headers.get("x-promise-token")
-        if forwarded is not None:
-            try:
-                promise_from_header(forwarded)  # a malformed header is refused before anything else happens
-            except InvalidPromiseToken as exc:
-                raise InvalidForwardedToken(str(exc)) from None
+        forwarded_promise(header)  # a malformed typed token is refused before anything else happens
 
         def obtain_token():
-            # Runs only for the one call that won the claim, outside any transaction.
-            token = None
-            if forwarded is not None:
-                token = promise_accept_forwarded(value=forwarded, user_id=caller.user_id, pair=pair)
-            return token or promise_mint(bearer=caller.bearer, pair=pair)
+            # Runs only for the one call that won the claim, outside any transaction: the promise token IMS
+            # rotated for the forwarded one, or one minted from the caller's IMS bearer.
+            credential = request_credential(caller=caller, header=header, pair=pair)
+            return credential.take_promise() or promise_mint(bearer=credential.mint_bearer, pair=pair)
 
         try:
             job = job_services.job_reauthorize(job_id=job.id, user_id=caller.user_id, pair=pair,

@@ -19,28 +19,27 @@ from markets.seeds import seeds_from_catalogue
 from serenity.auth import Caller
 from serenity.clients.http import ClientError
 from tokens import pairs
+from tokens.delegation import RequestCredential
 from tokens.services import TokenAlreadyGranted, promise_mint
-from tokens.types import InvalidPromiseToken, PromiseToken
+from tokens.types import InvalidPromiseToken
 
 log = logging.getLogger(__name__)
 
 
+def async_generation_enabled() -> bool:
+    """SERENITY_ASYNC_PROMPT_GEN: `true` in any case turns the producer on."""
+    return str(settings.SERENITY_ASYNC_PROMPT_GEN).strip().lower() == "true"
+
+
 @dataclass
 class Generation:
-    """How a request wants prompts: the async producer (flag on + generatePrompts) or the old path.
-
-    `forwarded` is the browser's promise token, already checked with IMS. A token has one owner, so it
-    serves at most one job of the request: `take_forwarded()` hands it out once; every other new job of
-    the request mints its own from the caller's bearer."""
+    """How a request wants prompts: the async producer (flag on + generatePrompts) or the old path, and what it
+    acts with (`credential`: the request's Semrush bearer, what it mints from, and the promise token IMS rotated
+    for it, which serves at most one new job of the request: a token has one owner)."""
 
     use_async: bool
+    credential: RequestCredential
     pair: pairs.ClientPair | None = None
-    forwarded: PromiseToken | None = None
-
-    def take_forwarded(self) -> PromiseToken | None:
-        token, self.forwarded = self.forwarded, None
-        return token
-
 
 
 def job_params(*, brand: Brand, market: Market, seeds: list[dict]) -> dict:
@@ -98,10 +97,10 @@ def market_generation_produce(*, caller: Caller, brand: Brand, market: Market, g
     `{jobId, status: "provisioning", reused}`; raises ProducerRefused saying why no job was queued.
 
     1. Readiness gate (SSM, cached). 2. Only the Semrush pair, before anything is minted. 3. Seeds from
-    the catalogue with the caller's token (read afresh each time: it may have changed). 4. The
+    the catalogue with the request's Semrush bearer (read afresh each time: it may have changed). 4. The
     deterministic job id. 5. job_services.job_enqueue: dedupe (a live job is reused, a finished one
-    replaced under the same id), fail-closed credential (the request's forwarded token once, else a
-    mint), grant, send after commit.
+    replaced under the same id), fail-closed credential (the promise token IMS rotated for the request, once,
+    else a mint from the request's IMS access token), grant, send after commit.
     """
     pair = generation.pair
     if not readiness.consumer_ready():
@@ -109,7 +108,7 @@ def market_generation_produce(*, caller: Caller, brand: Brand, market: Market, g
     if pair.name != pairs.SEMRUSH:
         raise ProducerRefused(NotEnqueued.PROMISE_PAIR_REQUIRED)
     try:
-        items = SemrushClient(caller.bearer, deadline=deadline).brand_topics(
+        items = SemrushClient(generation.credential.semrush_bearer, deadline=deadline).brand_topics(
             workspace_id=brand.semrush_workspace_id, domain=market.domain or brand.domain, country=market.country
         )
     except ClientError as exc:
@@ -129,7 +128,8 @@ def market_generation_produce(*, caller: Caller, brand: Brand, market: Market, g
             user_id=caller.user_id,
             params=job_params(brand=brand, market=market, seeds=seeds),
             pair=pair,
-            obtain_token=lambda: generation.take_forwarded() or promise_mint(bearer=caller.bearer, pair=pair),
+            obtain_token=lambda: generation.credential.take_promise() or promise_mint(
+                bearer=generation.credential.mint_bearer, pair=pair),
         )
     except TokenAlreadyGranted as exc:
         raise ProducerRefused(NotEnqueued.TOKEN_ALREADY_GRANTED, exc) from exc

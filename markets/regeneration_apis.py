@@ -14,8 +14,8 @@ from rest_framework.views import APIView
 from jobs.models import JobStatus
 from markets import services
 from markets.constants import MARKET_GENERATION_JOB_TYPE
-from markets.generation_apis import forwarded_token, parse_ids, semrush_pair_from
-from markets.producer import Generation
+from markets.generation_apis import parse_ids
+from markets.headers import require_semrush_credential, semrush_generation, semrush_pair
 from markets.selectors import serenity_brand_get_for_caller
 from serenity.openapi import problem_response
 from serenity.problems import PROBLEM_CONTENT_TYPE
@@ -56,8 +56,8 @@ class MarketRegenerateApi(APIView):
             OpenApiParameter("x-promise-audience", OpenApiTypes.STR, OpenApiParameter.HEADER, required=True,
                              enum=["semrush"], description="The IMS client pair: must be `semrush`."),
             OpenApiParameter("x-promise-token", OpenApiTypes.STR, OpenApiParameter.HEADER,
-                             description="A promise token the browser holds, as the typed JSON object (see "
-                                         "createMarket). Absent: one is minted from the bearer."),
+                             description="A promise token the browser holds (see createMarket): exchanged at IMS; "
+                                         "required for a session-token caller. Absent: the IMS bearer."),
             OpenApiParameter("Location", OpenApiTypes.STR, OpenApiParameter.HEADER, response=[202],
                              description="The job's poll URL."),
         ],
@@ -76,13 +76,14 @@ class MarketRegenerateApi(APIView):
                                                           "after `Retry-After` seconds."),
         },
     )
-    def post(self, request, orgId: str, brandId: str, marketId: str):  # noqa: N803  (the route's names)
+    def post(self, request, orgId: str, brandId: str, marketId: str):
         org_id, brand_id, market_id = parse_ids(orgId=orgId, brandId=brandId, marketId=marketId)
-        pair = semrush_pair_from(request.headers.get("x-promise-audience"))
+        pair = semrush_pair(request, purpose="Regeneration")
+        require_semrush_credential(request)
         brand = serenity_brand_get_for_caller(request.user, org_id, brand_id)
-        forwarded = forwarded_token(request, pair, request.headers.get("x-promise-token"))
-        handle = services.market_regenerate(caller=request.user, brand=brand, market_id=market_id,
-                                            generation=Generation(use_async=True, pair=pair, forwarded=forwarded))
+        with semrush_generation(request, generate_prompts=True, pair=pair, use_async=True) as generation:
+            handle = services.market_regenerate(caller=request.user, brand=brand, market_id=market_id,
+                                                generation=generation)
         poll = reverse("generation-job-detail", kwargs={"orgId": str(org_id), "brandId": str(brand_id),
                                                         "jobId": handle["jobId"]})
         body = {"jobId": handle["jobId"], "jobType": MARKET_GENERATION_JOB_TYPE,

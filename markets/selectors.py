@@ -47,8 +47,8 @@ def serenity_brand_get_for_caller(caller: Caller, org_id, brand_id) -> Brand:
 
 def _scoped_jobs(*, org_ids, org_id, brand_id, job_id, allowed_types):
     """The jobs matching every rule of job access (see job_get_for_caller): one query, the rules EXISTS
-    clauses on the job's own row."""
-    member_orgs = Organization.objects.filter(ims_org_id__in=org_ids)
+    clauses on the job's own row. `org_ids` None: a caller who reads every organization (an admin)."""
+    member_orgs = Organization.objects.all() if org_ids is None else Organization.objects.filter(ims_org_id__in=org_ids)
     return (
         AsyncJob.objects.filter(id=job_id, organization_id=org_id, brand_id=brand_id, job_type__in=allowed_types)
         .filter(
@@ -68,14 +68,18 @@ def job_get_for_caller(*, caller: Caller, org_id, brand_id, job_id, allowed_type
     The job must exist, be of one of `allowed_types`, belong to `brand_id` of `org_id`; that brand must
     belong to that org, the caller's token must list the org, and where the job names a site, the site
     must exist in an organization the caller may access. A job without a site (its brand had no base site
-    when the job was made) is decided by org + brand ownership alone. A site that no longer exists denies.
+    when the job was made) is decided by org + brand ownership alone. A site that no longer exists denies. An
+    admin's session token reaches every organization (the other rules still hold).
 
     Every denial raises the same JobNotFound (no ids, no reason), so cross-tenant access cannot be told
     from absence. One SQL query. With `fields`, only those columns are read (the others are deferred), and
     the query is the one compiled for this shape of request, reused (see PreparedScopedQuery).
     """
     org_ids, types = sorted(caller.org_ids), sorted(allowed_types)
-    if fields is None:
+    if caller.reads_every_org:
+        jobs = _scoped_jobs(org_ids=None, org_id=org_id, brand_id=brand_id, job_id=job_id, allowed_types=types)
+        job = (jobs.only(*fields) if fields else jobs).first()
+    elif fields is None:
         job = _scoped_jobs(org_ids=org_ids, org_id=org_id, brand_id=brand_id, job_id=job_id,
                            allowed_types=types).first()
     elif not org_ids:

@@ -10,8 +10,14 @@ from markets.exceptions import (
     SemrushUnavailable,
 )
 from markets.models import Brand, Market
-from markets.onboarding.services import async_generation_enabled, request_deadline
-from markets.producer import Generation, NotEnqueued, ProducerRefused, market_generation_produce
+from markets.onboarding.services import request_deadline
+from markets.producer import (
+    Generation,
+    NotEnqueued,
+    ProducerRefused,
+    async_generation_enabled,
+    market_generation_produce,
+)
 from serenity.auth import Caller
 from tokens.exceptions import CredentialUnavailable, InvalidForwardedToken
 

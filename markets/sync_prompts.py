@@ -26,7 +26,7 @@ class SyncBudget:
         return self.deadline - time.monotonic()
 
 
-def sync_prompts_write(*, caller: Caller, brand: Brand, market: Market, semrush: SemrushClient, budget: SyncBudget,
+def sync_prompts_write(*, caller: Caller, brand: Brand, market: Market, semrush_bearer: str, budget: SyncBudget,
                        classifier: IntentClassifier | None = None) -> dict:
     """Copy the catalogue's verbatim example prompts into the market's project, tagged, within the
     request's shared deadline. Returns `{status, written, topics}`: `status` is `written` (all of them),
@@ -35,7 +35,7 @@ def sync_prompts_write(*, caller: Caller, brand: Brand, market: Market, semrush:
     from. Branded prompts are those naming one of the market's brand names or the brand's aliases."""
     if budget.remaining() <= 0:
         return {"status": "skipped", "written": 0, "topics": 0}
-    client = SemrushClient(caller.bearer, deadline=budget.deadline)
+    client = SemrushClient(semrush_bearer, deadline=budget.deadline)
     classifier = classifier or KeywordIntentClassifier()
     try:
         items = client.brand_topics(workspace_id=brand.semrush_workspace_id, domain=market.domain or brand.domain,

@@ -198,33 +198,39 @@ def walkthrough(base: str, seed: dict) -> str:
     markets = f"{base}/v2/orgs/{org}/brands/{brand}/serenity/markets"
     body = json.dumps({"market": "fr", "languageCode": "fr", "brandDomain": seed["brandDomain"],
                        "brandNames": [seed["brandName"]], "generatePrompts": True})
+    manage = "SERENITY_ENVIRONMENT=local .venv/bin/python manage.py"
+    who = f"--user-id {seed.get('userId')} --org {seed.get('imsOrgId')}"
     return f"""
 Serenity is running on {base}  (Ctrl-C stops everything)
 
 Demo data: organization {org} (IMS org {seed.get('imsOrgId')}), brand {brand} ({seed['brandName']},
-{seed['brandDomain']}), site {seed.get('siteId')}, user {seed.get('userId')}. A local user token for that user
-(signed by the IMS simulator):
+{seed['brandDomain']}), site {seed.get('siteId')}, user {seed.get('userId')}.
 
-  export TOKEN='{seed['token']}'
+The UI signs in once and calls with a SpaceCat session token; when a call reaches Semrush it also sends a
+promise token (x-promise-token), which IMS rotates on every use: fetch a fresh one for each such call.
+
+  export SESSION='{seed['sessionToken']}'
+  PROMISE=$({manage} sandbox_token --promise {who})
 
 1. Create a market with prompt generation, with the body the UI sends (x-promise-audience selects the Semrush
    client pair); the answer carries promptGeneration.jobId, kept in $JOB:
 
   JOB=$(curl -s -X POST {markets} \\
-    -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -H 'x-promise-audience: semrush' \\
-    -d '{body}' \\
+    -H "Authorization: Bearer $SESSION" -H "x-promise-token: $PROMISE" -H 'x-promise-audience: semrush' \\
+    -H 'Content-Type: application/json' -d '{body}' \\
     | tee /dev/stderr | python3 -c 'import json, sys; print(json.load(sys.stdin)["promptGeneration"]["jobId"])')
 
 2. Poll the job until its status is COMPLETED:
 
-  curl -s {markets}/generation/jobs/$JOB -H "Authorization: Bearer $TOKEN"
+  curl -s {markets}/generation/jobs/$JOB -H "Authorization: Bearer $SESSION"
 
 3. See the prompts the worker wrote to the Semrush simulator:
 
   curl -s {base}/sandbox/semrush/_state
 
-More tokens: SERENITY_ENVIRONMENT=local .venv/bin/python manage.py sandbox_token \\
-  --user-id {seed.get('userId')} --org {seed.get('imsOrgId')}
+An IMS user token for the same user works as the bearer too, without x-promise-token:
+  export TOKEN='{seed['token']}'
+More tokens: {manage} sandbox_token [--session | --promise] {who}
 API docs: {base}/api/docs    Health: {base}/healthz, {base}/readyz
 """
 

@@ -59,6 +59,28 @@ def check_receive_limit(app_configs, **kwargs):
                                 max_attempts=settings.JOB_MAX_ATTEMPTS)
 
 
+def session_key_errors(*, enabled: bool, key_b64: str) -> list[Error]:
+    """Session tokens on: their public key must be a P-256 key in its configured form, or no session token could
+    ever be verified (every UI call a 401)."""
+    if not enabled:
+        return []
+    from serenity.auth import session_public_key
+
+    try:
+        session_public_key(key_b64)
+    except (ValueError, TypeError) as exc:
+        return [Error(f"SESSION_TOKEN_PUBLIC_KEY_B64 is not a usable session-token key: {type(exc).__name__}.",
+                      hint="Base64 of the PEM (SubjectPublicKeyInfo) of the P-256 key session tokens are signed "
+                           "with, as the original service's AUTH_PUBLIC_KEY_B64; or SESSION_TOKENS_ENABLED=false.",
+                      id="serenity.E005")]
+    return []
+
+
+@register(Tags.security)
+def check_session_key(app_configs, **kwargs):
+    return session_key_errors(enabled=settings.SESSION_TOKENS_ENABLED, key_b64=settings.SESSION_TOKEN_PUBLIC_KEY_B64)
+
+
 @register(Tags.security, deploy=True)
 def check_production_values(app_configs, **kwargs):
     errors = []

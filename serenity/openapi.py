@@ -1,7 +1,8 @@
-"""What the OpenAPI description of every API shares: the IMS bearer scheme and the problem-details body.
+"""What the OpenAPI description of every API shares: the ways a caller authenticates and the problem-details
+body.
 
-drf-spectacular finds `ImsBearerScheme` when this module is imported, which the URL configuration does
-before any schema is generated.
+drf-spectacular finds `BearerScheme` when this module is imported, which the URL configuration does before any
+schema is generated.
 """
 from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -11,15 +12,25 @@ from rest_framework import serializers
 from rest_framework.permissions import BasePermission
 
 
-class ImsBearerScheme(OpenApiAuthenticationExtension):
-    """Describes serenity.auth.ImsBearerAuthentication in the schema ."""
+class BearerScheme(OpenApiAuthenticationExtension):
+    """Describes serenity.auth.BearerAuthentication: any one of three ways in."""
 
-    target_class = "serenity.auth.ImsBearerAuthentication"
-    name = "imsBearer"
+    target_class = "serenity.auth.BearerAuthentication"
+    name = ["imsBearer", "sessionToken", "sessionCookie"]
+
+    def get_security_requirement(self, auto_schema):
+        return [{name: []} for name in self.name]  # alternatives: any one of them
 
     def get_security_definition(self, auto_schema):
-        return {"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
-                "description": "An IMS user access token (RS256 JWT) listing the organization in `org_ids`."}
+        return [
+            {"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
+             "description": "An IMS user access token (RS256 JWT) listing the organization in `org_ids`."},
+            {"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
+             "description": "A SpaceCat session token (ES256 JWT) listing the organization in `tenants[].id`. "
+                            "Calls that reach Semrush also need `x-promise-token`."},
+            {"type": "apiKey", "in": "cookie", "name": "sessionToken",
+             "description": "The same session token in the `sessionToken` cookie."},
+        ]
 
 
 class ProblemFieldErrorSerializer(serializers.Serializer):

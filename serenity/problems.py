@@ -40,7 +40,8 @@ ORIGINAL_ERROR_TOKENS: dict[str, str] = {
     # 401: who is calling
     "not_authenticated": "authenticationRequired",
     "authentication_failed": "authenticationRequired",
-    "invalid_promise_token": "authenticationRequired",
+    "invalid_promise_token": "invalidRequest",
+    "promise_token_rejected": "authenticationRequired",
     "PROMISE_TOKEN_REQUIRED": "promiseTokenRequired",
     # 403: what the caller may do
     "forbidden": "forbidden",

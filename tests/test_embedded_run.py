@@ -88,21 +88,31 @@ class Walkthrough:
         seed = json.loads(lines[-1])
         self.run = run
         self.org, self.brand = seed["orgId"], seed["brandId"]
+        self.user, self.ims_org = seed["userId"], seed["imsOrgId"]
         # What the original's UI sends about the brand with every market.
         self.brand_fields = {"brandDomain": seed["brandDomain"], "brandNames": [seed["brandName"]]}
+        # As the UI calls: a session token, and a fresh promise token for each call that reaches Semrush.
         self.http = httpx.Client(base_url=run.base, timeout=30,
-                                 headers={"Authorization": f"Bearer {seed['token']}"})
+                                 headers={"Authorization": f"Bearer {seed['sessionToken']}"})
+        self.ims_http = httpx.Client(base_url=run.base, timeout=30,
+                                     headers={"Authorization": f"Bearer {seed['token']}"})
         self.markets = f"/v2/orgs/{self.org}/brands/{self.brand}/serenity/markets"
 
-    def create(self, market: str, language: str) -> httpx.Response:
-        return self.http.post(self.markets, json={"market": market, "languageCode": language, "generatePrompts": True,
-                                                  **self.brand_fields}, headers={"x-promise-audience": "semrush"})
+    def promise(self) -> dict:
+        token = self.run.manage("sandbox_token", "--promise", "--user-id", self.user, "--org", self.ims_org).strip()
+        return {"x-promise-audience": "semrush", "x-promise-token": token}
+
+    def create(self, market: str, language: str, *, with_ims_bearer: bool = False) -> httpx.Response:
+        body = {"market": market, "languageCode": language, "generatePrompts": True, **self.brand_fields}
+        if with_ims_bearer:  # an IMS user token reaches Semrush itself: no promise token
+            return self.ims_http.post(self.markets, json=body, headers={"x-promise-audience": "semrush"})
+        return self.http.post(self.markets, json=body, headers=self.promise())
 
     def activate(self, *slices) -> httpx.Response:
         body = {"markets": [{"market": m, "languageCode": lang} for m, lang in slices], "generatePrompts": True,
                 **self.brand_fields}
         return self.http.post(f"/v2/orgs/{self.org}/brands/{self.brand}/serenity/activate", json=body,
-                              headers={"x-promise-audience": "semrush"})
+                              headers=self.promise())
 
     def poll_until_done(self, job_id: str) -> dict:
         deadline = time.monotonic() + JOB_TIMEOUT
@@ -115,7 +125,7 @@ class Walkthrough:
             time.sleep(0.2)
 
     def reauth(self, job_id: str) -> httpx.Response:
-        return self.http.post(f"{self.markets}/generation/jobs/{job_id}/reauth", headers={"x-promise-audience": "semrush"})
+        return self.http.post(f"{self.markets}/generation/jobs/{job_id}/reauth", headers=self.promise())
 
     def semrush_project(self, project_id: str) -> dict:
         state = self.http.get("/sandbox/semrush/_state").json()
@@ -169,8 +179,9 @@ def test_three_markets_activated_at_once_all_complete(walkthrough):
 
 
 def test_a_job_needing_reauth_is_reauthorised_and_completes_under_the_same_id(walkthrough):
+    # Created with the IMS bearer, so the one exchange made to fail is the job's own.
     walkthrough.ims({"action": "fail_next_exchanges", "count": 1, "status": 401})
-    created = walkthrough.create("NL", "nl")
+    created = walkthrough.create("NL", "nl", with_ims_bearer=True)
     assert created.status_code == 201, created.text
     job_id = created.json()["promptGeneration"]["jobId"]
 

@@ -1,5 +1,6 @@
 """Production settings: `check --deploy` passes with a correct configuration, refuses to start without the values
 that have no safe default, and every variable read is documented in docker/.env.example."""
+import base64
 import os
 import re
 import subprocess
@@ -8,8 +9,16 @@ from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def session_public_key_b64() -> str:
+    key = ec.generate_private_key(ec.SECP256R1()).public_key()
+    return base64.b64encode(key.public_bytes(serialization.Encoding.PEM,
+                                             serialization.PublicFormat.SubjectPublicKeyInfo)).decode()
 
 
 def production_env(**overrides) -> dict:
@@ -38,6 +47,7 @@ def production_env(**overrides) -> dict:
         "DRS_PROMPT_GENERATION_FUNCTION": "arn:aws:lambda:us-east-1:123456789012:function:drs-prompt-generation",
         "AWS_REGION": "us-east-1",
         "AWS_ACCOUNT_ID": "123456789012",
+        "SESSION_TOKEN_PUBLIC_KEY_B64": session_public_key_b64(),
         **pair,
     }
     env.update(overrides)
@@ -60,7 +70,7 @@ def test_check_deploy_passes_with_production_values_without_a_security_warning()
     assert flagged == []
 
 
-@pytest.mark.parametrize("name", ["SECRET_KEY", "DATABASE_URL", "PROMISE_TOKEN_KEYS"])
+@pytest.mark.parametrize("name", ["SECRET_KEY", "DATABASE_URL", "PROMISE_TOKEN_KEYS", "SESSION_TOKEN_PUBLIC_KEY_B64"])
 def test_production_refuses_to_start_without_a_value_that_has_no_safe_default(name):
     # Empty rather than absent: an empty value counts as missing, and a developer's .env cannot fill it in.
     result = manage(production_env(**{name: ""}), "check", "--deploy")
@@ -71,6 +81,21 @@ def test_production_refuses_to_start_without_a_value_that_has_no_safe_default(na
         "django.core.exceptions.ImproperlyConfigured: "
         f"{name} must be set when SERENITY_ENVIRONMENT='production' (see docker/.env.example)."
     )
+
+
+def test_production_with_session_tokens_off_needs_no_session_key():
+    result = manage(production_env(SESSION_TOKENS_ENABLED="false", SESSION_TOKEN_PUBLIC_KEY_B64=""), "check", "--deploy")
+
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_session_key_that_is_not_a_p256_public_key_fails_the_checks():
+    rsa_pem = rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+    for bad in ("not base64!", base64.b64encode(b"not a pem").decode(), base64.b64encode(rsa_pem).decode()):
+        result = manage(production_env(SESSION_TOKEN_PUBLIC_KEY_B64=bad), "check", "--deploy")
+        assert result.returncode == 1 and "serenity.E005" in result.stderr, result.stderr
 
 
 def variables_read() -> set[str]:

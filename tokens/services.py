@@ -5,7 +5,6 @@ token can be exchanged once and belongs to exactly one job's grant; the grant's 
 the database refuse a second owner. Callers own the transactions around grant writes (a grant is written
 with its job, in the same unit) and make every network call here outside them.
 """
-import json
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
@@ -30,10 +29,6 @@ class TokenAlreadyGranted(InvalidPromiseToken):
     """The token is already held by another job's grant: a token has one owner."""
 
 
-class ForeignPromiseToken(InvalidPromiseToken):
-    """A forwarded token IMS does not vouch for: not live, of another pair, or of another user."""
-
-
 @dataclass(frozen=True)
 class LoadedGrant:
     pair: ClientPair
@@ -42,46 +37,6 @@ class LoadedGrant:
 
 
 # --- Taking a credential in -------------------------------------------------------------------------------
-
-def promise_from_header(value: str) -> PromiseToken:
-    """Type an `x-promise-token` header: the JSON object IMS gave the browser,
-    `{"promise_token": …, "token_type": "promise_token", "expires_in": …}`. A bare token value is refused like
-    any other untyped credential (SPEC §4.5), and so is a lifetime IMS would never give. Raises
-    InvalidPromiseToken."""
-    value = (value or "").strip()
-    if not value.startswith("{"):
-        raise InvalidPromiseToken("x-promise-token must be the typed token object, not a bare value")
-    try:
-        parsed = json.loads(value)
-    except (ValueError, RecursionError):
-        raise InvalidPromiseToken("x-promise-token is not a valid typed token") from None
-    return PromiseToken.parse(parsed)
-
-
-def promise_accept_forwarded(*, value: str, user_id: str, pair: ClientPair) -> PromiseToken | None:
-    """The browser's forwarded token, once IMS has said it is live, of `pair`, and the caller's own.
-
-    Network call: never inside a transaction. Returns None when the token cannot be checked now (IMS
-    unreachable) or already belongs to a job (a browser re-sending it): the caller then mints from the
-    bearer instead. Raises InvalidPromiseToken for a malformed value and ForeignPromiseToken when IMS
-    says it is not live, not of this pair, or another user's.
-    """
-    token = promise_from_header(value)
-    if PromiseGrant.objects.filter(fingerprint=token_fingerprint(token.promise_token)).exists():
-        log.info("forwarded promise token already belongs to a job; minting instead")
-        return None
-    try:
-        info = ims.validate(promise=token, pair=pair)
-    except ClientError as exc:
-        log.warning("forwarded promise token not checked; minting instead",
-                    extra={"reason": type(exc).__name__, "status": exc.status})
-        return None
-    if not info.valid:
-        raise ForeignPromiseToken(f"IMS does not accept the forwarded token for this pair ({info.reason})")
-    if info.user_id != user_id:
-        raise ForeignPromiseToken("the forwarded token belongs to another user")
-    return token
-
 
 def promise_mint(*, bearer: str, pair: ClientPair) -> PromiseToken:
     """Mint a promise token from the caller's bearer. Network call: never inside a transaction.

@@ -50,6 +50,17 @@ class PromiseToken:
 
 
 @dataclass(frozen=True)
+class ForwardedPromise:
+    """A promise token as a browser forwarded it, bare (its lifetime unknown): only ever exchanged, in the
+    request that carried it, and never stored. What the exchange hands back is typed."""
+
+    promise_token: str = field(repr=False)
+
+    def __str__(self) -> str:  # never the value
+        return "ForwardedPromise()"
+
+
+@dataclass(frozen=True)
 class AccessToken:
     access_token: str = field(repr=False)
     expires_in: int

@@ -8,20 +8,16 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from markets.generation_apis import PATH_IDS, forwarded_token, parse_ids
+from markets.generation_apis import PATH_IDS, parse_ids
+from markets.headers import require_semrush_credential, semrush_generation
 from markets.models import Brand
 from markets.onboarding import schemas, services
 from markets.onboarding.inputs import activate_request, brand_request, market_request
-from markets.producer import Generation
 from markets.selectors import org_get_for_caller, serenity_brand_get_for_caller
 from serenity.openapi import X_ERROR_HEADER, problem_response
 from serenity.problems import PROBLEM_CONTENT_TYPE, InvalidInput
 from serenity.problems import problem_response as problem_answer
 from serenity.throttles import OnboardingRateThrottle, OrgMarketsRateThrottle
-from tokens.exceptions import InvalidAudience, InvalidForwardedToken
-from tokens.pairs import SEMRUSH, UnknownAudience, pair_from_audience
-from tokens.services import promise_from_header
-from tokens.types import InvalidPromiseToken
 
 # Per user, and per organization by the number of markets asked for (429 with Retry-After past either).
 ONBOARDING_THROTTLES = [OnboardingRateThrottle, OrgMarketsRateThrottle]
@@ -34,11 +30,13 @@ AUDIENCE_HEADERS = [
                      description="`semrush` (any case) to delegate with the Semrush client pair (required for "
                                  "prompt generation); absent or empty: the default pair. Anything else is a 400."),
     OpenApiParameter("x-promise-token", str, OpenApiParameter.HEADER, required=False,
-                     description="A promise token forwarded by the browser, as the typed JSON object "
-                                 "`{promise_token, token_type: \"promise_token\", expires_in}`, live at IMS and "
-                                 "the caller's own (otherwise 400 `invalid_promise_token`). It serves the first "
-                                 "new market of the request; every other one gets a token minted from the "
-                                 "bearer, as do all when the header is absent."),
+                     description="A promise token of the caller's, bare (URL-encoded, as the original's UI sends "
+                                 "it) or as the typed JSON object `{promise_token, token_type: \"promise_token\", "
+                                 "expires_in}`. It is exchanged at IMS on the selected pair: the request's Semrush "
+                                 "calls use the access token (401 `Invalid or expired promise token` when the "
+                                 "exchange fails), its first new job the rotated promise token, every other new "
+                                 "job a token minted from the access token. Absent: the caller's IMS bearer; a "
+                                 "session-token caller must send it (401 `PROMISE_TOKEN_REQUIRED`)."),
     X_ERROR_HEADER,
 ]
 
@@ -195,41 +193,6 @@ def brand_body(brand: Brand) -> dict:
     }
 
 
-# --- Request headers -------------------------------------------------------------------------------------------
-
-def promise_headers(request) -> tuple:
-    """The `x-promise-audience` pair and the shape-checked `x-promise-token` of a request (None when absent).
-    Checked whenever they are sent, whatever else the request says: an unknown audience or a malformed
-    token is a 400, never silently ignored."""
-    audience = request.headers.get("x-promise-audience")
-    try:
-        pair = pair_from_audience(audience)
-    except UnknownAudience:
-        shown = "".join(ch for ch in audience if " " <= ch <= "~")[:40]
-        raise InvalidAudience(f"Unknown promise audience: {shown}") from None
-    header = request.headers.get("x-promise-token")
-    if header is not None:
-        try:
-            promise_from_header(header)
-        except InvalidPromiseToken as exc:
-            raise InvalidForwardedToken(str(exc)) from None
-    return pair, header
-
-
-def generation_for(request, generate_prompts: bool) -> Generation:
-    """The async producer only with the flag on and `generatePrompts: true`; else the old path.
-
-    The headers are checked first, before anything is created (400 for an unknown audience or a malformed
-    token). For the producer, a forwarded token must also be one IMS vouches for: live, of the Semrush pair,
-    the caller's own (400 `invalid_promise_token` otherwise).
-    """
-    pair, header = promise_headers(request)
-    if not (services.async_generation_enabled() and generate_prompts):
-        return Generation(use_async=False)
-    forwarded = forwarded_token(request, pair, header) if pair.name == SEMRUSH else None
-    return Generation(use_async=True, pair=pair, forwarded=forwarded)
-
-
 def json_object(request) -> dict:
     """The request body as a JSON object (an absent body is `{}`); anything else is a 400."""
     data = request.data
@@ -249,10 +212,14 @@ class BrandCreateApi(APIView):
         (org_id,) = parse_ids(orgId=orgId)
         org = org_get_for_caller(request.user, org_id)
         brand_input = brand_request(json_object(request))
-        generation = generation_for(request, brand_input.generate_prompts)
         try:
-            created = services.brand_create(caller=request.user, org=org, request=brand_input, generation=generation,
-                                            semrush_bearer=request.user.bearer)
+            if services.brand_semrush_work(org=org, request=brand_input):
+                require_semrush_credential(request)
+                with semrush_generation(request, generate_prompts=brand_input.generate_prompts) as generation:
+                    created = services.brand_create(caller=request.user, org=org, request=brand_input,
+                                                    generation=generation)
+            else:
+                created = services.brand_create(caller=request.user, org=org, request=brand_input, generation=None)
         except services.FirstMarketFailed as failed:
             return problem_answer(failed.outcome.problem)
         body = brand_body(created.brand)
@@ -269,12 +236,13 @@ class MarketCreateApi(APIView):
     @extend_schema(operation_id="createMarket", request={"application/json": schemas.ref("CreateMarketRequest")},
                    parameters=[*PATH_IDS[:2], *AUDIENCE_HEADERS], responses={201: MarketCreatedOutput, **ERRORS})
     def post(self, request, orgId, brandId):
+        require_semrush_credential(request)
         brand = serenity_brand_get_for_caller(request.user, *parse_ids(orgId=orgId, brandId=brandId))
         body = json_object(request)
         market_input = market_request(body)
-        generation = generation_for(request, body.get("generatePrompts") is True)
-        outcome = services.market_create(caller=request.user, brand=brand, request=market_input,
-                                         generation=generation, semrush_bearer=request.user.bearer)
+        with semrush_generation(request, generate_prompts=body.get("generatePrompts") is True) as generation:
+            outcome = services.market_create(caller=request.user, brand=brand, request=market_input,
+                                             generation=generation)
         if outcome.market is None:
             return problem_answer(outcome.problem)
         return Response(market_body(outcome), status=201)
@@ -288,11 +256,12 @@ class BrandActivateApi(APIView):
                    responses={200: ActivationOutput, 207: OpenApiResponse(ActivationOutput, "Some market failed"),
                               **ERRORS})
     def post(self, request, orgId, brandId):
+        require_semrush_credential(request)
         brand = serenity_brand_get_for_caller(request.user, *parse_ids(orgId=orgId, brandId=brandId))
         activate_input = activate_request(json_object(request))
-        generation = generation_for(request, activate_input.generate_prompts)
-        activation = services.brand_activate(caller=request.user, brand=brand, request=activate_input,
-                                             generation=generation, semrush_bearer=request.user.bearer)
+        with semrush_generation(request, generate_prompts=activate_input.generate_prompts) as generation:
+            activation = services.brand_activate(caller=request.user, brand=brand, request=activate_input,
+                                                 generation=generation)
         brand.refresh_from_db()
         body = {"brandId": str(brand.id), "status": brand.status}
         if activation.all_live:

@@ -53,11 +53,6 @@ log = logging.getLogger(__name__)
 MARKET_MIN_SECONDS = 3.0
 
 
-def async_generation_enabled() -> bool:
-    """SERENITY_ASYNC_PROMPT_GEN: `true` in any case turns the producer on."""
-    return str(settings.SERENITY_ASYNC_PROMPT_GEN).strip().lower() == "true"
-
-
 def request_deadline() -> float:
     """The `time.monotonic()` by which an entry point must have answered (REQUEST_DEADLINE_SECONDS)."""
     return time.monotonic() + settings.REQUEST_DEADLINE_SECONDS
@@ -85,13 +80,24 @@ class BrandCreated:
     market: MarketOutcome | None = None
 
 
-def brand_create(*, caller: Caller, org: Organization, request: BrandRequest, generation: Generation,
-                 semrush_bearer: str) -> BrandCreated:
+def brand_semrush_work(*, org: Organization, request: BrandRequest) -> bool:
+    """Whether a createBrand asks for work in Semrush, once it is allowed: an active brand of a Serenity
+    organization gets its sub-workspace (and maybe a market). Raises what is not allowed: Semrush work (a
+    market, or generation) where Serenity is not active (SerenityInactiveForOrg), or without what it needs
+    (InvalidRequest). Nothing is written or called."""
+    if not org.is_serenity_active and (request.market is not None or request.generate_prompts):
+        raise SerenityInactiveForOrg()
+    semrush_work_errors(request)
+    return org.is_serenity_active and request.status == Brand.Status.ACTIVE
+
+
+def brand_create(*, caller: Caller, org: Organization, request: BrandRequest,
+                 generation: Generation | None) -> BrandCreated:
     """Create a brand, or update the organization's brand of that name (createBrand is an upsert, as in the
     original), with its base site.
 
-    1. Rules that depend on the organization: Semrush work (a market, or generation) only where Serenity is
-       active (SerenityInactiveForOrg); then what that work needs (inputs.semrush_work_errors).
+    1. What brand_semrush_work refuses. `generation` (what the request acts in Semrush with) is given when
+       brand_semrush_work said there is Semrush work.
     2. The row, in one transaction. An active brand is never made pending again (BrandDemotionRefused);
        a domain another brand of the organization holds is refused (BrandExists).
     3. Serenity organization and an active brand: its Semrush sub-workspace (once) and, with `semrushMarket`,
@@ -99,24 +105,21 @@ def brand_create(*, caller: Caller, org: Organization, request: BrandRequest, ge
        SemrushUnavailable or FirstMarketFailed (carrying the market's problem) raised.
     A pending brand gets nothing in Semrush until it is activated.
     """
-    if not org.is_serenity_active and (request.market is not None or request.generate_prompts):
-        raise SerenityInactiveForOrg()
-    semrush_work_errors(request)
+    semrush_work = brand_semrush_work(org=org, request=request)
     market_request_ = None
-    if request.market is not None and request.status == Brand.Status.ACTIVE:
+    if request.market is not None and semrush_work:
         market_request_ = market_request({
             "market": request.market["market"], "languageCode": request.market["languageCode"],
             "brandDomain": request.domain, "brandNames": [request.name], "modelIds": request.model_ids})
     brand, created = _brand_upsert(org=org, request=request, user_id=caller.user_id)
-    if not org.is_serenity_active or brand.status != Brand.Status.ACTIVE:
+    if not semrush_work or generation is None:
         return BrandCreated(brand=brand)
     try:
-        brand_ensure_workspace(brand=brand, semrush_bearer=semrush_bearer)
+        brand_ensure_workspace(brand=brand, semrush_bearer=generation.credential.semrush_bearer)
         outcome = None
         if market_request_ is not None:
             (outcome,) = markets_provision(caller=caller, brand=brand, requests=[market_request_],
-                                           sites=[brand.base_site], generation=generation,
-                                           semrush_bearer=semrush_bearer)
+                                           sites=[brand.base_site], generation=generation)
             if outcome.market is None:
                 raise FirstMarketFailed(outcome)
     except (SemrushUnavailable, FirstMarketFailed):
@@ -225,8 +228,7 @@ def market_site(*, brand: Brand, request: MarketRequest) -> Site | None:
 
 
 def markets_provision(*, caller: Caller, brand: Brand, requests: list[MarketRequest], sites: list[Site | None],
-                      generation: Generation, semrush_bearer: str,
-                      deadline: float | None = None) -> list[MarketOutcome]:
+                      generation: Generation, deadline: float | None = None) -> list[MarketOutcome]:
     """Create, set up in Semrush and publish each market, then give each new one its prompts (the producer,
     or the old path's catalogue copy).
 
@@ -237,7 +239,7 @@ def markets_provision(*, caller: Caller, brand: Brand, requests: list[MarketRequ
     the answer lists them in the order asked. The brand must have its sub-workspace already.
     """
     deadline = deadline or request_deadline()
-    semrush = SemrushClient(semrush_bearer, deadline=deadline)
+    semrush = SemrushClient(generation.credential.semrush_bearer, deadline=deadline)
     budget = SyncBudget()
 
     def provision(pair) -> MarketOutcome:
@@ -303,7 +305,8 @@ def _market_provision(*, caller: Caller, brand: Brand, request: MarketRequest, s
                                          language_code=language_code, name=request.name)
         market.semrush_project_id = project["id"]
         if not generation.use_async:
-            outcome.sync_prompts = sync_prompts_write(caller=caller, brand=brand, market=market, semrush=semrush,
+            outcome.sync_prompts = sync_prompts_write(caller=caller, brand=brand, market=market,
+                                                      semrush_bearer=generation.credential.semrush_bearer,
                                                       budget=budget)
         semrush.publish(project_id=project["id"])
     except ClientError as exc:
@@ -356,14 +359,13 @@ def existing_market_handle(brand: Brand, country: str, language_code: str) -> di
     return handle
 
 
-def market_create(*, caller: Caller, brand: Brand, request: MarketRequest, generation: Generation,
-                  semrush_bearer: str) -> MarketOutcome:
+def market_create(*, caller: Caller, brand: Brand, request: MarketRequest, generation: Generation) -> MarketOutcome:
     """Add one market to a brand (createMarket): on `siteId`'s site or the brand's base site, in the brand's
     sub-workspace (provisioned here if the brand has none yet, as the original does)."""
     site = market_site(brand=brand, request=request)
-    brand_ensure_workspace(brand=brand, semrush_bearer=semrush_bearer)
+    brand_ensure_workspace(brand=brand, semrush_bearer=generation.credential.semrush_bearer)
     (outcome,) = markets_provision(caller=caller, brand=brand, requests=[request], sites=[site],
-                                   generation=generation, semrush_bearer=semrush_bearer)
+                                   generation=generation)
     return outcome
 
 
@@ -398,8 +400,7 @@ def _brand_ensure_base_site(brand: Brand, *, domain: str | None) -> None:
 DEFAULT_ACTIVATION_MARKET = {"market": "US", "languageCode": "en"}
 
 
-def brand_activate(*, caller: Caller, brand: Brand, request, generation: Generation,
-                   semrush_bearer: str) -> Activation:
+def brand_activate(*, caller: Caller, brand: Brand, request, generation: Generation) -> Activation:
     """Activate a brand (SPEC §3.3).
 
     - Pending: the body is ignored; the brand gets its sub-workspace and becomes active (200, no markets).
@@ -408,6 +409,7 @@ def brand_activate(*, caller: Caller, brand: Brand, request, generation: Generat
     - Active, with `brandDomain`: each listed market (or US/en when none is listed) is created or found live;
       200 when every market is 201 or 409, else 207. A market that breaks a rule is answered in its entry.
     """
+    semrush_bearer = generation.credential.semrush_bearer
     if brand.status == Brand.Status.PENDING:
         brand_activate_pending(brand=brand, semrush_bearer=semrush_bearer)
         return Activation(status=200, brand=brand)
@@ -430,8 +432,8 @@ def brand_activate(*, caller: Caller, brand: Brand, request, generation: Generat
     _brand_ensure_base_site(brand, domain=next((p.domain for p in parsed if isinstance(p, MarketRequest)), None))
     valid = [p for p in parsed if isinstance(p, MarketRequest)]
     provisioned = iter(markets_provision(caller=caller, brand=brand, requests=valid,
-                                         sites=[brand.base_site] * len(valid), generation=generation,
-                                         semrush_bearer=semrush_bearer) if valid else [])
+                                         sites=[brand.base_site] * len(valid), generation=generation)
+                       if valid else [])
     outcomes = [p if isinstance(p, MarketOutcome) else next(provisioned) for p in parsed]
     activation = Activation(status=200, brand=brand, markets=outcomes)
     if not activation.all_live:

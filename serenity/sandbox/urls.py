@@ -1,8 +1,10 @@
-"""The local simulators, each under its own prefix: /sandbox/ims/, /sandbox/semrush/, /sandbox/drs/."""
+"""The local simulators, each under its own prefix: /sandbox/ims/, /sandbox/semrush/, /sandbox/drs/, and the
+original service's sign-in, /sandbox/spacecat/."""
 from django.urls import include, path
 
 urlpatterns = [
     path("ims/", include("serenity.sandbox.ims.urls")),
     path("semrush/", include("serenity.sandbox.semrush.urls")),
     path("drs/", include("serenity.sandbox.drs.urls")),
+    path("spacecat/", include("serenity.sandbox.spacecat.urls")),
 ]

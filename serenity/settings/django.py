@@ -149,9 +149,20 @@ CORS_ALLOW_HEADERS = ["x-api-key", "authorization", "origin", "x-requested-with"
 CORS_EXPOSE_HEADERS = ["x-error", "x-request-id", "etag", "retry-after", "location"]
 CORS_PREFLIGHT_MAX_AGE = 86400
 
+# --- Callers: IMS user tokens, and the SpaceCat session tokens the original's UI signs in for ------------------
+# Session tokens are ES256 JWTs of this issuer, verified with this public key (base64 of an SPKI PEM, the
+# original's AUTH_PUBLIC_KEY_B64). Local runs mint their own key pair (var/local-secrets.json); a deployment with
+# session tokens on and no key refuses to start.
+SESSION_TOKENS_ENABLED = env.bool("SESSION_TOKENS_ENABLED", default=True)
+SESSION_TOKEN_ISSUER = env.str("SESSION_TOKEN_ISSUER", default="https://spacecat.experiencecloud.live")
+SESSION_TOKEN_PUBLIC_KEY_B64 = (required("SESSION_TOKEN_PUBLIC_KEY_B64", _local.get("SESSION_TOKEN_PUBLIC_KEY_B64"))
+                                if SESSION_TOKENS_ENABLED else env.str("SESSION_TOKEN_PUBLIC_KEY_B64", default=""))
+# Local only: the sign-in simulator's private key (never read outside local runs).
+SESSION_TOKEN_SANDBOX_PRIVATE_KEY_PEM = _local.get("SESSION_TOKEN_PRIVATE_KEY_PEM", "")
+
 # --- The API -------------------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["serenity.auth.ImsBearerAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["serenity.auth.BearerAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["serenity.parsers.BoundedJSONParser"],

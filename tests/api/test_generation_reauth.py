@@ -4,6 +4,7 @@ import threading
 import time
 import uuid
 from datetime import timedelta
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -60,16 +61,19 @@ def test_the_requester_reauthorises_and_the_same_job_is_queued_again(world, api,
     assert [m["kwargs"] for m in queues.drain()] == [{"jobId": str(job.id), "type": "generateSemrushMarket"}]
 
 
-def test_a_forwarded_promise_token_of_the_requester_is_stored_and_nothing_is_minted(world, api, ims, queues):
+@pytest.mark.parametrize("form", ["typed", "bare"])
+def test_a_forwarded_promise_token_is_exchanged_and_the_job_gets_the_rotated_one(world, api, ims, queues, form):
     job = awaiting_job(world)
     forwarded, value = browser_token(api.token)
+    header = forwarded if form == "typed" else quote(value, safe="")
 
-    response = api.reauth(world.org.id, world.brand.id, job.id, **{"x-promise-token": forwarded})
+    response = api.reauth(world.org.id, world.brand.id, job.id, **{"x-promise-token": header})
 
     assert response.status_code == 202
     assert response.json() == {"jobId": str(job.id), "jobType": "generateSemrushMarket", "status": "IN_PROGRESS"}
-    assert grant_load(job.id).token.promise_token == value
-    assert ims.count("minted") == 1  # the browser's own, before the call
+    stored = grant_load(job.id).token
+    assert stored.promise_token != value  # the forwarded token was rotated away: the job owns its successor
+    assert ims.count("minted") == 1 and ims.count("exchanged") == 1 and ims.live_tokens() == 1
     assert [m["kwargs"]["jobId"] for m in queues.drain()] == [str(job.id)]
 
 
@@ -81,11 +85,12 @@ def test_a_forwarded_token_of_another_user_is_refused_and_nothing_is_stored(worl
 
     response = api.reauth(world.org.id, world.brand.id, job.id, **{"x-promise-token": forwarded})
 
-    assert response.status_code == 400
-    assert response.json() == problem(400, "invalid_promise_token", "x-promise-token is not a usable promise token",
-                                      "the forwarded token belongs to another user")
+    assert response.status_code == 401
+    assert response.json() == problem(401, "promise_token_rejected", "Invalid or expired promise token",
+                                      "Invalid or expired promise token")
     assert_still_awaiting_reauth(job)
-    assert ims.count("minted") == 1 and ims.count("exchanged") == 0
+    # The exchange rotated the other user's token; the rotated one was invalidated: nothing left live.
+    assert ims.count("minted") == 1 and ims.live_tokens() == 0
     assert queues.drain() == []
 
 
@@ -95,8 +100,8 @@ def test_a_forwarded_token_of_the_default_pair_is_refused(world, api, ims, queue
 
     response = api.reauth(world.org.id, world.brand.id, job.id, **{"x-promise-token": forwarded})
 
-    assert response.status_code == 400
-    assert response.json()["detail"] == "IMS does not accept the forwarded token for this pair (wrong_pair)"
+    assert response.status_code == 401
+    assert response.json()["message"] == "Invalid or expired promise token"
     assert_still_awaiting_reauth(job)
 
 
@@ -167,7 +172,8 @@ def test_reauth_without_the_semrush_audience_is_refused(world, api, ims):
 
     assert response.status_code == 400
     assert response.json() == problem(400, "PROMISE_PAIR_REQUIRED", "The Semrush client pair is required",
-                                      "Send `x-promise-audience: semrush` to re-authorise a generation job.")
+                                      "Re-authentication requires the Semrush promise pair (x-promise-audience: "
+                                      "semrush)")
     assert_still_awaiting_reauth(job)
     assert ims.count("minted") == 0
 
@@ -179,7 +185,7 @@ def test_reauth_with_an_unknown_audience_is_refused(world, api, ims):
 
     assert response.status_code == 400
     assert response.json() == problem(400, "invalid_promise_audience", "Unknown x-promise-audience",
-                                      "x-promise-audience must be `semrush`.")
+                                      "Unknown promise audience: marketo")
     assert_still_awaiting_reauth(job)
 
 

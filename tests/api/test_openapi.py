@@ -43,7 +43,7 @@ def test_the_poll_documents_the_job_dto_and_problem_details():
         "$ref": "#/components/schemas/Problem"}
     assert set(doc["components"]["schemas"]["GenerationJob"]["properties"]) == {
         "jobId", "jobType", "status", "result", "error", "createdAt", "updatedAt"}
-    assert poll["security"] == [{"imsBearer": []}]
+    assert poll["security"] == [{"imsBearer": []}, {"sessionToken": []}, {"sessionCookie": []}]
 
 
 def test_the_reauth_documents_its_headers_and_every_answer():

@@ -61,12 +61,17 @@ def test_a_forwarded_token_serves_one_market_of_an_activation_and_the_others_min
     job_ids = [entry["body"]["promptGeneration"]["jobId"] for entry in response.json()["markets"]]
     fingerprints_while_running = set(PromiseGrant.objects.values_list("fingerprint", flat=True))
     assert len(fingerprints_while_running) == 3
+    # The request exchanged the browser's token once: the first market's job holds the token IMS rotated for it
+    # (no one else does), and the other two jobs hold tokens minted from the access token it got.
+    (request_exchange,) = [e for e in ledger.events("exchanged") if e["fingerprint"] == fingerprint(forwarded)]
+    (rotated,) = [e["fingerprint"] for e in ledger.events("rotated_to") if e["replaces"] == request_exchange["fingerprint"]]
+    first_job_grant = PromiseGrant.objects.get(job_id=job_ids[0])
+    assert grants.grant_load(first_job_grant.job_id).token.promise_token != forwarded["promise_token"]
+    assert ledger.count(ledger.MINTED) == 1 + 2  # the browser's own, then one per other market
     jobs = [wait_terminal(AsyncJob.objects.get(id=job_id), timeout=45) for job_id in job_ids]
     assert [job.status for job in jobs] == ["COMPLETED"] * 3, [job.error for job in jobs]
-    # The browser's token was exchanged once (by the first market's job); the other two jobs minted.
-    assert [e["fingerprint"] for e in ledger.events("exchanged")].count(fingerprint(forwarded)) == 1
-    assert ledger.count(ledger.EXCHANGED) == 3
-    assert ledger.count(ledger.MINTED) == 1 + 2  # the browser's own, then one per other market
+    assert rotated in [e["fingerprint"] for e in ledger.events("exchanged")]  # exchanged again by its job
+    assert ledger.count(ledger.EXCHANGED) == 1 + 3
     assert ledger.count(ledger.REFUSED) == 0
     for job in jobs:
         assert len(semrush.prompts(job.result["projectId"])) == 50
@@ -83,12 +88,14 @@ def test_a_forwarded_token_of_another_user_is_refused_before_anything_is_created
     response = world.post(world.url("markets"), {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True},
                           **{"x-promise-audience": "semrush", "x-promise-token": header(forwarded)})
 
-    assert response.status_code == 400
+    assert response.status_code == 401
     assert response["Content-Type"] == "application/problem+json"
-    assert response.json()["code"] == "invalid_promise_token"
+    assert (response.json()["code"], response.json()["message"]) == ("promise_token_rejected",
+                                                                     "Invalid or expired promise token")
     assert not Market.objects.exists() and not AsyncJob.objects.exists() and not PromiseGrant.objects.exists()
     assert queues.drain() == []
-    assert ledger.count(ledger.EXCHANGED) == 0 and ledger.live_tokens() == 1  # B's token untouched
+    # IMS rotated B's token on the exchange; the rotated one was invalidated at once: nothing of B's is left live.
+    assert ledger.count(ledger.EXCHANGED) == 1 and ledger.live_tokens() == 0
 
 
 @pytest.mark.parametrize("expires_in", ["1e20", "1000000000000", '"100000000000000000000000000000"', "-5"])

@@ -13,6 +13,7 @@ from serenity.auth import verify_bearer
 from serenity.sandbox.ims import ledger
 from tokens import crypto
 from tokens.clients import ims as ims_client
+from tokens.delegation import RequestCredential
 from tokens.models import PromiseGrant
 from tokens.pairs import get_pair
 from tokens.services import grant_store
@@ -39,7 +40,11 @@ def market(world):
 
 
 def enqueue(world, market, *, forwarded=None, pair="semrush"):
-    generation = Generation(use_async=True, pair=get_pair(pair), forwarded=forwarded)
+    """The producer, for a request whose credential is the world's IMS bearer and, with `forwarded`, the promise
+    token IMS rotated for it."""
+    credential = RequestCredential(pair=get_pair(pair), semrush_bearer=world.token, mint_bearer=world.token,
+                                   promise=forwarded)
+    generation = Generation(use_async=True, credential=credential, pair=get_pair(pair))
     return market_generation_enqueue(caller=verify_bearer(world.token), brand=world.brand, market=market,
                                      generation=generation)
 
@@ -68,8 +73,8 @@ def test_a_terminal_job_for_the_slice_is_replaced_by_a_fresh_one_with_the_same_i
     assert list(job.events.values_list("kind", flat=True)) == ["created", "message_sent", "replaced", "message_sent"]
 
 
-def test_a_forwarded_promise_token_is_stored_encrypted_and_nothing_is_minted(world, market, queues):
-    forwarded = ims_client.mint(bearer=world.token, pair=get_pair("semrush"))  # what the browser holds
+def test_the_requests_promise_token_is_stored_encrypted_and_nothing_is_minted(world, market, queues):
+    forwarded = ims_client.mint(bearer=world.token, pair=get_pair("semrush"))  # what IMS handed the request
     handle = enqueue(world, market, forwarded=forwarded)
     assert handle["reused"] is False and ledger.count(ledger.MINTED) == 1
     grant = PromiseGrant.objects.get(job_id=handle["jobId"])

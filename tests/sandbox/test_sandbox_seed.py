@@ -29,7 +29,8 @@ def test_sandbox_seed_prints_one_json_object_naming_what_it_created():
     assert raw.count("\n") == 1
     assert printed == {"orgId": str(org.id), "imsOrgId": "SANDBOX0000000000000000@AdobeOrg", "brandId": str(brand.id),
                        "brandName": "Sandbox Coffee", "brandDomain": "sandbox-coffee.example", "siteId": str(site.id),
-                       "userId": "SANDBOXUSER0000000000000@AdobeID", "token": printed["token"]}
+                       "userId": "SANDBOXUSER0000000000000@AdobeID", "token": printed["token"],
+                       "sessionToken": printed["sessionToken"]}
     assert (org.ims_org_id, org.is_serenity_active) == ("SANDBOX0000000000000000@AdobeOrg", True)
     assert (brand.organization_id, brand.status, brand.domain, brand.primary_url, brand.aliases, brand.base_site_id) == (
         org.id, "active", "sandbox-coffee.example", "https://www.sandbox-coffee.example/",
@@ -61,7 +62,8 @@ def test_running_sandbox_seed_twice_yields_the_same_ids():
     first, _ = seed()
     second, _ = seed()
 
-    assert {k: v for k, v in first.items() if k != "token"} == {k: v for k, v in second.items() if k != "token"}
+    fresh = ("token", "sessionToken")
+    assert {k: v for k, v in first.items() if k not in fresh} == {k: v for k, v in second.items() if k not in fresh}
     assert (Organization.objects.count(), Brand.objects.count(), Site.objects.count()) == (1, 1, 1)
     assert len(state.workspaces(parent_id=settings.SEMRUSH_PARENT_WORKSPACE_ID)) == 1
     assert CatalogueOverride.objects.count() == 3

@@ -283,13 +283,3 @@ def test_two_grants_can_never_hold_the_same_token(db, semrush):
         services.grant_store(job_id="0b7e6a1c-2f3d-4e5a-8b9c-0d1e2f3a4b5c", pair=semrush, token=token)
 
     assert list(PromiseGrant.objects.values_list("job_id", flat=True)) == [uuid.UUID(JOB_ID)]
-
-
-def test_ims_vouches_for_a_live_token_of_its_pair_and_names_its_user(sims, bearer, semrush):
-    minted = ims.mint(bearer=bearer(user_id="user-9"), pair=semrush)
-
-    assert ims.validate(promise=minted, pair=semrush) == ims.TokenInfo(valid=True, user_id="user-9")
-    assert ims.validate(promise=minted, pair=get_pair("default")).reason == "wrong_pair"
-    ims.invalidate(promise=minted, pair=semrush)
-    assert ims.validate(promise=minted, pair=semrush) == ims.TokenInfo(valid=False, reason="token_invalidated")
-    assert ledger.count("minted") == 1 and ledger.count("refused") == 0

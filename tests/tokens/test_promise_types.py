@@ -1,4 +1,4 @@
-"""A promise token is always a typed object: bare strings are refused wherever one is taken in."""
+"""A promise token is a typed object wherever one is stored; a bare one a browser forwards is only ever exchanged."""
 import json
 
 import pytest
@@ -6,9 +6,11 @@ import pytest
 from serenity.sandbox.ims import ledger
 from tokens import services
 from tokens.clients import ims
+from tokens.delegation import forwarded_promise
+from tokens.exceptions import InvalidForwardedToken
 from tokens.models import PromiseGrant
 from tokens.pairs import get_pair
-from tokens.types import InvalidPromiseToken, PromiseToken
+from tokens.types import ForwardedPromise, InvalidPromiseToken, PromiseToken
 
 JOB_ID = "0b7e6a1c-2f3d-4e5a-8b9c-0d1e2f3a4b5c"
 VALUE = "eyJhbGciOiJSUzI1NiJ9.eyJ0eXBlIjoicHJvbWlzZV90b2tlbiJ9.c2lnbmF0dXJl"
@@ -64,20 +66,35 @@ def test_exchange_refuses_a_bare_string_before_calling_ims(sims):
     assert ledger.events() == []
 
 
-def test_a_bare_header_value_is_refused_as_an_untyped_token():
-    with pytest.raises(InvalidPromiseToken):
-        services.promise_from_header(f"  {VALUE} ")
+def test_a_bare_header_value_is_a_forwarded_token_to_exchange_never_a_typed_one():
+    token = forwarded_promise(f"  {VALUE} ")
+
+    assert isinstance(token, ForwardedPromise) and not isinstance(token, PromiseToken)
+    assert token.promise_token == VALUE and VALUE not in repr(token) + str(token)
+
+
+@pytest.mark.parametrize(("header", "value"), [("promise%20token%20xyz", "promise token xyz"),
+                                               ("promise%zztoken", "promise%zztoken"),
+                                               ("%E0%A4%A", "%E0%A4%A")])
+def test_a_header_is_url_decoded_and_used_as_sent_when_it_is_not_percent_encoding(header, value):
+    assert forwarded_promise(header).promise_token == value
 
 
 def test_a_json_typed_header_value_is_parsed():
     header = json.dumps({"promise_token": VALUE, "token_type": "promise_token", "expires_in": 1200})
 
-    token = services.promise_from_header(header)
+    token = forwarded_promise(header)
 
     assert token.as_dict() == {"promise_token": VALUE, "token_type": "promise_token", "expires_in": 1200}
 
 
-@pytest.mark.parametrize("header", ['{"promise_token": ""}', "{not json", "", "   "])
-def test_a_header_that_is_no_usable_token_is_refused(header):
-    with pytest.raises(InvalidPromiseToken):
-        services.promise_from_header(header)
+@pytest.mark.parametrize("header", ['{"promise_token": ""}', "{not json",
+                                    '{"promise_token": "x", "token_type": "bearer", "expires_in": 60}'])
+def test_a_typed_header_that_is_no_usable_token_is_refused(header):
+    with pytest.raises(InvalidForwardedToken):
+        forwarded_promise(header)
+
+
+@pytest.mark.parametrize("header", ["", "   ", None])
+def test_an_empty_header_is_no_token(header):
+    assert forwarded_promise(header) is None

@@ -1,4 +1,4 @@
-"""IMS client: mint, exchange (rotates), validate and invalidate promise tokens. The only IMS HTTP code.
+"""IMS client: mint, exchange (rotates) and invalidate promise tokens. The only IMS HTTP code.
 
 Wire contract (form-encoded POSTs on IMS_HOST; see docs/simulators/ims.md):
 - mint:       POST /ims/token/v4  grant_type=promise_token_mint, client_id, client_secret,
@@ -6,13 +6,11 @@ Wire contract (form-encoded POSTs on IMS_HOST; see docs/simulators/ims.md):
 - exchange:   POST /ims/token/v4  grant_type=promise_token_exchange, client_id, client_secret,
               promise_token                    -> {access_token, token_type, expires_in, user_id,
                                                    promise: {promise_token, token_type, expires_in}}
-- validate:   POST /ims/validate_token/v1  client_id, client_secret, type=promise_token, token
-                                               -> {valid, user_id?, expires_in?, reason?}
 - invalidate: POST /ims/invalidate_token/v2  client_id, client_secret, token_type=promise_token, token
 
 A mint creates a live credential and an exchange rotates one, so neither is retried in place unless the
-failed attempt provably never reached IMS (see serenity.clients.http: `idempotent=False`). Validate and
-invalidate change nothing that a second call would change again, so they retry like any read.
+failed attempt provably never reached IMS (see serenity.clients.http: `idempotent=False`). Invalidate changes
+nothing that a second call would change again, so it retries like any read.
 """
 import logging
 from dataclasses import dataclass
@@ -23,12 +21,11 @@ from django.conf import settings
 from serenity.clients import http
 from tokens.exceptions import NeedsReauth
 from tokens.pairs import ClientPair
-from tokens.types import PROMISE_TOKEN_TYPE, AccessToken, InvalidPromiseToken, PromiseToken
+from tokens.types import PROMISE_TOKEN_TYPE, AccessToken, ForwardedPromise, InvalidPromiseToken, PromiseToken
 
 log = logging.getLogger(__name__)
 
 TOKEN_PATH = "/ims/token/v4"
-VALIDATE_PATH = "/ims/validate_token/v1"
 INVALIDATE_PATH = "/ims/invalidate_token/v2"
 
 
@@ -40,15 +37,6 @@ class Exchanged:
     access: AccessToken
     rotated: PromiseToken
     user_id: str
-
-
-@dataclass(frozen=True)
-class TokenInfo:
-    """IMS's word on a promise token, for the pair whose client asked: live or not, and whose."""
-
-    valid: bool
-    user_id: str | None = None
-    reason: str = ""
 
 
 def _client() -> httpx.Client:
@@ -79,16 +67,17 @@ def mint(*, bearer: str, pair: ClientPair) -> PromiseToken:
         raise http.PermanentError(f"ims.mint: {exc}") from None
 
 
-def exchange(*, promise: PromiseToken, pair: ClientPair) -> Exchanged:
+def exchange(*, promise: PromiseToken | ForwardedPromise, pair: ClientPair) -> Exchanged:
     """Exchange a promise token for an access token with the pair's consumer client.
 
     IMS rotates the promise token on every exchange: the returned one replaces the one given, which is no
     longer valid. Never retried once the request may have reached IMS: a second attempt would present a
-    token IMS has already rotated away. Raises NeedsReauth on 401/403 (decided from the status),
-    InvalidPromiseToken for a bare value, TransientError (with `maybe_processed`), PermanentError.
+    token IMS has already rotated away. `promise` is a stored (typed) token, or one a browser forwarded to the
+    request being served. Raises NeedsReauth on 401/403 (decided from the status), InvalidPromiseToken for an
+    untyped string, TransientError (with `maybe_processed`), PermanentError.
     """
-    if not isinstance(promise, PromiseToken):
-        raise InvalidPromiseToken("exchange needs a typed promise token")
+    if not isinstance(promise, (PromiseToken, ForwardedPromise)):
+        raise InvalidPromiseToken("exchange needs a promise token")
     try:
         response = http.request(
             _client(), "POST", TOKEN_PATH, what="ims.exchange", max_attempts=3, idempotent=False,
@@ -112,29 +101,6 @@ def exchange(*, promise: PromiseToken, pair: ClientPair) -> Exchanged:
     except InvalidPromiseToken as exc:
         raise http.PermanentError(f"ims.exchange: rotated promise token unusable ({exc})") from None
     return Exchanged(access=AccessToken(access_token=access, expires_in=expires_in), rotated=rotated, user_id=user_id)
-
-
-def validate(*, promise: PromiseToken, pair: ClientPair) -> TokenInfo:
-    """Ask IMS whether a promise token is live for this pair, and whose it is. Changes nothing at IMS.
-
-    Raises TransientError / PermanentError / ReauthRequired (our client was refused).
-    """
-    response = http.request(
-        _client(), "POST", VALIDATE_PATH, what="ims.validate", max_attempts=2,
-        data={
-            "client_id": pair.consumer_client_id,
-            "client_secret": pair.consumer_client_secret,
-            "type": PROMISE_TOKEN_TYPE,
-            "token": promise.promise_token,
-        },
-    )
-    body = http.json_object(response, "ims.validate")
-    if body.get("valid") is not True:
-        return TokenInfo(valid=False, reason=str(body.get("reason") or "invalid")[:64])
-    user_id = body.get("user_id")
-    if not isinstance(user_id, str) or not user_id:
-        raise http.PermanentError("ims.validate: a valid token with no user")
-    return TokenInfo(valid=True, user_id=user_id)
 
 
 def invalidate(*, promise: PromiseToken, pair: ClientPair) -> None:

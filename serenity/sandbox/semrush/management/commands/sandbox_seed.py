@@ -7,6 +7,7 @@ from django.db import transaction
 
 from markets.models import Brand, Organization, Site
 from serenity.sandbox.ims.keys import issue_user_token
+from serenity.sandbox.ims.sessions import issue_session_token
 from serenity.sandbox.semrush import catalogue, services
 from serenity.sandbox.semrush.models import CatalogueOverride
 
@@ -26,8 +27,8 @@ class Command(BaseCommand):
         "Run once after `migrate` on a local database (safe to run again: same ids): creates the demo "
         "organization, active brand, base site and the brand's Semrush sub-workspace and catalogue in the "
         "simulator, and prints one JSON object {orgId, imsOrgId, brandId, brandName, brandDomain, siteId, userId, "
-        "token} whose token "
-        "is a fresh user bearer for that organization."
+        "token, sessionToken}: `token` is a fresh IMS user bearer and `sessionToken` a fresh SpaceCat session token "
+        "of the demo user for that organization."
     )
 
     def add_arguments(self, parser):
@@ -65,4 +66,5 @@ class Command(BaseCommand):
             "orgId": str(org.id), "imsOrgId": IMS_ORG_ID, "brandId": str(brand.id), "brandName": brand.name,
             "brandDomain": brand.domain, "siteId": str(site.id),
             "userId": USER_ID, "token": token,
+            "sessionToken": issue_session_token(user_id=USER_ID, org_ids=[IMS_ORG_ID], ttl=ttl),
         }))

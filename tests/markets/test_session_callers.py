@@ -1,0 +1,217 @@
+"""The original's callers (SPEC §3 "Who may call", §11): a SpaceCat session token as the bearer, and the promise
+token it forwards in `x-promise-token` whenever the request itself reaches Semrush. Over the real queue, a real
+worker and the simulators."""
+import logging
+from urllib.parse import quote, unquote
+
+import pytest
+from django.db import connection
+
+from jobs.models import AsyncJob
+from markets.models import Brand, Market
+from serenity.sandbox.ims import ledger
+from serenity.sandbox.ims.sessions import issue_session_token
+from serenity.sandbox.semrush import state as semrush
+from tests.markets.test_worker import wait_terminal
+from tokens.clients import ims as ims_client
+from tokens.pairs import get_pair
+from tokens.services import grant_load
+
+SEMRUSH = {"x-promise-audience": "semrush"}
+
+
+@pytest.fixture
+def session(world):
+    """The world's user, signed in the way the original's UI is: a session token instead of the IMS bearer."""
+    token = issue_session_token(user_id=world.user_id, org_ids=[world.org.ims_org_id])
+    world.client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return token
+
+
+@pytest.fixture
+def promise(world):
+    """A fresh promise token of the world's user for the Semrush pair, URL-encoded as the UI sends it."""
+    def make(user_token: str | None = None) -> str:
+        return quote(ims_client.mint(bearer=user_token or world.token, pair=get_pair("semrush")).promise_token,
+                     safe="")
+    return make
+
+
+@pytest.fixture
+def all_logs(caplog):
+    caplog.set_level(logging.DEBUG)
+    for name in ("serenity", "tokens", "markets", "jobs", "django", "httpx", "httpcore"):
+        caplog.set_level(logging.DEBUG, logger=name)
+    return caplog
+
+
+def every_table_as_text() -> str:
+    """Every row of every table, as text: what someone reading the database would see."""
+    with connection.cursor() as cursor:
+        rows = []
+        for table in connection.introspection.table_names(cursor):
+            cursor.execute(f'SELECT * FROM "{table}"')  # noqa: S608 (table names from the database itself)
+            rows.extend(repr(row) for row in cursor.fetchall())
+    return "\n".join(rows)
+
+
+def assert_no_token_anywhere(responses, caplog, *tokens, pages=()):
+    tables = every_table_as_text()
+    for token in tokens:
+        plain = unquote(token)
+        for response in [*responses, *pages]:
+            sent = "\n".join(f"{k}: {v}" for k, v in response.items()).encode() + response.content
+            assert plain.encode() not in sent, f"a token left in a {response.status_code} answer"
+        assert plain not in caplog.text
+        assert all(plain not in repr(vars(record)) for record in caplog.records)
+        assert plain not in tables
+
+
+@pytest.mark.worker
+def test_a_session_caller_creates_a_brand_a_market_and_three_markets_all_completed(
+    world, session, promise, async_on, celery_worker, all_logs, admin_client
+):
+    forwarded = [promise() for _ in range(3)]
+    brand = world.post(f"/v2/orgs/{world.org.id}/brands", {
+        "name": "Fjell", "urls": ["https://fjell.example"], "semrushModelIds": ["gpt-5-mini"],
+        "semrushMarket": {"market": "no", "languageCode": "no"}, "generatePrompts": True},
+        **SEMRUSH, **{"x-promise-token": forwarded[0]})
+    fjell = Brand.objects.get(name="Fjell")
+    market = world.post(f"/v2/orgs/{world.org.id}/brands/{fjell.id}/serenity/markets", {
+        "market": "SE", "languageCode": "sv", "brandDomain": "fjell.example", "brandNames": ["Fjell"],
+        "generatePrompts": True}, **SEMRUSH, **{"x-promise-token": forwarded[1]})
+    activation = world.post(f"/v2/orgs/{world.org.id}/brands/{fjell.id}/serenity/activate", {
+        "brandDomain": "fjell.example", "brandNames": ["Fjell"], "generatePrompts": True,
+        "markets": [{"market": m, "languageCode": lang} for m, lang in (("DK", "da"), ("FI", "fi"), ("DE", "de"))]},
+        **SEMRUSH, **{"x-promise-token": forwarded[2]})
+
+    assert (brand.status_code, market.status_code, activation.status_code) == (201, 201, 200), (
+        brand.content, market.content, activation.content)
+    job_ids = [brand.json()["promptGeneration"]["jobId"], market.json()["promptGeneration"]["jobId"],
+               *[e["body"]["promptGeneration"]["jobId"] for e in activation.json()["markets"]]]
+    jobs = [wait_terminal(AsyncJob.objects.get(id=job_id), timeout=60) for job_id in job_ids]
+    assert [job.status for job in jobs] == ["COMPLETED"] * 5, [job.error for job in jobs]
+    assert {job.user_id for job in jobs} == {world.user_id}  # the session token's `sub`
+    for job in jobs:
+        assert len(semrush.prompts(job.result["projectId"])) == 50
+    # Each request exchanged its forwarded token once; the activation's other two markets minted theirs. Every
+    # job exchanged a token of its own: eight exchanges, of eight different tokens, none refused.
+    assert ledger.count(ledger.MINTED) == 3 + 2 and ledger.count(ledger.REFUSED) == 0
+    exchanged = [e["fingerprint"] for e in ledger.events("exchanged")]
+    assert len(exchanged) == len(set(exchanged)) == 3 + 5
+    pages = [admin_client.get(f"/admin/jobs/asyncjob/{job_id}/change/") for job_id in job_ids]
+    assert {page.status_code for page in pages} == {200}
+    assert_no_token_anywhere([brand, market, activation], all_logs, session, *forwarded, pages=pages)
+
+
+@pytest.mark.parametrize("call", ["create_brand", "create_market", "activate", "regenerate"])
+def test_a_session_caller_without_a_promise_token_gets_401_naming_the_header(world, session, async_on, call):
+    existing = Market.objects.create(brand=world.brand, country="AT", language_code="de", geo_target_id=2040)
+    path, body = {
+        "create_brand": (f"/v2/orgs/{world.org.id}/brands", {"name": "Fjell", "urls": ["fjell.example"]}),
+        "create_market": (world.url("markets"), {**world.brand_fields, "market": "FR", "languageCode": "fr"}),
+        "activate": (world.url("activate"), {**world.brand_fields}),
+        "regenerate": (world.url(f"markets/{existing.id}/generation"), {}),
+    }[call]
+
+    response = world.post(path, body, **SEMRUSH)
+
+    assert response.status_code == 401, response.content
+    assert (response.json()["code"], response.json()["error"]) == ("PROMISE_TOKEN_REQUIRED", "promiseTokenRequired")
+    assert "x-promise-token" in response.json()["message"]
+    assert Market.objects.count() == 1 and not Brand.objects.filter(name="Fjell").exists()
+    assert ledger.count(ledger.MINTED) == 0
+
+
+def test_a_session_caller_may_create_a_brand_without_semrush_work_and_poll_without_a_promise_token(
+    world, session
+):
+    type(world.org).objects.filter(id=world.org.id).update(is_serenity_active=False)
+    flat = world.post(f"/v2/orgs/{world.org.id}/brands", {"name": "Flat", "urls": ["flat.example"]})
+    poll = world.client.get(world.url("markets/generation/jobs/8c24224f-d559-478d-a546-9b3f04cc3f78"))
+
+    assert flat.status_code == 201
+    assert poll.status_code == 404  # not a 401: a poll reaches no Semrush, it needs no promise token
+
+
+@pytest.mark.parametrize("header", ["not-a-live-token", "%E0%A4%A"])
+def test_a_promise_token_ims_will_not_exchange_is_a_401_and_nothing_is_created(world, session, header):
+    response = world.post(world.url("markets"), {**world.brand_fields, "market": "FR", "languageCode": "fr"},
+                          **SEMRUSH, **{"x-promise-token": header})
+
+    assert response.status_code == 401
+    assert (response.json()["error"], response.json()["message"]) == ("authenticationRequired",
+                                                                      "Invalid or expired promise token")
+    assert Market.objects.count() == 0
+
+
+def test_a_promise_token_of_another_user_is_a_401_and_is_left_with_no_live_successor(world, session, bearer, promise):
+    someone_else = bearer(user_id="someone-else", org_ids=[world.org.ims_org_id])
+
+    response = world.post(world.url("markets"), {**world.brand_fields, "market": "FR", "languageCode": "fr"},
+                          **SEMRUSH, **{"x-promise-token": promise(someone_else)})
+
+    assert response.status_code == 401 and response.json()["message"] == "Invalid or expired promise token"
+    assert Market.objects.count() == 0 and ledger.live_tokens() == 0
+
+
+def test_a_promise_token_no_job_took_is_invalidated_when_the_request_ends(world, session, promise, async_on, gate):
+    gate("false")  # no consumer: the market is made, no job takes the request's rotated token
+
+    response = world.post(world.url("markets"), {**world.brand_fields, "market": "FR", "languageCode": "fr",
+                                                 "generatePrompts": True}, **SEMRUSH, **{"x-promise-token": promise()})
+
+    assert response.status_code == 201 and "promptGeneration" not in response.json()
+    assert ledger.count(ledger.EXCHANGED) == 1 and ledger.count(ledger.INVALIDATED) == 1
+    assert ledger.live_tokens() == 0
+
+
+def test_a_session_callers_job_is_reauthorised_by_the_same_user_with_a_promise_token(
+    world, session, promise, async_on, queues
+):
+    from jobs.services import job_finish
+    from markets import codes
+
+    created = world.post(world.url("markets"), {**world.brand_fields, "market": "FR", "languageCode": "fr",
+                                                "generatePrompts": True}, **SEMRUSH, **{"x-promise-token": promise()})
+    job = AsyncJob.objects.get(id=created.json()["promptGeneration"]["jobId"])
+    job_finish(job.id, to="FAILED", event="failed", error={"code": codes.NEEDS_REAUTH, "message": "refused",
+                                                            "retryable": False, "needsReauth": True})
+    queues.drain()
+    reauth = f"{world.url('markets')}/generation/jobs/{job.id}/reauth"
+    stranger = issue_session_token(user_id="someone-else", org_ids=[world.org.ims_org_id])
+
+    without_token = world.post(reauth, {}, **SEMRUSH)
+    world.client.credentials(HTTP_AUTHORIZATION=f"Bearer {stranger}")
+    by_another = world.post(reauth, {}, **SEMRUSH, **{"x-promise-token": promise()})
+    world.client.credentials(HTTP_AUTHORIZATION=f"Bearer {session}")
+    accepted = world.post(reauth, {}, **SEMRUSH, **{"x-promise-token": promise()})
+
+    assert (without_token.status_code, without_token.json()["code"]) == (401, "PROMISE_TOKEN_REQUIRED")
+    assert (by_another.status_code, by_another.json()["code"]) == (403, "not_job_requester")
+    assert accepted.status_code == 202, accepted.content
+    job.refresh_from_db()
+    assert job.status == "IN_PROGRESS" and grant_load(job.id) is not None
+    assert [m["kwargs"]["jobId"] for m in queues.drain()] == [str(job.id)]
+
+
+def test_an_admin_session_reaches_an_organization_it_is_not_a_tenant_of(world, promise):
+    admin = issue_session_token(user_id=world.user_id, org_ids=[], is_admin=True)
+    world.client.credentials(HTTP_AUTHORIZATION=f"Bearer {admin}")
+
+    response = world.post(world.url("markets"), {**world.brand_fields, "market": "FR", "languageCode": "fr"},
+                          **SEMRUSH, **{"x-promise-token": promise()})
+
+    assert response.status_code == 201, response.content
+
+
+def test_a_read_only_admin_may_poll_but_not_create(world, promise):
+    reader = issue_session_token(user_id=world.user_id, org_ids=[], is_read_only_admin=True)
+    world.client.credentials(HTTP_AUTHORIZATION=f"Bearer {reader}")
+
+    created = world.post(world.url("markets"), {**world.brand_fields, "market": "FR", "languageCode": "fr"},
+                         **SEMRUSH, **{"x-promise-token": promise()})
+    poll = world.client.get(world.url("markets/generation/jobs/8c24224f-d559-478d-a546-9b3f04cc3f78"))
+
+    assert created.status_code == 403 and created.json()["error"] == "forbidden"
+    assert poll.status_code == 404 and poll.json()["code"] == "job_not_found"

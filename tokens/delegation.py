@@ -1,0 +1,124 @@
+"""What a request acts with in Semrush and IMS (SPEC §3 "Who may call", §4.5, §11).
+
+- With an `x-promise-token` header: it is URL-decoded (as the original does; a value that is not valid
+  percent-encoding is used as it is), taken bare (the original's form) or as the typed JSON object
+  `{promise_token, token_type, expires_in}`, and exchanged at IMS on the pair `x-promise-audience` selects.
+  The access token IMS returns is what the request's Semrush calls carry and what new promise tokens are
+  minted from; the rotated promise token it hands back (typed, its lifetime known) belongs to the request and
+  serves its first new job. A bare token never becomes a job's credential as it stands, only what IMS returns
+  for it. A failed exchange, or a token of another user, answers 401 "Invalid or expired promise token".
+- Without it: the caller's IMS bearer, for an IMS caller; a session caller has none to offer Semrush (401
+  PROMISE_TOKEN_REQUIRED, naming the header).
+
+A rotated token no job took is invalidated at IMS when the request ends (`release`). Every call here that
+reaches IMS is a network call: never inside a transaction.
+"""
+import json
+import logging
+from dataclasses import dataclass, field
+from urllib.parse import unquote
+
+from serenity import metrics
+from serenity.auth import Caller
+from serenity.clients.http import ClientError, TransientError
+from serenity.problems import DomainError
+from tokens.clients import ims
+from tokens.exceptions import InvalidForwardedToken
+from tokens.pairs import ClientPair
+from tokens.services import promise_invalidate_quietly
+from tokens.types import ForwardedPromise, InvalidPromiseToken, PromiseToken
+
+log = logging.getLogger(__name__)
+
+PROMISE_TOKEN_HEADER = "x-promise-token"
+WWW_AUTHENTICATE = {"WWW-Authenticate": 'Bearer realm="serenity"'}
+
+
+class PromiseTokenRequired(DomainError):
+    """A session caller asked for work in Semrush without a promise token to do it with."""
+
+    status, code, title = 401, "PROMISE_TOKEN_REQUIRED", "x-promise-token is required"
+
+    def __init__(self):
+        super().__init__(f"Serenity proxy requires IMS authentication; send the {PROMISE_TOKEN_HEADER} header "
+                         "instead", headers=WWW_AUTHENTICATE)
+
+
+class PromiseTokenRejected(DomainError):
+    status, code, title = 401, "promise_token_rejected", "Invalid or expired promise token"
+
+    def __init__(self):
+        super().__init__(headers=WWW_AUTHENTICATE)
+
+
+def forwarded_promise(header: str | None) -> PromiseToken | ForwardedPromise | None:
+    """The `x-promise-token` header's token, bare or typed; None when absent or empty. Raises
+    InvalidForwardedToken (400) for a typed object that is not a promise token (its type, its lifetime)."""
+    if header is None or not header.strip():
+        return None
+    try:
+        value = unquote(header.strip(), errors="strict")
+    except UnicodeDecodeError:
+        value = header.strip()  # not percent-encoded UTF-8: the value as sent, as the original does
+    if not value.startswith("{"):
+        return ForwardedPromise(promise_token=value)
+    try:
+        return PromiseToken.parse(json.loads(value))
+    except (ValueError, RecursionError) as exc:
+        message = str(exc) if isinstance(exc, InvalidPromiseToken) else "x-promise-token is not a valid typed token"
+        raise InvalidForwardedToken(message) from None
+
+
+def require_promise_token(caller: Caller, header: str | None) -> None:
+    """Refuse at once a session caller with no promise token, before anything else is done (the original
+    answers this first). Raises PromiseTokenRequired."""
+    if caller.ims_token is None and forwarded_promise(header) is None:
+        raise PromiseTokenRequired()
+
+
+@dataclass
+class RequestCredential:
+    """What one request acts with: `semrush_bearer` for its Semrush calls, `mint_bearer` to mint promise
+    tokens from (both an IMS access token), and the promise token IMS rotated for it, if any, for one job."""
+
+    pair: ClientPair
+    semrush_bearer: str = field(repr=False)
+    mint_bearer: str = field(repr=False)
+    promise: PromiseToken | None = None
+
+    def take_promise(self) -> PromiseToken | None:
+        """The request's rotated promise token, once: a token has one owner."""
+        token, self.promise = self.promise, None
+        return token
+
+    def release(self) -> None:
+        """Invalidate at IMS a rotated token no job took (best effort): nothing the request obtained is left
+        live without an owner."""
+        token = self.take_promise()
+        if token is not None:
+            promise_invalidate_quietly(pair=self.pair, token=token)
+
+
+def request_credential(*, caller: Caller, header: str | None, pair: ClientPair) -> RequestCredential:
+    """The request's credential: the exchanged forwarded token, else the caller's IMS bearer. Raises
+    PromiseTokenRequired, InvalidForwardedToken (400, a malformed typed object) or PromiseTokenRejected."""
+    forwarded = forwarded_promise(header)
+    if forwarded is None:
+        if caller.ims_token is None:
+            raise PromiseTokenRequired()
+        return RequestCredential(pair=pair, semrush_bearer=caller.ims_token, mint_bearer=caller.ims_token)
+    try:
+        exchanged = ims.exchange(promise=forwarded, pair=pair)
+    except (ClientError, InvalidPromiseToken) as exc:
+        if isinstance(exc, TransientError) and exc.maybe_processed:
+            # IMS may have rotated the token with its answer lost: a live token nobody holds, until it expires.
+            log.warning("forwarded promise token exchange answer lost", extra={"pair": pair.name})
+            metrics.emit(PromiseExchangeAnswerLost=(1, metrics.COUNT))
+        log.info("forwarded promise token not exchanged", extra={"pair": pair.name, "reason": type(exc).__name__})
+        raise PromiseTokenRejected() from None
+    if exchanged.user_id != caller.user_id:
+        log.warning("forwarded promise token of another user refused", extra={"pair": pair.name})
+        promise_invalidate_quietly(pair=pair, token=exchanged.rotated)
+        raise PromiseTokenRejected()
+    access = exchanged.access.access_token
+    return RequestCredential(pair=pair, semrush_bearer=access, mint_bearer=access, promise=exchanged.rotated)
