@@ -21,10 +21,10 @@ from markets import constants
 from markets.dto import JOB_DTO_FIELDS, GenerationJobSerializer, ReauthAcceptedSerializer, job_dto, reauth_accepted
 from markets.headers import promise_token_header, semrush_pair
 from markets.selectors import JobNotFound, job_get_for_caller
+from serenity import limits
 from serenity.clients.http import ClientError
 from serenity.openapi import problem_response
 from serenity.problems import PROBLEM_CONTENT_TYPE, InvalidInput
-from serenity.throttles import ReauthRateThrottle
 from tokens.delegation import forwarded_promise, request_credential, require_promise_token
 from tokens.exceptions import CredentialUnavailable, InvalidForwardedToken
 from tokens.services import promise_mint
@@ -171,8 +171,6 @@ class GenerationJobDetailApi(APIView):
 class GenerationJobReauthApi(APIView):
     """Give a job awaiting re-authorisation a fresh credential and queue the same job again."""
 
-    throttle_classes = [ReauthRateThrottle]
-
     @extend_schema(
         operation_id="reauthorizeGenerationJob",
         summary="Re-authorise a prompt generation job",
@@ -183,8 +181,8 @@ class GenerationJobReauthApi(APIView):
             "minted from the caller's IMS bearer; a session-token caller must send the header (401 "
             "`PROMISE_TOKEN_REQUIRED`). Of concurrent calls exactly one wins; the others get 409 at once and obtain "
             "nothing. "
-            "If IMS does not issue the credential the job stays `FAILED` `NEEDS_REAUTH` (502). Limited per user "
-            "(429 with `Retry-After`)."
+            "If IMS does not issue the credential the job stays `FAILED` `NEEDS_REAUTH` (502). Limited per user and "
+            "per organization (429 with `Retry-After`)."
         ),
         tags=["generation jobs"],
         request=None,
@@ -210,8 +208,8 @@ class GenerationJobReauthApi(APIView):
             (404, PROBLEM_CONTENT_TYPE): COMMON_PROBLEMS[(404, PROBLEM_CONTENT_TYPE)],
             (409, PROBLEM_CONTENT_TYPE): problem_response("The job is not awaiting re-authorisation, or another "
                                                   "re-authorisation of it is under way."),
-            (429, PROBLEM_CONTENT_TYPE): problem_response("Too many re-authorisations by this user: retry after the "
-                                                  "`Retry-After` seconds."),
+            (429, PROBLEM_CONTENT_TYPE): problem_response("Too many re-authorisations by this user or of this "
+                                                          "organization: retry after `Retry-After` seconds."),
             (502, PROBLEM_CONTENT_TYPE): problem_response("IMS did not issue a credential; the job still awaits "
                                                   "re-authorisation."),
         },
@@ -225,6 +223,9 @@ class GenerationJobReauthApi(APIView):
         job = job_get_for_caller(caller=caller, org_id=org_id, brand_id=brand_id, job_id=job_id,
                                  allowed_types=GENERATION_JOB_TYPES)
         forwarded_promise(header)  # a malformed typed token is refused before anything else happens
+        # Charged once the caller may see the job: a stranger never spends anyone's budget.
+        limits.charge_user(limits.REAUTH, caller)
+        limits.charge_org(limits.ORG_REAUTH, job.organization_id)
 
         def obtain_token():
             # Runs only for the one call that won the claim, outside any transaction: the promise token IMS

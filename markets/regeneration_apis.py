@@ -17,9 +17,9 @@ from markets.constants import MARKET_GENERATION_JOB_TYPE
 from markets.generation_apis import parse_ids
 from markets.headers import require_semrush_credential, semrush_generation, semrush_pair
 from markets.selectors import serenity_brand_get_for_caller
+from serenity import limits
 from serenity.openapi import problem_response
 from serenity.problems import PROBLEM_CONTENT_TYPE
-from serenity.throttles import OnboardingRateThrottle, OrgMarketsRateThrottle
 
 
 class RegenerationAcceptedSerializer(serializers.Serializer):
@@ -34,8 +34,6 @@ class RegenerationAcceptedSerializer(serializers.Serializer):
 
 class MarketRegenerateApi(APIView):
     """Queue the generation job of an existing market again."""
-
-    throttle_classes = [OnboardingRateThrottle, OrgMarketsRateThrottle]
 
     @extend_schema(
         operation_id="regenerateMarketPrompts",
@@ -81,6 +79,7 @@ class MarketRegenerateApi(APIView):
         pair = semrush_pair(request, purpose="Regeneration")
         require_semrush_credential(request)
         brand = serenity_brand_get_for_caller(request.user, org_id, brand_id)
+        limits.charge_entry_point(request.user, brand.organization_id, markets=1)  # once the brand is in sight
         with semrush_generation(request, generate_prompts=True, pair=pair, use_async=True) as generation:
             handle = services.market_regenerate(caller=request.user, brand=brand, market_id=market_id,
                                                 generation=generation)

@@ -81,6 +81,15 @@ def decode_celery_message(body: str) -> dict:
     return {"task": envelope["headers"]["task"], "args": args, "kwargs": kwargs, "raw": body, "envelope": envelope}
 
 
+@pytest.fixture(scope="session", autouse=True)
+def served_like_production():
+    """The live server accepts as many waiting connections as gunicorn does (Django's development server
+    keeps 10, and resets the rest), so tests that send bursts see what a deployment answers."""
+    from django.core.servers.basehttp import WSGIServer
+
+    WSGIServer.request_queue_size = 2048  # gunicorn's --backlog default
+
+
 @pytest.fixture
 def sims(live_server, transactional_db, settings):
     """The simulators served over real HTTP by the live server; product settings point at them."""
@@ -140,18 +149,16 @@ def metric_lines(request):
 
 
 @pytest.fixture
-def throttle_rates(settings):
-    """Set throttle rates for one test (`throttle_rates(onboarding="2/min")`), on an empty shared cache."""
-    from django.core.cache import cache
+def throttle_rates(settings, transactional_db):
+    """Set request-limit rates for one test (`throttle_rates(onboarding="2/min")`), every budget full."""
+    from serenity.models import RateLimit
 
     def set_rates(**rates):
-        settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK,
-                                   "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"],
-                                                              **rates}}
-        cache.clear()
+        settings.THROTTLE_RATES = {**settings.THROTTLE_RATES, **rates}
+        RateLimit.objects.all().delete()
 
     yield set_rates
-    cache.clear()
+    RateLimit.objects.all().delete()
 
 
 @pytest.fixture

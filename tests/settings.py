@@ -25,11 +25,12 @@ os.environ.setdefault("LOCAL_BASE_URL", f"http://127.0.0.1:{os.environ['SERENITY
 os.environ.setdefault("SQS_WAIT_TIME_SECONDS", "0")
 os.environ.setdefault("SQS_POLLING_INTERVAL", "0.1")
 os.environ.setdefault("SERENITY_ASYNC_PROMPT_GEN", "false")
-# Throttle counters live in the shared cache, which outlives a test: limits are out of reach unless a test
-# sets its own (tests/test_throttles.py).
+# Request-limit budgets live in a table, which outlives a test: limits are out of reach unless a test sets its own
+# (the `throttle_rates` fixture).
 os.environ.setdefault("THROTTLE_REAUTH_RATE", "100000/min")
 os.environ.setdefault("THROTTLE_ONBOARDING_RATE", "100000/min")
 os.environ.setdefault("THROTTLE_ORG_MARKETS_RATE", "1000000/hour")
+os.environ.setdefault("THROTTLE_ORG_REAUTH_RATE", "1000000/hour")
 
 from serenity.settings import *  # noqa: E402,F403
 

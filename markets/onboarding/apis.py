@@ -14,21 +14,26 @@ from markets.models import Brand
 from markets.onboarding import schemas, services
 from markets.onboarding.inputs import activate_request, brand_request, market_request
 from markets.selectors import org_get_for_caller, serenity_brand_get_for_caller
+from serenity import limits
 from serenity.openapi import X_ERROR_HEADER, problem_response
 from serenity.problems import PROBLEM_CONTENT_TYPE, InvalidInput
 from serenity.problems import problem_response as problem_answer
-from serenity.throttles import OnboardingRateThrottle, OrgMarketsRateThrottle
 
-# Per user, and per organization by the number of markets asked for (429 with Retry-After past either).
-ONBOARDING_THROTTLES = [OnboardingRateThrottle, OrgMarketsRateThrottle]
 # `semrush` in any case with spaces around it, or empty (the default pair), as HTTP allows.
 AUDIENCE_PATTERN = r"^[ \t]*(?:[Ss][Ee][Mm][Rr][Uu][Ss][Hh])?[ \t]*$"
 
+AUDIENCE_DESCRIPTION = ("`semrush` (any case) to delegate with the Semrush client pair (required for prompt "
+                        "generation); absent or empty: the default pair. Anything else is a 400")
+AUDIENCE_HEADER = OpenApiParameter("x-promise-audience", {"type": "string", "pattern": AUDIENCE_PATTERN},
+                                   OpenApiParameter.HEADER, required=False, description=AUDIENCE_DESCRIPTION + ".")
+# createBrand reads the header only when the brand needs Semrush work (as the original does): a pending brand, or
+# any brand of an organization without Serenity, is created whatever it says.
+BRAND_AUDIENCE_HEADER = OpenApiParameter("x-promise-audience", {"type": "string", "pattern": AUDIENCE_PATTERN},
+                                         OpenApiParameter.HEADER, required=False,
+                                         description=AUDIENCE_DESCRIPTION + " when the brand needs Semrush work "
+                                         "(an active brand of an organization with Serenity on); otherwise not read.")
 AUDIENCE_HEADERS = [
-    OpenApiParameter("x-promise-audience", {"type": "string", "pattern": AUDIENCE_PATTERN},
-                     OpenApiParameter.HEADER, required=False,
-                     description="`semrush` (any case) to delegate with the Semrush client pair (required for "
-                                 "prompt generation); absent or empty: the default pair. Anything else is a 400."),
+    AUDIENCE_HEADER,
     OpenApiParameter("x-promise-token", str, OpenApiParameter.HEADER, required=False,
                      description="A promise token of the caller's, bare (URL-encoded, as the original's UI sends "
                                  "it) or as the typed JSON object `{promise_token, token_type: \"promise_token\", "
@@ -49,7 +54,8 @@ ERRORS = {
     (404, PROBLEM_CONTENT_TYPE): problem_response("No such organization or brand for this caller, or Serenity is "
                                                   "not active for the brand."),
     (409, PROBLEM_CONTENT_TYPE): problem_response("The market is already live (`sliceExists`)."),
-    (429, PROBLEM_CONTENT_TYPE): problem_response("Too many requests: retry after `Retry-After` seconds."),
+    (429, PROBLEM_CONTENT_TYPE): problem_response("Too many requests by this user, or markets of this organization: "
+                                                  "retry after `Retry-After` seconds."),
     (502, PROBLEM_CONTENT_TYPE): problem_response("Semrush did not complete the request (`serenityUpstreamError`)."),
     (503, PROBLEM_CONTENT_TYPE): problem_response("Not attempted within the request's time budget: send it again."),
 }
@@ -204,16 +210,17 @@ def json_object(request) -> dict:
 # --- Views -----------------------------------------------------------------------------------------------------
 
 class BrandCreateApi(APIView):
-    throttle_classes = ONBOARDING_THROTTLES
-
     @extend_schema(operation_id="createBrand", request={"application/json": schemas.ref("CreateBrandRequest")},
-                   parameters=[*PATH_IDS[:1], *AUDIENCE_HEADERS], responses={201: BrandCreatedOutput, **ERRORS})
+                   parameters=[*PATH_IDS[:1], BRAND_AUDIENCE_HEADER, *AUDIENCE_HEADERS[1:]],
+                   responses={201: BrandCreatedOutput, **ERRORS})
     def post(self, request, orgId):
         (org_id,) = parse_ids(orgId=orgId)
         org = org_get_for_caller(request.user, org_id)
         brand_input = brand_request(json_object(request))
+        semrush_work = services.brand_semrush_work(org=org, request=brand_input)
+        limits.charge_entry_point(request.user, org.id, markets=int(semrush_work and brand_input.market is not None))
         try:
-            if services.brand_semrush_work(org=org, request=brand_input):
+            if semrush_work:
                 require_semrush_credential(request)
                 with semrush_generation(request, generate_prompts=brand_input.generate_prompts) as generation:
                     created = services.brand_create(caller=request.user, org=org, request=brand_input,
@@ -231,8 +238,6 @@ class BrandCreateApi(APIView):
 
 
 class MarketCreateApi(APIView):
-    throttle_classes = ONBOARDING_THROTTLES
-
     @extend_schema(operation_id="createMarket", request={"application/json": schemas.ref("CreateMarketRequest")},
                    parameters=[*PATH_IDS[:2], *AUDIENCE_HEADERS], responses={201: MarketCreatedOutput, **ERRORS})
     def post(self, request, orgId, brandId):
@@ -240,6 +245,7 @@ class MarketCreateApi(APIView):
         brand = serenity_brand_get_for_caller(request.user, *parse_ids(orgId=orgId, brandId=brandId))
         body = json_object(request)
         market_input = market_request(body)
+        limits.charge_entry_point(request.user, brand.organization_id, markets=1)
         with semrush_generation(request, generate_prompts=body.get("generatePrompts") is True) as generation:
             outcome = services.market_create(caller=request.user, brand=brand, request=market_input,
                                              generation=generation)
@@ -249,8 +255,6 @@ class MarketCreateApi(APIView):
 
 
 class BrandActivateApi(APIView):
-    throttle_classes = ONBOARDING_THROTTLES
-
     @extend_schema(operation_id="activateMarkets", request={"application/json": schemas.ref("ActivateRequest")},
                    parameters=[*PATH_IDS[:2], *AUDIENCE_HEADERS],
                    responses={200: ActivationOutput, 207: OpenApiResponse(ActivationOutput, "Some market failed"),
@@ -259,6 +263,8 @@ class BrandActivateApi(APIView):
         require_semrush_credential(request)
         brand = serenity_brand_get_for_caller(request.user, *parse_ids(orgId=orgId, brandId=brandId))
         activate_input = activate_request(json_object(request))
+        limits.charge_entry_point(request.user, brand.organization_id,
+                          markets=services.markets_requested(brand=brand, request=activate_input))
         with semrush_generation(request, generate_prompts=activate_input.generate_prompts) as generation:
             activation = services.brand_activate(caller=request.user, brand=brand, request=activate_input,
                                                  generation=generation)

@@ -34,6 +34,7 @@ from markets.jobid import generation_job_id
 from markets.models import Brand, Market, Organization, Site
 from markets.onboarding.inputs import (
     UUID,
+    ActivateRequest,
     BrandRequest,
     MarketRequest,
     activation_market_body,
@@ -396,11 +397,19 @@ def _brand_ensure_base_site(brand: Brand, *, domain: str | None) -> None:
             brand.refresh_from_db(fields=["base_site"])
 
 
+def markets_requested(*, brand: Brand, request: ActivateRequest) -> int:
+    """How many markets an activation will try to create (what the organization's budget is charged): none for a
+    pending brand or without `brandDomain`, else every listed market, or the one US/en market."""
+    if brand.status == Brand.Status.PENDING or not request.domain_given:
+        return 0
+    return len(request.markets) if request.markets else 1
+
+
 # The market an activation with a brand domain but no markets provisions, as in the original.
 DEFAULT_ACTIVATION_MARKET = {"market": "US", "languageCode": "en"}
 
 
-def brand_activate(*, caller: Caller, brand: Brand, request, generation: Generation) -> Activation:
+def brand_activate(*, caller: Caller, brand: Brand, request: ActivateRequest, generation: Generation) -> Activation:
     """Activate a brand (SPEC §3.3).
 
     - Pending: the body is ignored; the brand gets its sub-workspace and becomes active (200, no markets).

@@ -4,6 +4,10 @@ A `siteId` in a createMarket body must name a site of the brand, which no genera
 UUID is replaced by the id of the brand's site (SERENITY_FUZZ_SITE_ID), as the UI only ever sends the id of a
 site the service gave it. A value that is not a UUID is left alone, so the server's refusal of it is still
 fuzzed.
+
+createBrand reads `x-promise-audience` only when the brand needs Semrush work (an active brand; the fuzzed
+organization has Serenity on), as the original does: a case whose header breaks the schema's pattern asks for
+an active brand, so that the header is read and its refusal checked, rather than ignored for a pending brand.
 """
 import os
 import re
@@ -27,8 +31,21 @@ def map_body(context, body):
     return body
 
 
+AUDIENCE = re.compile(r"^[ \t]*(?:[Ss][Ee][Mm][Rr][Uu][Ss][Hh])?[ \t]*$")  # markets.onboarding.apis.AUDIENCE_PATTERN
+
+
+def _audience_read(case):
+    audience = (case.headers or {}).get("x-promise-audience")
+    if audience is not None and not AUDIENCE.fullmatch(audience) and isinstance(case.body, dict):
+        case.body = {**case.body, "status": "active"}
+    return case
+
+
 @schemathesis.hook
 def map_case(context, case):
-    if case.operation.definition.raw.get("operationId") == "createMarket":
+    operation_id = case.operation.definition.raw.get("operationId")
+    if operation_id == "createMarket":
         case.body = _real_site(case.body)
+    if operation_id == "createBrand":
+        case = _audience_read(case)
     return case

@@ -215,3 +215,42 @@ def test_a_read_only_admin_may_poll_but_not_create(world, promise):
 
     assert created.status_code == 403 and created.json()["error"] == "forbidden"
     assert poll.status_code == 404 and poll.json()["code"] == "job_not_found"
+
+
+@pytest.mark.worker
+def test_one_forwarded_token_sent_by_concurrent_requests_serves_exactly_one_of_them(
+    world, session, promise, async_on, celery_worker, sims
+):
+    import threading
+
+    import httpx
+    from django.db import connections
+
+    forwarded = promise()
+    start, answers, lock = threading.Barrier(3, timeout=60), {}, threading.Lock()
+
+    def create(country: str, language: str):
+        try:
+            start.wait()
+            answer = httpx.post(f"{sims.url}{world.url('markets')}", timeout=60, json={
+                **world.brand_fields, "market": country, "languageCode": language, "generatePrompts": True},
+                headers={"Authorization": f"Bearer {session}", "x-promise-token": forwarded, **SEMRUSH})
+            with lock:
+                answers[country] = answer
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=create, args=slice_) for slice_ in (("DE", "de"), ("AT", "de"), ("CH", "de"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    won = [country for country, answer in answers.items() if answer.status_code == 201]
+    lost = [answer for answer in answers.values() if answer.status_code != 201]
+    assert len(won) == 1 and len(lost) == 2, {c: (a.status_code, a.text) for c, a in answers.items()}
+    assert {(a.status_code, a.json()["message"]) for a in lost} == {(401, "Invalid or expired promise token")}
+    assert list(Market.objects.values_list("country", flat=True)) == won  # the losers created nothing
+    job = wait_terminal(AsyncJob.objects.get(id=answers[won[0]].json()["promptGeneration"]["jobId"]), timeout=60)
+    assert job.status == "COMPLETED", job.error
+    assert AsyncJob.objects.count() == 1 and ledger.count(ledger.REFUSED) == 2  # IMS refused the token twice
