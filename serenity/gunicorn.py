@@ -3,12 +3,16 @@
 Besides the server's settings, it makes gunicorn's own error answers problem+json like every other answer
 of the API. A request gunicorn refuses before Django sees it (an over-long request line, too many or too
 large headers, a malformed request) was answered with an HTML page; gunicorn has no hook for that body, so
-its one writer of those pages, `gunicorn.util.write_error`, is replaced here.
+its one writer of those pages, `gunicorn.util.write_error`, is replaced here. And every line gunicorn itself
+logs (its error log and the access log, whose request line carries the query string) goes through the
+product's scrubber and is written as JSON like every other line.
 """
 import json
 import os
 
-from gunicorn import util
+from gunicorn import glogging, util
+
+from serenity.logging import ContextFilter, JsonFormatter, RedactingFilter
 
 bind = f"0.0.0.0:{os.environ.get('PORT', '8000')}"
 worker_class = "gthread"
@@ -17,6 +21,7 @@ threads = int(os.environ.get("GUNICORN_THREADS", "8"))
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "60"))
 graceful_timeout = 30
 accesslog = "-"
+logger_class = "serenity.gunicorn.ScrubbedLogger"
 # Our requests are small: a long request line or header block is a mistake or an attack.
 limit_request_line = 4094
 limit_request_fields = 100
@@ -38,3 +43,15 @@ def write_problem(sock, status_int, reason, mesg):
 
 
 util.write_error = write_problem
+
+
+class ScrubbedLogger(glogging.Logger):
+    """gunicorn's logger, each of its handlers behind the scrubber every other log line goes through."""
+
+    def setup(self, cfg):
+        super().setup(cfg)
+        for log in (self.error_log, self.access_log):
+            for handler in log.handlers:
+                handler.addFilter(ContextFilter())
+                handler.addFilter(RedactingFilter())
+                handler.setFormatter(JsonFormatter())

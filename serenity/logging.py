@@ -17,11 +17,12 @@ _PATTERNS = [
     (re.compile(r"(?i)\bbasic\s+[A-Za-z0-9+/=]{4,}"), f"Basic {REDACTED}"),
     # JWT-shaped values: three base64url segments, the first a JSON header.
     (re.compile(r"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+"), REDACTED),
-    # key=value / "key": "value" pairs whose key names a secret.
+    # key=value / "key": "value" pairs whose key names a secret (query parameters, form fields, JSON, cookies:
+    # `sessionToken=`, `access_token=`, `x-promise-token:`...).
     (
         re.compile(
             r"(?i)([\"']?(?:promise_token|access_token|refresh_token|id_token|client_secret|x-promise-token|"
-            r"authorization|token)[\"']?\s*[:=]\s*[\"']?)[^\"'\s,;&}]+"
+            r"authorization|cookie|password|api_key|x-api-key|token)[\"']?\s*[:=]\s*[\"']?)[^\"'\s,;&}]+"
         ),
         rf"\g<1>{REDACTED}",
     ),
@@ -48,24 +49,30 @@ class RedactingFilter(logging.Filter):
             message = f"{record.msg} {record.args}"
         record.msg, record.args = redact(message), None
         for key, value in list(vars(record).items()):
-            if key not in _STANDARD and isinstance(value, (str, dict, list)):
+            if key not in _STANDARD:
                 setattr(record, key, _redact_value(value))
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
             record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
         return True
 
 
 def _redact_value(value):
-    """Redact strings inside a structure; a key named like a secret loses its whole value."""
+    """Redact strings inside a structure; a key named like a secret loses its whole value. Anything else but a
+    number or a boolean becomes its redacted text here, never later: an object's repr (Django's request, say,
+    with its query string) would otherwise be written out after the scrubbing."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
         return {k: REDACTED if _SECRET_KEY.search(str(k)) else _redact_value(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_redact_value(v) for v in value]
-    return value
+    return redact(str(value))
 
 
 _SECRET_KEY = re.compile(r"(?i)token|secret|authorization|password|credential")

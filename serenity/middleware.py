@@ -1,9 +1,13 @@
 """Middleware of our own: the request id (accept a sane X-Request-Id or mint one, expose it on the response and
-in logs), and django-cors-headers answering every API preflight the way the original service does."""
+in logs), django-cors-headers answering every API preflight the way the original service does, and django-csp
+choosing the policy by path."""
 import re
 import uuid
 
 from corsheaders.middleware import CorsMiddleware as LibraryCorsMiddleware
+from csp.middleware import CSPMiddleware as LibraryCspMiddleware
+from csp.utils import default_config
+from django.conf import settings
 from django.http import HttpResponse
 
 from serenity import context
@@ -38,3 +42,15 @@ class CorsMiddleware(LibraryCorsMiddleware):
         if request._cors_enabled and request.method == "OPTIONS":
             return HttpResponse(status=204)
         return None
+
+
+class CspMiddleware(LibraryCspMiddleware):
+    """django-csp, with two policies: CONTENT_SECURITY_POLICY (strict: the API answers data) everywhere, and
+    CSP_PAGES_POLICY on the pages people open in a browser (CSP_PAGE_PATHS: the admin, the API docs, their
+    static files), whose own scripts, styles and images must load."""
+
+    def get_policy_parts(self, request, response, report_only=False):
+        parts = super().get_policy_parts(request, response, report_only)
+        if not report_only and parts.config is None and request.path.startswith(settings.CSP_PAGE_PATHS):
+            parts.config = default_config(settings.CSP_PAGES_POLICY["DIRECTIVES"])
+        return parts

@@ -150,11 +150,11 @@ def error_headers(doc: dict) -> dict:
     return {ERROR_HEADER: doc["message"]} if doc.get("status") in ERROR_HEADER_STATUSES else {}
 
 
-def problem_response(doc: dict, headers: dict | None = None):
-    from rest_framework.response import Response
-
-    return Response(doc, status=doc["status"], headers={**(headers or {}), **error_headers(doc)},
-                    content_type=PROBLEM_CONTENT_TYPE)
+def problem_response(doc: dict, headers: dict | None = None) -> JsonResponse:
+    """The answer for a problem document: always JSON, whatever the view renders otherwise (the schema's YAML,
+    the docs' HTML), so the content type says what the body is."""
+    return JsonResponse(doc, status=doc["status"], headers={**(headers or {}), **error_headers(doc)},
+                        content_type=PROBLEM_CONTENT_TYPE)
 
 
 # DRF exception class -> (code, title). The `code` is stable; clients may branch on it.
@@ -205,7 +205,7 @@ def problem_exception_handler(exc, context):
         exc_for_drf.status_code = exc.status
         response = drf_exception_handler(exc_for_drf, context)  # rollback + standard headers
         doc = problem(exc.status, exc.code, exc.title, exc.detail, errors=exc.errors)
-        return problem_response(doc, headers={**dict(response.headers), **exc.headers} if response else exc.headers)
+        return problem_response(doc, headers={**_passed_headers(response), **exc.headers})
 
     from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
     from django.http import Http404
@@ -229,8 +229,15 @@ def problem_exception_handler(exc, context):
         detail = "; ".join(dict.fromkeys(e["message"] for e in errors)) or "The request body is invalid."
     elif isinstance(exc.detail, str):
         detail = str(exc.detail)
-    headers = {k: v for k, v in response.headers.items() if k in ("WWW-Authenticate", "Retry-After", "Allow")}
-    return problem_response(problem(response.status_code, code, title, detail, errors=errors), headers)
+    doc = problem(response.status_code, code, title, detail, errors=errors)
+    return problem_response(doc, _passed_headers(response))
+
+
+def _passed_headers(response) -> dict:
+    """The headers of DRF's own answer a problem keeps: the ones that tell the client what to do next."""
+    if response is None:
+        return {}
+    return {k: v for k, v in response.headers.items() if k in ("WWW-Authenticate", "Retry-After", "Allow")}
 
 
 def _plain_problem(status: int, code: str, title: str, request=None):

@@ -2,7 +2,7 @@
 from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.authentication import SessionAuthentication
 
 from serenity import health
@@ -16,7 +16,8 @@ urlpatterns = [
     path("v2/", include("markets.urls")),
     path("admin/", admin.site.urls),
     path("api/schema", SpectacularAPIView.as_view(**DOCS_ACCESS), name="schema"),
-    path("api/docs", SpectacularSwaggerView.as_view(url_name="schema", **DOCS_ACCESS), name="swagger-ui"),
+    # The split view serves Swagger UI's start-up script as a file: the pages' policy allows no inline script.
+    path("api/docs", SpectacularSwaggerSplitView.as_view(url_name="schema", **DOCS_ACCESS), name="swagger-ui"),
 ]
 if settings.SANDBOX_ENABLED:
     urlpatterns.append(path("sandbox/", include("serenity.sandbox.urls")))

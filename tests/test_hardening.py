@@ -8,10 +8,14 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import jwt
 import pytest
+from django.conf import settings
 from django.test import Client
 
 from serenity.sandbox.ims import keys
@@ -101,11 +105,53 @@ def test_admin_logins_are_locked_out_after_repeated_failures(db, django_user_mod
 def test_the_api_docs_need_a_staff_session_unless_made_public(db, settings, admin_client):
     settings.API_DOCS_PUBLIC = False
 
-    assert Client().get("/api/schema").status_code == 403
-    assert Client().get("/api/docs").status_code == 403
+    refused = [Client().get("/api/schema"), Client().get("/api/docs"), Client().get("/api/docs?script=")]
+    assert [r.status_code for r in refused] == [403, 403, 403]
+    for answer in refused:  # the content type says what the body is: a problem document, whatever the view renders
+        assert answer["Content-Type"] == "application/problem+json"
+        assert json.loads(answer.content)["status"] == 403
     assert admin_client.get("/api/schema").status_code == 200
     settings.API_DOCS_PUBLIC = True
     assert Client().get("/api/schema").status_code == 200
+
+
+# --- Debug pages and Content-Security-Policy --------------------------------------------------------------------
+
+def test_a_deployment_refuses_to_start_with_debug_on():
+    result = manage(production_env(DEBUG="true"), "check")
+
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == ("django.core.exceptions.ImproperlyConfigured: DEBUG must be off "
+                                                      "when SERENITY_ENVIRONMENT='production' (it is for local runs).")
+
+
+def policy(response) -> dict[str, list[str]]:
+    header = response["Content-Security-Policy"]
+    return {d.split()[0]: d.split()[1:] for d in (part.strip() for part in header.split(";")) if d}
+
+
+def test_every_answer_of_the_api_carries_a_policy_that_lets_nothing_load(db, settings):
+    settings.API_DOCS_PUBLIC = True
+    answers = [Client().get("/healthz"), Client().get("/v2/orgs/x/brands"), Client().post("/v2/orgs/x/brands"),
+               Client().get("/v2/nowhere"), Client().get("/api/schema"), Client().options("/v2/orgs/x/brands")]
+
+    for answer in answers:
+        assert policy(answer)["default-src"] == ["'none'"], answer.request["PATH_INFO"]
+        assert policy(answer)["frame-ancestors"] == ["'none'"]
+
+
+def test_the_admin_and_the_api_docs_may_load_their_own_assets_and_run_no_inline_script(db, settings, admin_client):
+    settings.API_DOCS_PUBLIC = True
+
+    pages = [Client().get("/admin/login/"), admin_client.get("/admin/"), admin_client.get("/admin/jobs/asyncjob/"),
+             Client().get("/api/docs"), Client().get("/api/docs?script="), Client().get("/static/admin/css/base.css")]
+
+    for page in pages:
+        directives = policy(page)
+        assert page.status_code == 200, page.request["PATH_INFO"]
+        assert directives["script-src"] == ["'self'"] and directives["default-src"] == ["'self'"]
+        assert directives["frame-ancestors"] == ["'none'"] and directives["object-src"] == ["'none'"]
+    assert b"<script src=" in pages[3].content and b"<script>" not in pages[3].content
 
 
 # --- gunicorn's own answers ----------------------------------------------------------------------------------
@@ -125,28 +171,38 @@ def raw_request(port: int, request: bytes) -> bytes:
     return b"".join(chunks)
 
 
-def test_gunicorn_answers_a_request_it_refuses_with_problem_json(tmp_path):
+@contextmanager
+def gunicorn(log_dir: Path, **env) -> Iterator[int]:
+    """The API served by gunicorn with the product's configuration, on the test database; its stdout (the
+    access log) and stderr (every other line) written under `log_dir`. Yields the port."""
     port = free_port()
-    env = {**os.environ, "PORT": str(port), "WEB_CONCURRENCY": "1", "DJANGO_SETTINGS_MODULE": "tests.settings"}
-    server = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "-c", "python:serenity.gunicorn",
-                               "--bind", f"127.0.0.1:{port}", "serenity.wsgi:application"], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and server.poll() is None, "gunicorn did not start"
-                time.sleep(0.2)
+    db = settings.DATABASES["default"]
+    env = {**os.environ, "PORT": str(port), "WEB_CONCURRENCY": "1", "DJANGO_SETTINGS_MODULE": "tests.settings",
+           "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}", **env}
+    with open(log_dir / "stdout.log", "wb") as out, open(log_dir / "stderr.log", "wb") as err:
+        server = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "-c", "python:serenity.gunicorn",
+                                   "--bind", f"127.0.0.1:{port}", "serenity.wsgi:application"], cwd=ROOT, env=env,
+                                  stdout=out, stderr=err)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline and server.poll() is None, "gunicorn did not start"
+                    time.sleep(0.2)
+            yield port
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=30)
 
+
+def test_gunicorn_answers_a_request_it_refuses_with_problem_json(tmp_path):
+    with gunicorn(tmp_path) as port:
         long_line = raw_request(port, b"GET /" + b"a" * 4200 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
         many_headers = raw_request(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" +
                                    b"".join(b"X-%d: y\r\n" % i for i in range(200)) + b"\r\n")
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=30)
 
     for answer, status in ((long_line, 400), (many_headers, 431)):
         head, _, body = answer.partition(b"\r\n\r\n")
@@ -154,6 +210,57 @@ def test_gunicorn_answers_a_request_it_refuses_with_problem_json(tmp_path):
         assert b"Content-Type: application/problem+json" in head
         assert json.loads(body)["status"] == status
         assert b"aaaa" not in body and b"<html" not in body
+
+
+def test_tokens_sent_in_any_part_of_a_request_to_any_route_reach_no_log_line(tmp_path, sims, bearer):
+    """A bearer, a session token and promise tokens sent in the Authorization header, `x-promise-token`, the
+    query string (access_token-like names), cookies and the body, to every route, valid and not: every line
+    gunicorn writes (its access log, Django's request warnings, the product's own lines) is scrubbed."""
+    from urllib.parse import quote
+
+    from serenity.sandbox.ims.sessions import issue_session_token
+    from tests.api.conftest import make_job
+    from tokens.clients import ims as ims_client
+    from tokens.pairs import get_pair
+
+    org = make_org(CALLER_ORG)
+    brand = make_brand(org, "Leak")
+    job = make_job(org=org, brand=brand, site=brand.base_site)
+    member = bearer(user_id="user-1", org_ids=[CALLER_ORG])
+    tokens = {
+        "bearer": member,
+        "expired": bearer(user_id="user-1", org_ids=[CALLER_ORG], ttl=-60),
+        "session": issue_session_token(user_id="user-1", org_ids=[CALLER_ORG]),
+        "promise": ims_client.mint(bearer=member, pair=get_pair("semrush")).promise_token,
+        "opaque": "opaque-secret-" + uuid.uuid4().hex,
+    }
+    scope = f"/v2/orgs/{org.id}/brands/{brand.id}/serenity"
+    routes = ["/healthz", "/readyz", f"/v2/orgs/{org.id}/brands", f"{scope}/markets", f"{scope}/activate",
+              f"{scope}/markets/generation/jobs/{job.id}", f"{scope}/markets/generation/jobs/{job.id}/reauth",
+              f"{scope}/markets/{uuid.uuid4()}/generation", "/admin/", "/admin/jobs/asyncjob/", "/api/schema",
+              "/api/docs", "/v2/nowhere"]
+    sent = 0
+    with gunicorn(tmp_path) as port, httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+        for route in routes:
+            for auth in ("bearer", "expired", "session"):
+                query = (f"?access_token={tokens[auth]}&token={tokens['opaque']}&promise_token={tokens['promise']}"
+                         f"&sessionToken={tokens['session']}")
+                headers = {"Authorization": f"Bearer {tokens[auth]}", "x-promise-token": quote(tokens["promise"]),
+                           "x-promise-audience": "semrush",
+                           "Cookie": f"sessionToken={tokens['session']}; sessionid={tokens['opaque']}"}
+                body = {"market": tokens["opaque"], "languageCode": tokens["promise"], "brandDomain": tokens[auth],
+                        "brandNames": [tokens["session"]], "name": tokens["opaque"], "urls": [tokens["promise"]]}
+                for method in ("GET", "POST"):
+                    client.request(method, route + query, headers=headers, json=body)
+                    sent += 1
+
+    access, other = (tmp_path / "stdout.log").read_text(), (tmp_path / "stderr.log").read_text()
+    assert [json.loads(line)["logger"] for line in access.splitlines()] == ["gunicorn.access"] * sent
+    assert "Unauthorized: /v2/" in other and "[REDACTED]" in access  # Django's warnings were there to scrub
+    for name, token in tokens.items():
+        for secret in {token, token.rsplit(".", 1)[-1], quote(token)}:  # a JWT's signature alone is the secret
+            assert secret not in access, f"the {name} token in the access log"
+            assert secret not in other, f"the {name} token in the error log"
 
 
 # --- Beat ----------------------------------------------------------------------------------------------------

@@ -1,14 +1,19 @@
 """Django itself: secrets, the database, apps, middleware, security headers, DRF, the API docs, the cache,
-throttles and the admin's login limits."""
+request limits and the admin's login limits."""
 from datetime import timedelta
 
+from django.core.exceptions import ImproperlyConfigured
+
 from serenity import localsecrets
-from serenity.settings.environment import IS_LOCAL, VAR_DIR, env, required
+from serenity.settings.environment import ENVIRONMENT, IS_LOCAL, VAR_DIR, env, required
 
 _local = localsecrets.load_or_create(VAR_DIR / "local-secrets.json") if IS_LOCAL else {}
 
 SECRET_KEY = required("SECRET_KEY", _local.get("SECRET_KEY"))
 DEBUG = env.bool("DEBUG", default=False)
+if DEBUG and not IS_LOCAL:
+    # Debug pages name the settings, the URL configuration and local variables: never outside a local run.
+    raise ImproperlyConfigured(f"DEBUG must be off when SERENITY_ENVIRONMENT={ENVIRONMENT!r} (it is for local runs).")
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"] if IS_LOCAL else [])
 
 # --- Database ----------------------------------------------------------------------------------------------
@@ -47,8 +52,8 @@ else:
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# The shared cache (request throttles). Default: a table in the database (created by `migrate`), shared by
-# every process; `redis://…` or any django-environ cache URL in CACHE_URL replaces it.
+# The shared cache (the admin's read of the DLQ's members). Default: a table in the database (created by `migrate`),
+# shared by every process; `redis://…` or any django-environ cache URL in CACHE_URL replaces it.
 CACHES = {"default": env.cache_url("CACHE_URL", default="dbcache://serenity_cache")}
 
 # Encryption at rest for promise tokens: comma-separated Fernet keys, newest first (MultiFernet).
@@ -70,6 +75,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "axes",
     "corsheaders",
+    "csp",
     "serenity.apps.SerenityConfig",
     "tokens",
     "jobs",
@@ -80,7 +86,9 @@ if SANDBOX_ENABLED:
 
 MIDDLEWARE = [
     "serenity.middleware.RequestIdMiddleware",
-    # First after the request id: a preflight is answered before anything else looks at the request.
+    # Every answer, preflights and static files included, carries a Content-Security-Policy.
+    "serenity.middleware.CspMiddleware",
+    # A preflight is answered before anything else looks at the request.
     "serenity.middleware.CorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves the admin's and the API docs' static files (Swagger UI assets are bundled, no CDN).
@@ -133,6 +141,16 @@ if not IS_LOCAL:
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
 
+# --- Request limits (serenity/limits.py): N/sec|min|hour|day per scope, counted in the database ------------------
+THROTTLE_RATES = {
+    "onboarding": env.str("THROTTLE_ONBOARDING_RATE", default="60/min"),
+    "reauth": env.str("THROTTLE_REAUTH_RATE", default="10/min"),
+    "org_markets": env.str("THROTTLE_ORG_MARKETS_RATE", default="500/hour"),
+    "org_reauth": env.str("THROTTLE_ORG_REAUTH_RATE", default="300/hour"),
+}
+# One tenant's own rate: `scope:<organization id or user id>=<rate>`, comma-separated.
+THROTTLE_OVERRIDES = dict(item.split("=", 1) for item in env.list("THROTTLE_OVERRIDES", default=[]) if "=" in item)
+
 # --- Browsers on other origins (django-cors-headers; the preflight answer is serenity.middleware.CorsMiddleware) --
 # The API is called with a bearer token, not cookies, so `*` (the original's answer) exposes nothing; a list of
 # origins also lets a browser send the session cookie (credentials) from those origins.
@@ -160,6 +178,20 @@ SESSION_TOKEN_PUBLIC_KEY_B64 = (required("SESSION_TOKEN_PUBLIC_KEY_B64", _local.
 # Local only: the sign-in simulator's private key (never read outside local runs).
 SESSION_TOKEN_SANDBOX_PRIVATE_KEY_PEM = _local.get("SESSION_TOKEN_PRIVATE_KEY_PEM", "")
 
+# --- Content-Security-Policy (django-csp). The API's answers are data, never a page: nothing may load or run. The
+# pages (the admin, the API docs) load their own scripts, styles and images and nothing from elsewhere; inline
+# styles are allowed (the admin and Swagger UI set some), inline scripts are not. serenity.middleware.CspMiddleware
+# gives the pages' policy to the paths in CSP_PAGE_PATHS.
+CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
+    "default-src": ["'none'"], "frame-ancestors": ["'none'"], "base-uri": ["'none'"], "form-action": ["'none'"],
+}}
+CSP_PAGES_POLICY = {"DIRECTIVES": {
+    "default-src": ["'self'"], "script-src": ["'self'"], "style-src": ["'self'", "'unsafe-inline'"],
+    "img-src": ["'self'", "data:"], "font-src": ["'self'"], "connect-src": ["'self'"], "object-src": ["'none'"],
+    "base-uri": ["'self'"], "form-action": ["'self'"], "frame-ancestors": ["'none'"],
+}}
+CSP_PAGE_PATHS = ("/admin/", "/api/docs", "/static/")
+
 # --- The API -------------------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["serenity.auth.BearerAuthentication"],
@@ -167,12 +199,6 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["serenity.parsers.BoundedJSONParser"],
     "EXCEPTION_HANDLER": "serenity.problems.problem_exception_handler",
-    # Rates per scope (serenity/throttles.py): N/sec|min|hour|day, counted in the shared cache.
-    "DEFAULT_THROTTLE_RATES": {
-        "onboarding": env.str("THROTTLE_ONBOARDING_RATE", default="60/min"),
-        "org_markets": env.str("THROTTLE_ORG_MARKETS_RATE", default="500/hour"),
-        "reauth": env.str("THROTTLE_REAUTH_RATE", default="10/min"),
-    },
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
