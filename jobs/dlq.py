@@ -3,6 +3,7 @@ services, the doctor and job_inspect. Nothing here deletes or re-sends; see serv
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
@@ -31,7 +32,7 @@ class DlqMessage:
         return self.job_id or f"message {self.message_id} ({self.task or 'not a Celery message'})"
 
 
-def _message(raw: dict) -> DlqMessage:
+def _message(raw: dict[str, Any]) -> DlqMessage:
     attrs = raw.get("Attributes", {})
     decoded = decode_job_message(raw.get("Body", ""))
     sent = attrs.get("SentTimestamp")

@@ -145,6 +145,15 @@ def test_job_detail_shows_parameters_checkpoints_lease_and_history_read_only(adm
     assert KNOWN_TOKEN not in html and JWT_SHAPED not in html
 
 
+def test_the_history_button_of_a_job_opens_the_admin_history_page(admin_client):
+    job = leased(expires_in=timedelta(minutes=3))
+
+    response = admin_client.get(reverse("admin:jobs_asyncjob_history", args=[job.id]))
+
+    assert response.status_code == 200
+    assert response.context["object"].pk == job.id
+
+
 def act(client, action: str, jobs, confirmed: bool = True, **fields):
     """Choose `action` for `jobs` in the list, then (when `confirmed`) press "Yes" on its confirmation page."""
     data = {"action": action, "_selected_action": [str(j.id) for j in jobs], **fields}
