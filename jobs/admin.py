@@ -4,7 +4,7 @@ are shown redacted, checkpoints summarised, and grants are not part of the job's
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from django import forms
 from django.conf import settings
@@ -120,10 +120,11 @@ class MarkFailedForm(forms.Form):
 
 @admin.register(AsyncJob)
 class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
-    list_display = ("id", "job_type", "status", "error_code", "attempts", "lease", "last_activity", "message_sent",
-                    "dlq", "age")
-    list_filter = (AttentionFilter, "status", "job_type", "error_code", "attempts", LeaseStateFilter, AgeFilter,
-                   "brand_id")
+    # Typed as sequences of any length: the markets admin extends both.
+    list_display: tuple[str, ...] = ("id", "job_type", "status", "error_code", "attempts", "lease", "last_activity",
+                                     "message_sent", "dlq", "age")
+    list_filter: ClassVar[tuple[type[admin.SimpleListFilter] | str, ...]] = (
+        AttentionFilter, "status", "job_type", "error_code", "attempts", LeaseStateFilter, AgeFilter, "brand_id")
     search_fields = ("id", "brand_id")
     ordering = ("-created_at",)
     list_per_page = 50

@@ -105,7 +105,7 @@ def market_generation_produce(*, caller: Caller, brand: Brand, market: Market, g
     pair = generation.pair
     if not readiness.consumer_ready():
         raise ProducerRefused(NotEnqueued.CONSUMER_NOT_READY)
-    if pair.name != pairs.SEMRUSH:
+    if pair is None or pair.name != pairs.SEMRUSH:
         raise ProducerRefused(NotEnqueued.PROMISE_PAIR_REQUIRED)
     try:
         items = SemrushClient(generation.credential.semrush_bearer, deadline=deadline).brand_topics(

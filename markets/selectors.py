@@ -1,5 +1,6 @@
 """Reads shared by the APIs, the admin and the runbooks, always scoped to the caller."""
 import uuid
+from typing import Any
 
 from django.db import connection
 from django.db.models import Exists, OuterRef, Q
@@ -132,7 +133,7 @@ class PreparedScopedQuery:
 
     def get(self, **values) -> AsyncJob | None:
         uuid_field = AsyncJob._meta.get_field("id")
-        params = []
+        params: list[Any] = []
         for name, index in self.slots:
             if name is None:
                 params.append(index)  # a constant

@@ -10,6 +10,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -127,7 +128,7 @@ def brand_create(*, caller: Caller, org: Organization, request: BrandRequest,
         if created:
             with transaction.atomic():
                 Brand.objects.filter(id=brand.id).delete()
-                if not request.base_site_id:  # the base site was made with the brand
+                if not request.base_site_id and brand.base_site_id:  # the base site was made with the brand
                     Site.objects.filter(id=brand.base_site_id).delete()
         raise
     return BrandCreated(brand=brand, market=outcome)
@@ -137,14 +138,15 @@ class FirstMarketFailed(Exception):
     """The first market of a new brand could not be made; `outcome.problem` says why (the answer)."""
 
     def __init__(self, outcome: MarketOutcome):
-        super().__init__(outcome.problem["code"])
+        super().__init__((outcome.problem or {}).get("code", ""))
         self.outcome = outcome
 
 
 def _brand_upsert(*, org: Organization, request: BrandRequest, user_id: str) -> tuple[Brand, bool]:
     """The brand row (created or updated by name) and its base site, in one transaction. Returns
     (brand, created)."""
-    fields = {"urls": request.urls, "profile": request.profile, "updated_by": user_id, "status": request.status}
+    fields: dict[str, Any] = {"urls": request.urls, "profile": request.profile, "updated_by": user_id,
+                              "status": request.status}
     if request.primary_url:
         fields.update(primary_url=request.primary_url, domain=request.domain)
     if request.aliases:
@@ -160,7 +162,7 @@ def _brand_upsert(*, org: Organization, request: BrandRequest, user_id: str) -> 
         with transaction.atomic():
             brand = Brand.objects.select_for_update().filter(organization=org, name=request.name).first()
             created = brand is None
-            if created:
+            if brand is None:
                 brand = Brand.objects.create(organization=org, name=request.name, display_name=request.name,
                                              **fields)
             else:
@@ -352,7 +354,7 @@ def existing_market_handle(brand: Brand, country: str, language_code: str) -> di
     market = Market.objects.filter(brand=brand, country=country, language_code=language_code).first()
     if market is None:
         return {}
-    handle = {"marketId": str(market.id)}
+    handle: dict[str, Any] = {"marketId": str(market.id)}
     job_id = generation_job_id(brand.id, market.geo_target_id, market.language_code)
     status = AsyncJob.objects.filter(id=job_id).values_list("status", flat=True).first()
     if status is not None:
