@@ -25,8 +25,8 @@ from serenity.problems import PROBLEM_CONTENT_TYPE
 class RegenerationAcceptedSerializer(serializers.Serializer):
     """The 202 of a regeneration: the market's generation job, queued (or already running: `reused`)."""
 
-    jobId = serializers.UUIDField()  # noqa: N815
-    jobType = serializers.ChoiceField(choices=[MARKET_GENERATION_JOB_TYPE])  # noqa: N815
+    jobId = serializers.UUIDField()
+    jobType = serializers.ChoiceField(choices=[MARKET_GENERATION_JOB_TYPE])
     status = serializers.ChoiceField(choices=[JobStatus.IN_PROGRESS.value])
     reused = serializers.BooleanField(help_text="True when a job of this market was already running: nothing "
                                                 "new was queued, poll that job.")

@@ -24,7 +24,7 @@ from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError,
 from botocore.exceptions import ReadTimeoutError as BotoReadTimeoutError
 from django.conf import settings
 
-from markets.codes import (  # noqa: F401  (re-exported: callers name outcomes as drs.X)
+from markets.codes import (
     DRS_GENERATION_TERMINAL,
     DRS_INVALID_TARGET,
     DRS_TRANSIENT,

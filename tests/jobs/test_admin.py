@@ -171,7 +171,7 @@ def test_every_action_asks_for_confirmation_first_and_changes_nothing_until_then
     response = act(admin_client, action, [zoo["abandoned"], zoo["running"]], confirmed=False)
 
     assert response.status_code == 200
-    assert [t.name for t in response.templates][0] == "admin/jobs/asyncjob/confirm_action.html"
+    assert response.templates[0].name == "admin/jobs/asyncjob/confirm_action.html"
     html = response.content.decode()
     assert "2 job(s) selected." in html and str(zoo["abandoned"].id) in html
     assert 'name="confirmed" value="yes"' in html and f'name="action" value="{action}"' in html
@@ -231,7 +231,7 @@ def test_mark_failed_with_a_bad_code_or_reason_shows_the_page_again_and_changes_
                                                                                         reason, error):
     response = act(admin_client, "mark_failed", [zoo["abandoned"]], code=code, reason=reason)
 
-    assert [t.name for t in response.templates][0] == "admin/jobs/asyncjob/confirm_action.html"
+    assert response.templates[0].name == "admin/jobs/asyncjob/confirm_action.html"
     assert error in response.content.decode()
     assert AsyncJob.objects.get(id=zoo["abandoned"].id).status == "IN_PROGRESS"
 

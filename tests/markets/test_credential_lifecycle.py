@@ -131,7 +131,7 @@ def test_ims_refusing_connections_for_two_deliveries_delays_the_job_but_it_compl
 ):
     settings.JOB_RETRY_BASE_SECONDS = 1
     reachable = settings.IMS_HOST
-    job, market = start_job(world)  # the entry point mints while IMS is still reachable
+    job, _market = start_job(world)  # the entry point mints while IMS is still reachable
     settings.IMS_HOST = f"http://127.0.0.1:{closed_port()}"
 
     wait_until(lambda: job.events.filter(kind="retry_scheduled").count() >= 2, timeout=30)
