@@ -1,5 +1,6 @@
 """Reading the market-jobs DLQ (a held, released-on-exit scan) and the queues' counts, for the operator
-services, the doctor and job_inspect. Nothing here deletes or re-sends; see services/operator.py."""
+services, the doctor and job_inspect. Nothing here re-sends or decides: `DlqScan.delete` removes one message
+when the operator services (services/operator.py, redrive and drop) have dealt with it."""
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime

@@ -1,11 +1,14 @@
 """The one job state machine: the allowed transitions, the only function that changes a job's status, and
 the job's history.
 
-    IN_PROGRESS --complete--> COMPLETED
-    IN_PROGRESS --fail------> FAILED
-    IN_PROGRESS --cancel----> CANCELLED
-    FAILED      --reauth----> IN_PROGRESS   (only when awaiting re-authorisation; see services/producer.py)
-    any terminal --replace--> IN_PROGRESS   (the producer reuses the deterministic id for a fresh job)
+    IN_PROGRESS  --complete--> COMPLETED    (the handler's last step; services/endings.py)
+    IN_PROGRESS  --fail------> FAILED       (the handler, the retry decision, or an operator's job_mark_failed)
+    FAILED       --reauth----> IN_PROGRESS  (awaiting re-authorisation only, by its user; services/producer.py)
+    FAILED       --rerun-----> IN_PROGRESS  (a retryable failure that kept its credential; services/operator.py)
+    any terminal --replace---> IN_PROGRESS  (the producer reuses the deterministic id for a fresh job)
+
+CANCELLED is a status the database accepts and the poll can show, but nothing in the product moves a job there
+today; a job reaching it (by hand) is terminal like the others and may be replaced.
 
 Every change is one conditional UPDATE naming the expected current status (and, for a worker, its
 lease token): zero rows means someone else moved the job first, and the caller must stop.

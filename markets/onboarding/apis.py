@@ -10,11 +10,12 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from markets.generation_apis import PATH_IDS, parse_ids
-from markets.headers import require_semrush_credential, semrush_generation
+from markets.generation.producer import semrush_generation
+from markets.headers import require_semrush_credential
 from markets.models import Brand
 from markets.onboarding import schemas, services
 from markets.onboarding.inputs import activate_request, brand_request, market_request
+from markets.paths import PATH_IDS, parse_ids
 from markets.selectors import org_get_for_caller, serenity_brand_get_for_caller
 from serenity import limits
 from serenity.openapi import X_ERROR_HEADER, problem_response

@@ -5,21 +5,20 @@ Network calls (Semrush, the producer) happen after the rows they belong to are c
 transaction; a market whose Semrush project cannot be made is removed again, so a retry of the same slice
 is not answered 409, and a brand whose Semrush set-up failed on its creation is not left behind.
 """
-import contextvars
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from jobs.models import AsyncJob
 from markets import geo
 from markets.clients.semrush import SemrushClient
+from markets.deadlines import in_parallel, request_deadline
 from markets.exceptions import (
     BrandDemotionRefused,
     BrandExists,
@@ -31,7 +30,8 @@ from markets.exceptions import (
     SiteNotFound,
     UnknownLanguage,
 )
-from markets.jobid import generation_job_id
+from markets.generation.jobid import generation_job_id
+from markets.generation.producer import Generation, market_generation_enqueue
 from markets.models import Brand, Market, Organization, Site
 from markets.onboarding.inputs import (
     UUID,
@@ -43,8 +43,7 @@ from markets.onboarding.inputs import (
     market_request,
     semrush_work_errors,
 )
-from markets.producer import Generation, market_generation_enqueue
-from markets.sync_prompts import SyncBudget, sync_prompts_write
+from markets.onboarding.sync_prompts import SyncBudget, sync_prompts_write
 from serenity.auth import Caller
 from serenity.clients.http import ClientError
 from serenity.problems import DomainError, problem
@@ -53,11 +52,6 @@ log = logging.getLogger(__name__)
 
 # The least time worth starting a market with: a project lookup or creation, a publish and the producer.
 MARKET_MIN_SECONDS = 3.0
-
-
-def request_deadline() -> float:
-    """The `time.monotonic()` by which an entry point must have answered (REQUEST_DEADLINE_SECONDS)."""
-    return time.monotonic() + settings.REQUEST_DEADLINE_SECONDS
 
 
 @dataclass
@@ -252,27 +246,6 @@ def markets_provision(*, caller: Caller, brand: Brand, requests: list[MarketRequ
 
     return in_parallel(provision, list(zip(requests, sites, strict=True)),
                        limit=settings.MARKET_PROVISION_CONCURRENCY)
-
-
-def in_parallel(fn, items: list, *, limit: int) -> list:
-    """`[fn(item) for item in items]`, in order, up to `limit` at a time on threads of their own.
-
-    Each call runs in a copy of the caller's context (its request id stays on the log lines) and closes its
-    database connection when done. Inside a transaction the calls run one by one on this thread instead: a
-    thread of its own could not see the transaction's uncommitted rows. An exception propagates as it would
-    from the loop, once the calls already started have ended.
-    """
-    if limit <= 1 or len(items) <= 1 or connection.in_atomic_block:
-        return [fn(item) for item in items]
-
-    def run(item, context):
-        try:
-            return context.run(fn, item)
-        finally:
-            connection.close()
-
-    with ThreadPoolExecutor(max_workers=min(limit, len(items)), thread_name_prefix="provision") as pool:
-        return list(pool.map(run, items, [contextvars.copy_context() for _ in items]))
 
 
 def _market_provision(*, caller: Caller, brand: Brand, request: MarketRequest, site: Site | None,
