@@ -66,7 +66,9 @@ class Caller:
 
 def make_caller(kind: str, *, user_id: str = USER_ID, org_ids: tuple[str, ...] = (ORG_IMS_ID,)) -> Caller:
     ims_token = issue_user_token(user_id=user_id, org_ids=list(org_ids))
-    bearer = ims_token if kind == "ims" else issue_session_token(user_id=user_id, org_ids=list(org_ids))
+    # A session token's email differs from its user id, so that a job's requester is seen to be the id.
+    bearer = ims_token if kind == "ims" else issue_session_token(user_id=user_id, org_ids=list(org_ids),
+                                                                 email=f"{user_id}@example.com")
     return Caller(kind=kind, user_id=user_id, ims_token=ims_token, bearer=bearer)
 
 
