@@ -241,6 +241,23 @@ def test_returns_403_when_user_lacks_access(world):
     assert not Brand.objects.filter(name="New Brand").exists()
 
 
+def test_returns_400_when_brand_guidance_fields_have_the_wrong_type(world):
+    """brands.test.js: 'returns 400 when brand guidance fields have the wrong type'"""
+    response = world.api.post(world.brands_path, {"name": "New Brand", "brandContext": {"text": "wrong"}})
+
+    assert problem(response, 400, "invalidRequest")["message"] == "brandContext must be a string or null"
+    assert not Brand.objects.filter(name="New Brand").exists()
+
+
+def test_returns_400_when_brand_guidance_fields_are_longer_than_4000_characters(world):
+    """brands.test.js: 'returns 400 when brand guidance fields are longer than 4000 characters'"""
+    response = world.api.post(world.brands_path, {"name": "New Brand", "mentionSentimentGuidance": "x" * 4001})
+
+    assert problem(response, 400, "invalidRequest")["message"] == (
+        "mentionSentimentGuidance must be at most 4000 characters")
+    assert not Brand.objects.filter(name="New Brand").exists()
+
+
 def test_accepts_brand_guidance_that_trims_to_within_the_limit(world):
     """brands.test.js: 'accepts brand guidance that trims to within the limit despite surrounding whitespace'"""
     site = SiteFactory(organization=world.org, base_url="https://new-brand.example")
