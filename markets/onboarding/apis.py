@@ -50,8 +50,11 @@ ERRORS = {
     (400, PROBLEM_CONTENT_TYPE): problem_response("The body breaks a rule (`invalidRequest`, with every failed rule "
                                                   "in `message`), an unknown market or language "
                                                   "(`unknownMarket`, `unknownLanguage`), or an unusable header."),
-    (401, PROBLEM_CONTENT_TYPE): problem_response("Missing, invalid or expired bearer token."),
-    (403, PROBLEM_CONTENT_TYPE): problem_response("Not a member of the organization."),
+    (401, PROBLEM_CONTENT_TYPE): problem_response("Missing, invalid or expired bearer token, or Semrush refused the "
+                                                  "credential the request acted with (`Upstream authorization "
+                                                  "failed`)."),
+    (403, PROBLEM_CONTENT_TYPE): problem_response("Not a member of the organization, or Semrush would not let the "
+                                                  "request's credential do this (`Upstream authorization failed`)."),
     (404, PROBLEM_CONTENT_TYPE): problem_response("No such organization or brand for this caller, or Serenity is "
                                                   "not active for the brand."),
     (409, PROBLEM_CONTENT_TYPE): problem_response("The market is already live (`sliceExists`)."),
@@ -144,8 +147,9 @@ class ActivationOutput(serializers.Serializer):
     markets = inline_serializer("ActivationEntry", many=True, fields={
         "market": serializers.JSONField(help_text="As sent."),
         "languageCode": serializers.JSONField(help_text="As sent."),
-        "status": serializers.IntegerField(help_text="201 new, 409 already live, 400 the entry breaks a rule, 502 "
-                                                     "Semrush failed, 503 not attempted in time (retryable)"),
+        "status": serializers.IntegerField(help_text="201 new, 409 already live, 400 the entry breaks a rule, 401 "
+                                                     "or 403 Semrush refused the request's credential, 502 Semrush "
+                                                     "failed, 503 not attempted in time (retryable)"),
         "body": serializers.JSONField(help_text="The market (as createMarket answers it) or a problem document"),
     })
     brand = BrandOutput(help_text="This service's: the brand after the activation.")

@@ -117,6 +117,19 @@ def test_redacts_the_gateway_url_from_a_semrush_upstream_error_on_provisioning(w
     assert not Brand.objects.filter(name="New Brand").exists()
 
 
+def test_maps_a_401_semrush_upstream_error_on_provisioning_to_http_401(world):
+    """brands.test.js: 'maps a 401 Semrush upstream error on provisioning to HTTP 401 + generic auth message'"""
+    semrush_controls.fail_next(1, status=401, path="/v1/workspaces", method="POST")
+
+    response = world.api.post(world.brands_path, SEMRUSH_DATA)
+
+    body = problem(response, 401, "authenticationRequired")
+    assert body["message"] == "Upstream authorization failed"
+    for internal in ("/v1/workspaces", "sandbox", "injected"):
+        assert internal not in response.text and internal not in response.headers.get("x-error", "")
+    assert not Brand.objects.filter(name="New Brand").exists()
+
+
 def test_returns_400_when_semrush_market_lacks_a_language_code(world):
     """brands.test.js: 'returns 400 when semrushMarket lacks a languageCode'"""
     response = world.api.post(world.brands_path, {"name": "New Brand", "urls": [{"value": "https://acme.com"}],

@@ -232,6 +232,28 @@ def test_upstream_failure_maps_to_502_envelope_without_leaking_provider_detail(w
     assert Market.objects.count() == 0
 
 
+def test_upstream_403_propagates_as_403_forbidden(world):
+    """serenity.test.js: 'upstream SerenityTransportError 403 propagates as 403 forbidden'"""
+    semrush_controls.fail_next(1, status=403, path="/ai-projects", method="POST")
+
+    response = world.api.post(world.path("markets"), MINIMUM_BODY)
+
+    body = problem(response, 403, "forbidden")
+    assert body["message"] == "Upstream authorization failed"
+    assert "injected" not in response.text and Market.objects.count() == 0
+
+
+def test_upstream_401_propagates_as_401_authentication_required(world):
+    """serenity.test.js: 'upstream SerenityTransportError 401 propagates as 401 authenticationRequired'"""
+    semrush_controls.fail_next(1, status=401, path="/ai-projects", method="POST")
+
+    response = world.api.post(world.path("markets"), MINIMUM_BODY)
+
+    body = problem(response, 401, "authenticationRequired")
+    assert body["message"] == "Upstream authorization failed"
+    assert "injected" not in response.text and Market.objects.count() == 0
+
+
 # --- activate -----------------------------------------------------------------------------------------------------
 
 def test_activate_401s_before_any_provisioning_when_the_caller_is_not_ims_authenticated(world):
