@@ -273,12 +273,13 @@ def test_activate_ensures_the_subworkspace_once_for_the_batch_and_creates_each_m
     """serenity.test.js: 'activate ensures the subworkspace ONCE for the batch and creates each market against
     it'"""
     brand = BrandFactory(organization=world.org, semrush_workspace_id=None)
+    workspaces = {w["id"] for w in semrush.workspaces(parent_id="serenity")}
 
     response = world.api.post(world.path("activate", brand), TWO_MARKETS)
 
     assert response.status_code == 200, response.text
     brand.refresh_from_db()
-    assert [w["id"] for w in semrush.workspaces(parent_id="serenity")].count(brand.semrush_workspace_id) == 1
+    assert {w["id"] for w in semrush.workspaces(parent_id="serenity")} - workspaces == {brand.semrush_workspace_id}
     assert [m["status"] for m in response.json()["markets"]] == [201, 201]
     assert {m["body"]["workspaceId"] for m in response.json()["markets"]} == {brand.semrush_workspace_id}
     assert response.json()["status"] == "active"
