@@ -19,6 +19,7 @@ from serenity import limits
 from serenity.openapi import X_ERROR_HEADER, problem_response
 from serenity.problems import PROBLEM_CONTENT_TYPE, InvalidInput
 from serenity.problems import problem_response as problem_answer
+from tokens.delegation import PROMISE_TOKEN_PATTERN
 
 # `semrush` in any case with spaces around it, or empty (the default pair), as HTTP allows.
 AUDIENCE_PATTERN = r"^[ \t]*(?:[Ss][Ee][Mm][Rr][Uu][Ss][Hh])?[ \t]*$"
@@ -35,7 +36,8 @@ BRAND_AUDIENCE_HEADER = OpenApiParameter("x-promise-audience", {"type": "string"
                                          "(an active brand of an organization with Serenity on); otherwise not read.")
 AUDIENCE_HEADERS = [
     AUDIENCE_HEADER,
-    OpenApiParameter("x-promise-token", str, OpenApiParameter.HEADER, required=False,
+    OpenApiParameter("x-promise-token", {"type": "string", "pattern": PROMISE_TOKEN_PATTERN}, OpenApiParameter.HEADER,
+                     required=False,
                      description="A promise token of the caller's, bare (URL-encoded, as the original's UI sends "
                                  "it) or as the typed JSON object `{promise_token, token_type: \"promise_token\", "
                                  "expires_in}`. It is exchanged at IMS on the selected pair: the request's Semrush "
