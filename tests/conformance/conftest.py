@@ -17,12 +17,10 @@ import pytest
 
 from jobs.models import AsyncJob
 from markets.clients.semrush import SemrushClient
-from markets.constants import MARKET_GENERATION_JOB_TYPE
 from markets.models import Brand, Organization
 from serenity.sandbox.ims.keys import issue_user_token
 from serenity.sandbox.ims.sessions import issue_session_token
-from tests.jobs.factories import AsyncJobFactory
-from tests.markets.factories import BrandFactory, OrganizationFactory
+from tests.markets.factories import BrandFactory, GenerationJobFactory, OrganizationFactory
 from tokens.clients import ims as ims_client
 from tokens.pairs import get_pair
 
@@ -120,11 +118,11 @@ class World:
     def job(self, *, brand: Brand | None = None, **fields) -> AsyncJob:
         """A generation job of this world's caller, with SECRET planted where no answer may show it."""
         brand = brand or self.brand
-        values = {"job_type": MARKET_GENERATION_JOB_TYPE, "organization_id": self.org.id, "brand_id": brand.id,
-                  "site_id": brand.base_site_id, "user_id": self.caller.user_id, "phase": "queued",
+        values = {"organization_id": self.org.id, "brand_id": brand.id, "site_id": brand.base_site_id,
+                  "user_id": self.caller.user_id,
                   "params": {"promiseToken": {"promise_token": SECRET}, "seeds": [{"topic": SECRET}]},
                   "checkpoints": {"note": SECRET}}
-        return AsyncJobFactory(**{**values, **fields})
+        return GenerationJobFactory(**{**values, **fields})
 
 
 @pytest.fixture(params=["ims", "session"])
