@@ -1,5 +1,6 @@
 """Errors of the markets app that the API answers deliberately (problem details, SPEC §3): each declares its
 status, code and title; serenity/problems.py maps the code to the original service's `error` token."""
+from serenity.clients.http import ReauthRequired
 from serenity.problems import Conflict, DomainError, Forbidden, InvalidInput, NotFound
 
 # --- The caller's scope ---------------------------------------------------------------------------------------
@@ -89,6 +90,27 @@ class NoCatalogueSeeds(Conflict):
 
 class SemrushUnavailable(DomainError):
     status, code, title = 502, "semrush_unavailable", "Upstream request failed"
+
+
+class SemrushRefused(DomainError):
+    """Semrush refused the credential the request acted with (its 401): the caller must authenticate again, as
+    the original answers it. The sentence names nothing upstream."""
+
+    status, code, title = 401, "semrush_authentication_failed", "Upstream authorization failed"
+
+
+class SemrushForbidden(SemrushRefused):
+    """Semrush would not let the request's credential do this (its 403), as the original answers it."""
+
+    status, code, title = 403, "semrush_forbidden", "Upstream authorization failed"
+
+
+def semrush_failed(exc: Exception, detail: str) -> DomainError:
+    """What a Semrush failure inside a request is answered with: a refused credential as Semrush said it (401 or
+    403, as the original), anything else a 502 saying `detail`."""
+    if isinstance(exc, ReauthRequired):
+        return SemrushForbidden() if exc.status == 403 else SemrushRefused()
+    return SemrushUnavailable(detail)
 
 
 class NotAttempted(DomainError):

@@ -43,11 +43,13 @@ ORIGINAL_ERROR_TOKENS: dict[str, str] = {
     "invalid_promise_token": "invalidRequest",
     "promise_token_rejected": "authenticationRequired",
     "PROMISE_TOKEN_REQUIRED": "promiseTokenRequired",
+    "semrush_authentication_failed": "authenticationRequired",
     # 403: what the caller may do
     "forbidden": "forbidden",
     "organization_access_denied": "forbidden",
     "not_job_requester": "forbidden",
     "serenity_not_active": "forbidden",
+    "semrush_forbidden": "forbidden",
     # 404: what exists for this caller
     "not_found": "notFound",
     "organization_not_found": "notFound",

@@ -31,6 +31,16 @@ from tokens.types import ForwardedPromise, InvalidPromiseToken, PromiseToken
 log = logging.getLogger(__name__)
 
 PROMISE_TOKEN_HEADER = "x-promise-token"
+# What `forwarded_promise` takes without a 400, for the API schema: a bare token (whatever does not open, once
+# trimmed and URL-decoded, a JSON object), or the typed object in its plain JSON form (no `%`, so that decoding
+# leaves it as it is). A bare value IMS will not exchange is a 401, like a typed one: that is the exchange's to say.
+_TRIMMED = r"[\s\x1c-\x1f\x85]*"
+_JSON_TEXT = r'"[^"\\%\x00-\x1f]*[^"\\%\s\x00-\x1f\x85][^"\\%\x00-\x1f]*"'
+PROMISE_TOKEN_PATTERN = (
+    rf"^(?:(?!{_TRIMMED}(?:\{{|%7[Bb]))[\s\S]*"
+    rf'|[ \t]*\{{"promise_token": ?{_JSON_TEXT}, ?"token_type": ?"promise_token",'
+    r' ?"expires_in": ?[1-9][0-9]{0,5}\}[ \t]*)$'
+)
 WWW_AUTHENTICATE = {"WWW-Authenticate": 'Bearer realm="serenity"'}
 
 

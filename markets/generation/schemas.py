@@ -9,6 +9,7 @@ from markets.generation.dto import GenerationJobSerializer, ReauthAcceptedSerial
 from markets.paths import MARKET_ID, PATH_IDS
 from serenity.openapi import problem_response
 from serenity.problems import PROBLEM_CONTENT_TYPE
+from tokens.delegation import PROMISE_TOKEN_PATTERN
 
 COMMON_PROBLEMS = {
     (400, PROBLEM_CONTENT_TYPE): problem_response("A path id is not a UUID."),
@@ -80,7 +81,8 @@ REAUTHORIZE: dict[str, Any] = dict(
         *PATH_IDS,
         OpenApiParameter("x-promise-audience", OpenApiTypes.STR, OpenApiParameter.HEADER, required=True,
                          enum=["semrush"], description="The IMS client pair: must be `semrush`."),
-        OpenApiParameter("x-promise-token", OpenApiTypes.STR, OpenApiParameter.HEADER,
+        OpenApiParameter("x-promise-token", {"type": "string", "pattern": PROMISE_TOKEN_PATTERN},
+                         OpenApiParameter.HEADER,
                          description="A promise token the browser holds, bare or as the typed JSON object "
                                      "`{promise_token, token_type, expires_in}`: exchanged at IMS, the job "
                                      "gets the rotated token. Absent: one is minted from the IMS bearer."),
@@ -123,7 +125,8 @@ REGENERATE: dict[str, Any] = dict(
         MARKET_ID,
         OpenApiParameter("x-promise-audience", OpenApiTypes.STR, OpenApiParameter.HEADER, required=True,
                          enum=["semrush"], description="The IMS client pair: must be `semrush`."),
-        OpenApiParameter("x-promise-token", OpenApiTypes.STR, OpenApiParameter.HEADER,
+        OpenApiParameter("x-promise-token", {"type": "string", "pattern": PROMISE_TOKEN_PATTERN},
+                         OpenApiParameter.HEADER,
                          description="A promise token the browser holds (see createMarket): exchanged at IMS; "
                                      "required for a session-token caller. Absent: the IMS bearer."),
         OpenApiParameter("Location", OpenApiTypes.STR, OpenApiParameter.HEADER, response=[202],

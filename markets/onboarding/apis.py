@@ -21,6 +21,7 @@ from serenity import limits
 from serenity.openapi import X_ERROR_HEADER, problem_response
 from serenity.problems import PROBLEM_CONTENT_TYPE, InvalidInput
 from serenity.problems import problem_response as problem_answer
+from tokens.delegation import PROMISE_TOKEN_PATTERN
 
 # `semrush` in any case with spaces around it, or empty (the default pair), as HTTP allows.
 AUDIENCE_PATTERN = r"^[ \t]*(?:[Ss][Ee][Mm][Rr][Uu][Ss][Hh])?[ \t]*$"
@@ -37,7 +38,8 @@ BRAND_AUDIENCE_HEADER = OpenApiParameter("x-promise-audience", {"type": "string"
                                          "(an active brand of an organization with Serenity on); otherwise not read.")
 AUDIENCE_HEADERS = [
     AUDIENCE_HEADER,
-    OpenApiParameter("x-promise-token", str, OpenApiParameter.HEADER, required=False,
+    OpenApiParameter("x-promise-token", {"type": "string", "pattern": PROMISE_TOKEN_PATTERN}, OpenApiParameter.HEADER,
+                     required=False,
                      description="A promise token of the caller's, bare (URL-encoded, as the original's UI sends "
                                  "it) or as the typed JSON object `{promise_token, token_type: \"promise_token\", "
                                  "expires_in}`. It is exchanged at IMS on the selected pair: the request's Semrush "
@@ -52,8 +54,11 @@ ERRORS = {
     (400, PROBLEM_CONTENT_TYPE): problem_response("The body breaks a rule (`invalidRequest`, with every failed rule "
                                                   "in `message`), an unknown market or language "
                                                   "(`unknownMarket`, `unknownLanguage`), or an unusable header."),
-    (401, PROBLEM_CONTENT_TYPE): problem_response("Missing, invalid or expired bearer token."),
-    (403, PROBLEM_CONTENT_TYPE): problem_response("Not a member of the organization."),
+    (401, PROBLEM_CONTENT_TYPE): problem_response("Missing, invalid or expired bearer token, or Semrush refused the "
+                                                  "credential the request acted with (`Upstream authorization "
+                                                  "failed`)."),
+    (403, PROBLEM_CONTENT_TYPE): problem_response("Not a member of the organization, or Semrush would not let the "
+                                                  "request's credential do this (`Upstream authorization failed`)."),
     (404, PROBLEM_CONTENT_TYPE): problem_response("No such organization or brand for this caller, or Serenity is "
                                                   "not active for the brand."),
     (409, PROBLEM_CONTENT_TYPE): problem_response("The market is already live (`sliceExists`)."),
@@ -146,8 +151,9 @@ class ActivationOutput(serializers.Serializer):
     markets = inline_serializer("ActivationEntry", many=True, fields={
         "market": serializers.JSONField(help_text="As sent."),
         "languageCode": serializers.JSONField(help_text="As sent."),
-        "status": serializers.IntegerField(help_text="201 new, 409 already live, 400 the entry breaks a rule, 502 "
-                                                     "Semrush failed, 503 not attempted in time (retryable)"),
+        "status": serializers.IntegerField(help_text="201 new, 409 already live, 400 the entry breaks a rule, 401 "
+                                                     "or 403 Semrush refused the request's credential, 502 Semrush "
+                                                     "failed, 503 not attempted in time (retryable)"),
         "body": serializers.JSONField(help_text="The market (as createMarket answers it) or a problem document"),
     })
     brand = BrandOutput(help_text="This service's: the brand after the activation.")

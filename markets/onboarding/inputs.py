@@ -17,6 +17,10 @@ MAX_ACTIVATE_MARKETS = 50
 PROFILE_FIELDS = ("description", "brandContext", "mentionSentimentGuidance", "vertical", "region", "origin",
                   "competitors", "socialAccounts", "earnedContent", "brandClaimsEnabled")
 BRAND_STATUSES = ("active", "pending")
+# The brand's guidance for generation, as the original checks it: a text (or null) of at most this many
+# characters once trimmed (what the original stores).
+GUIDANCE_FIELDS = ("brandContext", "mentionSentimentGuidance")
+GUIDANCE_MAX_LENGTH = 4000
 # A host name: labels of letters, digits and hyphens, a top-level label of letters.
 HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}"
 # What a brand domain or URL may be: a host, or an http(s) URL whose host is one (the host is what is used).
@@ -30,6 +34,8 @@ UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}
 WHITE_SPACE = r"\x09-\x0d\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 TEXT = rf"^[^\x00]*[^{WHITE_SPACE}\x00][^\x00]*$"
 _TEXT = re.compile(TEXT)
+# At most GUIDANCE_MAX_LENGTH characters between the white space at either end (the schema carries it too).
+GUIDANCE = rf"^[{WHITE_SPACE}]*[\s\S]{{0,{GUIDANCE_MAX_LENGTH}}}[{WHITE_SPACE}]*$"
 
 
 def is_text(value: object) -> TypeGuard[str]:
@@ -239,15 +245,21 @@ def _brand_urls(body: dict, errors: list) -> list[str]:
 
 
 def brand_request(body) -> BrandRequest:
-    """A createBrand body. Raises InvalidRequest (the original's sentences) for a missing name, an unknown
-    status, a brand URL that is not one, a `baseSiteId` that is not a UUID, or a `semrushMarket` without both
-    its fields (or with codes that are none). What Semrush work needs (semrush_work_errors) is checked once the
-    organization is known to have Serenity."""
+    """A createBrand body. Raises InvalidRequest (the original's sentences) for a missing name, guidance that
+    is no text or too long, an unknown status, a brand URL that is not one, a `baseSiteId` that is not a UUID,
+    or a `semrushMarket` without both its fields (or with codes that are none). What Semrush work needs
+    (semrush_work_errors) is checked once the organization is known to have Serenity."""
     if not isinstance(body, dict) or not body:
         raise InvalidRequest([_error("", "Brand data is required")])
     errors = []
     if not is_text(body.get("name")):
         errors.append(_error("name", "Brand name is required"))
+    for name in GUIDANCE_FIELDS:
+        value = body.get(name)
+        if value is not None and not isinstance(value, str):
+            errors.append(_error(name, f"{name} must be a string or null"))
+        elif value is not None and len(value.strip()) > GUIDANCE_MAX_LENGTH:
+            errors.append(_error(name, f"{name} must be at most {GUIDANCE_MAX_LENGTH} characters"))
     status = body.get("status", "active")
     if status not in BRAND_STATUSES:
         errors.append(_error("status", "status must be active or pending"))

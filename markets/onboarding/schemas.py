@@ -5,7 +5,16 @@ serializer's; registered as components by `register_components`, a postprocessin
 from typing import Any
 
 from markets import geo
-from markets.onboarding.inputs import BRAND_STATUSES, DOMAIN_OR_URL, MAX_ACTIVATE_MARKETS, PROFILE_FIELDS, TEXT
+from markets.onboarding.inputs import (
+    BRAND_STATUSES,
+    DOMAIN_OR_URL,
+    GUIDANCE,
+    GUIDANCE_FIELDS,
+    GUIDANCE_MAX_LENGTH,
+    MAX_ACTIVATE_MARKETS,
+    PROFILE_FIELDS,
+    TEXT,
+)
 
 TEXT_SCHEMA = {"type": "string", "pattern": TEXT, "description": "A text: something besides white space, no NUL."}
 TEXTS_SCHEMA = {"type": "array", "minItems": 1, "items": TEXT_SCHEMA}
@@ -92,6 +101,9 @@ CREATE_BRAND: dict[str, Any] = {
         "baseSiteId": {**UUID_SCHEMA, "description": "An existing site of the organization to be the brand's base "
                                                      "site."},
         **{key: {"description": "Accepted, stored and returned; not used."} for key in PROFILE_FIELDS},
+        **{key: {"type": "string", "nullable": True, "pattern": GUIDANCE,
+                 "description": f"A text or null, at most {GUIDANCE_MAX_LENGTH} characters once trimmed, as the "
+                                "original checks it; stored and returned, not used."} for key in GUIDANCE_FIELDS},
         "domain": {**DOMAIN_SCHEMA, "description": "Ours, from before `urls`: the brand's domain when `urls` is "
                                                    "empty."},
         "primaryUrl": {**DOMAIN_SCHEMA, "description": "Ours, from before `urls`: the brand's URL when `urls` is "

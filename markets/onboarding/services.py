@@ -25,10 +25,12 @@ from markets.exceptions import (
     InvalidRequest,
     MarketExists,
     NotAttempted,
+    SemrushRefused,
     SemrushUnavailable,
     SerenityInactiveForOrg,
     SiteNotFound,
     UnknownLanguage,
+    semrush_failed,
 )
 from markets.generation.jobid import generation_job_id
 from markets.generation.producer import Generation, market_generation_enqueue
@@ -98,7 +100,7 @@ def brand_create(*, caller: Caller, org: Organization, request: BrandRequest,
        a domain another brand of the organization holds is refused (BrandExists).
     3. Serenity organization and an active brand: its Semrush sub-workspace (once) and, with `semrushMarket`,
        its first market. If either fails for a brand this request created, the brand is removed again and
-       SemrushUnavailable or FirstMarketFailed (carrying the market's problem) raised.
+       SemrushUnavailable, SemrushRefused or FirstMarketFailed (carrying the market's problem) raised.
     A pending brand gets nothing in Semrush until it is activated.
     """
     semrush_work = brand_semrush_work(org=org, request=request)
@@ -118,7 +120,7 @@ def brand_create(*, caller: Caller, org: Organization, request: BrandRequest,
                                            sites=[brand.base_site], generation=generation)
             if outcome.market is None:
                 raise FirstMarketFailed(outcome)
-    except (SemrushUnavailable, FirstMarketFailed):
+    except (SemrushUnavailable, SemrushRefused, FirstMarketFailed):
         if created:
             with transaction.atomic():
                 Brand.objects.filter(id=brand.id).delete()
@@ -178,7 +180,8 @@ def _brand_upsert(*, org: Organization, request: BrandRequest, user_id: str) -> 
 
 
 def brand_ensure_workspace(*, brand: Brand, semrush_bearer: str) -> Brand:
-    """Provision the brand's Semrush sub-workspace unless it has one. Raises SemrushUnavailable."""
+    """Provision the brand's Semrush sub-workspace unless it has one. Raises SemrushUnavailable, or SemrushRefused
+    when Semrush refused the request's credential."""
     if brand.semrush_workspace_id:
         return brand
     try:
@@ -186,7 +189,7 @@ def brand_ensure_workspace(*, brand: Brand, semrush_bearer: str) -> Brand:
             name=brand.display_name or brand.name, parent_id=settings.SEMRUSH_PARENT_WORKSPACE_ID)
     except ClientError as exc:
         log.warning("semrush workspace not created", extra={"brand_id": str(brand.id), "reason": type(exc).__name__})
-        raise SemrushUnavailable("The brand's Semrush workspace could not be created.") from None
+        raise semrush_failed(exc, "The brand's Semrush workspace could not be created.") from None
     # Conditional: of two requests provisioning at once, the first stored workspace stays the brand's.
     Brand.objects.filter(id=brand.id, semrush_workspace_id__isnull=True).update(
         semrush_workspace_id=workspace, workspace_provisioned_at=timezone.now())
@@ -196,7 +199,7 @@ def brand_ensure_workspace(*, brand: Brand, semrush_bearer: str) -> Brand:
 
 def brand_activate_pending(*, brand: Brand, semrush_bearer: str) -> Brand:
     """The wizard's approve: a pending brand gets its sub-workspace and becomes active. Requires a base site
-    (InvalidRequest otherwise, as the original: nothing to track). Raises SemrushUnavailable."""
+    (InvalidRequest otherwise, as the original: nothing to track). Raises SemrushUnavailable or SemrushRefused."""
     if brand.base_site_id is None:
         raise InvalidRequest([{"pointer": "", "code": "invalid",
                                "message": f"Brand has no onboarded primary site: {brand.id}"}])
@@ -264,7 +267,7 @@ def _market_provision(*, caller: Caller, brand: Brand, request: MarketRequest, s
             return _outcome_failed(outcome, UnknownLanguage(f"Language '{language_code}' not found"))
     except ClientError as exc:
         log.warning("semrush language catalogue unreadable", extra={"reason": type(exc).__name__})
-        return _outcome_failed(outcome, SemrushUnavailable(f"{slice_} could not be set up in Semrush; retry later."))
+        return _outcome_failed(outcome, semrush_failed(exc, f"{slice_} could not be set up in Semrush; retry later."))
     try:
         with transaction.atomic():
             market = Market.objects.create(
@@ -290,7 +293,7 @@ def _market_provision(*, caller: Caller, brand: Brand, request: MarketRequest, s
                     extra={"brand_id": str(brand.id), "market": slice_, "reason": type(exc).__name__,
                            "detail": str(exc), "status": exc.status})
         Market.objects.filter(id=market.id).delete()
-        return _outcome_failed(outcome, SemrushUnavailable(f"{slice_} could not be set up in Semrush; retry later."))
+        return _outcome_failed(outcome, semrush_failed(exc, f"{slice_} could not be set up in Semrush; retry later."))
     market.publish_state = Market.PublishState.PUBLISHED
     market.save(update_fields=["semrush_project_id", "publish_state", "updated_at"])
     outcome.market = market

@@ -1,12 +1,15 @@
 """A promise token is a typed object wherever one is stored; a bare one a browser forwards is only ever exchanged."""
 import json
+import re
 
+import hypothesis
 import pytest
+from hypothesis import strategies
 
 from serenity.sandbox.ims import ledger
 from tokens import services
 from tokens.clients import ims
-from tokens.delegation import forwarded_promise
+from tokens.delegation import PROMISE_TOKEN_PATTERN, forwarded_promise
 from tokens.exceptions import InvalidForwardedToken
 from tokens.models import PromiseGrant
 from tokens.pairs import get_pair
@@ -98,3 +101,19 @@ def test_a_typed_header_that_is_no_usable_token_is_refused(header):
 @pytest.mark.parametrize("header", ["", "   ", None])
 def test_an_empty_header_is_no_token(header):
     assert forwarded_promise(header) is None
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(strategies.from_regex(PROMISE_TOKEN_PATTERN, fullmatch=True))
+def test_every_header_value_the_api_schema_allows_is_read_without_a_400(value):
+    forwarded_promise(value)  # InvalidForwardedToken (400) would be a schema-valid request refused
+
+
+@pytest.mark.parametrize("value", [
+    "{abc", " %7Babc", "%7b", '{"promise_token": "t", "token_type": "access_token", "expires_in": 300}',
+    '{"promise_token": "%22", "token_type": "promise_token", "expires_in": 300}',
+])
+def test_a_header_value_read_as_a_broken_typed_token_is_outside_the_api_schema(value):
+    with pytest.raises(InvalidForwardedToken):
+        forwarded_promise(value)
+    assert re.fullmatch(PROMISE_TOKEN_PATTERN, value) is None

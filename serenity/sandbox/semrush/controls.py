@@ -15,7 +15,7 @@ from serenity.sandbox.semrush.models import (
     Workspace,
 )
 
-FAILURE_STATUSES = (429, 500, 502, 503, 504)
+FAILURE_STATUSES = (401, 403, 429, 500, 502, 503, 504)
 
 
 def set_latency(ms: object) -> None:
