@@ -10,8 +10,10 @@ processes' own timing differs from run to run, which is the point of a soak.
 
 Environment: SOAK_SEED (default 26), SOAK_JOBS (300), SOAK_MINUTES (10), SOAK_FAULT_EVERY (seconds between
 two faults, 3), SOAK_DATABASE_URL (default `soak_serenity` next to the test database), SOAK_FIRST_PORT (use
-consecutive ports from there instead of free ones). Exit code: 0 when every invariant holds, 1 when one is
-broken (it is named), 2 when the stack could not run. The report goes to docs/soak.md (`--no-report` skips it).
+consecutive ports from there instead of free ones), SOAK_FAULTS (a comma-separated subset of FAULT_KINDS;
+default all). Exit code: 0 when every invariant holds, 1 when one is broken (it is named), 2 when the stack
+could not run. The report goes to docs/soak.md (`--no-report` skips it); `--json PATH` also writes the result
+as JSON (tests/test_soak.py reads it).
 
 Faults are injected only from outside the product: the simulators' switches (serenity/sandbox/), signals to
 processes, PostgreSQL's pg_terminate_backend and messages sent to or held in the queue.
@@ -109,15 +111,20 @@ class Config:
     fault_every: float
     database_url: str
     first_port: int | None = None
+    kinds: tuple[str, ...] = tuple(FAULT_KINDS)
 
     @classmethod
     def from_env(cls) -> "Config":
         first = os.environ.get("SOAK_FIRST_PORT")
+        kinds = tuple(k.strip() for k in os.environ.get("SOAK_FAULTS", "").split(",") if k.strip())
+        unknown = [k for k in kinds if k not in FAULT_KINDS]
+        if unknown:
+            raise SystemExit(f"SOAK_FAULTS: unknown kinds {unknown}; known: {', '.join(FAULT_KINDS)}")
         return cls(seed=int(os.environ.get("SOAK_SEED", "26")), jobs=int(os.environ.get("SOAK_JOBS", "300")),
                    minutes=float(os.environ.get("SOAK_MINUTES", "10")),
                    fault_every=float(os.environ.get("SOAK_FAULT_EVERY", "3")),
                    database_url=os.environ.get("SOAK_DATABASE_URL", DEFAULT_DATABASE_URL),
-                   first_port=int(first) if first else None)
+                   first_port=int(first) if first else None, kinds=kinds or tuple(FAULT_KINDS))
 
 
 @dataclass
@@ -146,8 +153,8 @@ class Result:
 
 
 class Soak:
-    def __init__(self, config: Config, *, out=print):
-        self.config, self.say = config, out
+    def __init__(self, config: Config, *, out=None):
+        self.config, self.say = config, out or say
         self.rng = random.Random(config.seed)
         self.stack = stacks.Stack(
             database_url=config.database_url, names=("sqs", "sim", "api"), env=ENV,
@@ -237,11 +244,11 @@ class Soak:
 
     def schedule(self) -> list[str]:
         """Every kind once first (in a seeded order), then weighted draws: a short run still sees them all."""
-        kinds = list(FAULT_KINDS)
+        kinds = list(self.config.kinds)
         self.rng.shuffle(kinds)
         count = max(len(kinds), int(self.config.minutes * 60 / self.config.fault_every))
-        weights = list(FAULT_KINDS.values())
-        return kinds + self.rng.choices(list(FAULT_KINDS), weights=weights, k=count - len(kinds))
+        weights = [FAULT_KINDS[k] for k in self.config.kinds]
+        return kinds + self.rng.choices(list(self.config.kinds), weights=weights, k=count - len(kinds))
 
     def inject_faults(self, kinds: list[str], rng: random.Random) -> None:
         for kind in kinds:
@@ -372,6 +379,8 @@ class Soak:
                     break
             if i < len(drs_kinds):  # every DRS fault at least once, however short the run
                 drs_fault = drs_kinds[i]
+            if self.config.kinds != tuple(FAULT_KINDS):  # a narrowed run (SOAK_FAULTS) injects only those
+                drs_fault = None
             self.generations.append(Generation(
                 index=i, flow="activate" if self.rng.random() < 0.25 else "create", drs_fault=drs_fault,
                 regenerate=self.rng.random() < 0.15, start_at=window * i / max(1, self.config.jobs),
@@ -737,6 +746,13 @@ def table(result: Result) -> str:
     return "\n".join(lines)
 
 
+def as_json(result: Result) -> dict:
+    return {"faults": dict(result.faults), "outcomes": dict(result.outcomes), "flows": dict(result.flows),
+            "invariants": [{"name": i.name, "count": i.count, "holds": i.holds, "detail": i.detail}
+                           for i in result.invariants],
+            "explained": result.explained}
+
+
 def write_report(result: Result) -> None:
     doc = ROOT / "docs" / "soak.md"
     text = doc.read_text() if doc.exists() else "# Soak\n"
@@ -749,7 +765,11 @@ def write_report(result: Result) -> None:
     doc.write_text(text)
 
 
-def run(config: Config, *, out=print) -> Result:
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def run(config: Config, *, out=say) -> Result:
     """Start the stack, soak it, stop it; the stack's scratch directory is removed when nothing broke."""
     soak = Soak(config, out=out)
     try:
@@ -779,6 +799,8 @@ def main(argv: list[str]) -> int:
         stacks.drop_database(config.database_url)  # kept when broken, for a look at what happened
     if "--no-report" not in argv:
         write_report(result)
+    if "--json" in argv:
+        Path(argv[argv.index("--json") + 1]).write_text(json.dumps(as_json(result), indent=1))
     print("\n" + table(result), flush=True)
     if result.broken:
         print("\nmake soak: broken: " + "; ".join(i.name for i in result.broken), flush=True)
