@@ -65,6 +65,8 @@ WORKER_THREADS = 4
 MAX_REAUTHS = 3
 SETTLE_SECONDS = 240
 READYZ_EVERY = 0.5
+READYZ_TIMEOUT = 10  # a slow answer on a loaded machine is still an answer
+SIMULATORS_APP_NAME = "serenity-simulators"
 RESTART_MARGIN = 2.0
 JWT = re.compile(rb"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+")
 
@@ -164,8 +166,8 @@ class Soak:
         self.stop_faults = threading.Event()
         self.lock = threading.RLock()
         self.faults: Counter = Counter()
-        self.fault_log: list[tuple[float, str, str]] = []
-        self.worker_deaths: list[float] = []  # monotonic times of SIGKILLs (in flight work was lost)
+        self.fault_log: list[tuple[float, str, str]] = []  # (wall time, kind, detail)
+        self.worker_stops: list[tuple[float, str]] = []  # (wall time, signal): in-flight work was cut off
         self.api_down: list[list[float]] = []  # [from, to] windows of the API's own restarts
         self.readyz_failures: list[float] = []
         self.incarnations: Counter = Counter()
@@ -198,7 +200,8 @@ class Soak:
     def start(self) -> None:
         s = self.stack
         s.start_infrastructure()
-        s.gunicorn("simulators", "sim", access_log=s.var / "sim-access.log", GUNICORN_THREADS="12")
+        s.gunicorn("simulators", "sim", access_log=s.var / "sim-access.log", GUNICORN_THREADS="12",
+                   PGAPPNAME=SIMULATORS_APP_NAME)
         self.start_api()
         for name in WORKERS:
             self.start_worker(name)
@@ -241,7 +244,7 @@ class Soak:
     def record_fault(self, kind: str, detail: str = "") -> None:
         with self.lock:
             self.faults[kind] += 1
-            self.fault_log.append((self.now(), kind, detail))
+            self.fault_log.append((time.time(), kind, detail))
 
     def schedule(self) -> list[str]:
         """Every kind once first (in a seeded order), then weighted draws: a short run still sees them all."""
@@ -273,9 +276,8 @@ class Soak:
         if kind in ("worker SIGKILL", "worker SIGTERM"):
             name = rng.choice(WORKERS)
             kill = kind == "worker SIGKILL"
-            if kill:
-                with self.lock:
-                    self.worker_deaths.append(time.time())
+            with self.lock:
+                self.worker_stops.append((time.time(), "SIGKILL" if kill else "SIGTERM"))
             self._signal(name, signal.SIGKILL if kill else signal.SIGTERM)
             self.record_fault(kind, name)
             time.sleep(rng.uniform(0.5, 3))
@@ -332,15 +334,23 @@ class Soak:
             with self.lock:
                 self.api_down[-1][1] = time.monotonic()
 
+    def faults_near(self, at: float, seconds: float = 10) -> str:
+        """The faults injected within `seconds` of the wall time `at`, for the detail of a broken invariant."""
+        with self.lock:
+            near = [f"{kind} ({t - at:+.1f} s{', ' + detail if detail else ''})" for t, kind, detail in self.fault_log
+                    if abs(t - at) <= seconds]
+        return "; ".join(near) or "none"
+
     def terminate_backends(self, rng: random.Random) -> int:
-        """pg_terminate_backend on a random half of the product's connections to the soak database (the
-        harness's own are left alone: it is the observer, not the observed)."""
+        """pg_terminate_backend on a random half of the product's connections to the soak database. The
+        harness's own are left alone (it is the observer), and so are the simulators' (they stand in for
+        services with databases of their own, which a failover of ours does not touch)."""
         import psycopg
 
         with psycopg.connect(self.config.database_url, autocommit=True) as conn:
             pids = [r[0] for r in conn.execute(
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
-                "AND application_name <> %s", (stacks.HARNESS_APP_NAME,))]
+                "AND application_name NOT IN (%s, %s)", (stacks.HARNESS_APP_NAME, SIMULATORS_APP_NAME))]
             chosen = rng.sample(pids, k=(len(pids) + 1) // 2) if pids else []
             for pid in chosen:
                 conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
@@ -361,10 +371,18 @@ class Soak:
     def watch_readyz(self) -> None:
         url = self.stack.url("api") + "/readyz"
         while not self.stop_watch.is_set():
-            at = time.monotonic()
-            if not stacks.http_ok(url):
+            at, why = time.monotonic(), None
+            try:
+                with urllib.request.urlopen(url, timeout=READYZ_TIMEOUT) as response:  # noqa: S310 (local URL)
+                    if response.status != 200:
+                        why = f"HTTP {response.status}"
+            except urllib.error.HTTPError as error:
+                why = f"HTTP {error.code}"
+            except (urllib.error.URLError, OSError) as error:
+                why = type(getattr(error, "reason", error)).__name__
+            if why:
                 with self.lock:
-                    self.readyz_failures.append(at)
+                    self.readyz_failures.append((at, why))
             self.stop_watch.wait(READYZ_EVERY)
 
     # --- generations ----------------------------------------------------------------------------------
@@ -453,9 +471,10 @@ class Soak:
             body = entry.get("body") or {}
             handle = body.get("promptGeneration") or {}
             g.market = body.get("id") or body.get("marketId")
-        if status == 409 and not handle.get("jobId") and g.market:
-            # The market exists without a job: an earlier attempt was cut off (the API killed) between the two.
-            # What the UI offers then: generate the market's prompts again (SPEC §12).
+        if status in (201, 409) and not handle.get("jobId") and g.market:
+            # The market exists without a job: the producer failed after the market was made (201 without a
+            # handle, e.g. its database connection terminated), or an earlier attempt was cut off between the
+            # two (409 without one). What the UI offers then: generate the market's prompts again (SPEC §12).
             g.recovered += 1
             status, doc = self.call(g, f"markets/{g.market}/generation")
             handle = doc if status == 202 else {}
@@ -644,48 +663,80 @@ class Soak:
 
         with self.lock:
             windows = [(a - RESTART_MARGIN, b + RESTART_MARGIN) for a, b in self.api_down]
-            outside = [t for t in self.readyz_failures if not any(a <= t <= b for a, b in windows)]
+            outside = [why for t, why in self.readyz_failures if not any(a <= t <= b for a, b in windows)]
             inside = len(self.readyz_failures) - len(outside)
+        reasons = ", ".join(f"{why} x{n}" for why, n in Counter(outside).items())
         out.append(Invariant("/readyz failures outside the API's own restarts", len(outside), "0", not outside,
-                             f"{inside} during its restarts"))
+                             f"{inside} during its restarts" + (f"; outside: {reasons}" if reasons else "")))
         return out, explained
 
     def unowned_tokens(self, held: int) -> tuple[list[str], list[str]]:
-        """Live promise tokens no job holds. A token IMS rotated for an exchange whose answer it then lost, or
-        minted for a request whose answer was lost or whose API process was SIGKILLed meanwhile, reached no
-        one who could invalidate it (it expires at IMS): listed as explained. Any other is an orphan."""
+        """Live promise tokens no running job holds. Explained (listed, not counted): a token that reached no
+        one who could invalidate it — IMS rotated it for an exchange whose answer it then lost, or minted it
+        for a request whose answer was lost or whose API process was SIGKILLed meanwhile — and a token whose
+        holder was cut off: its job lost a delivery to a SIGKILL, or ended just before a SIGKILL (the
+        best-effort invalidation runs after the end is committed), or the product logged that IMS did not
+        confirm its invalidation. It expires at IMS. Any other is an orphan."""
+        from jobs.models import AsyncJob
         from serenity.sandbox.ims import ledger
         from serenity.sandbox.ims.models import LedgerEvent, PromiseRecord, PromiseState
 
         lost = set(LedgerEvent.objects.filter(kind=ledger.ANSWER_LOST).values_list("fingerprint", flat=True))
-        kills = [a for a, _b in self.api_down]
         offset = time.time() - time.monotonic()
-        orphans, explained = [], []
+        api_kills = [a + offset for a, _b in self.api_down]
+        kills = [t for t, how in self.worker_stops if how == "SIGKILL"]
+        refused = self.invalidations_refused()
         users = {g.user: g for g in self.generations}
+        orphans, explained = [], []
         for record in PromiseRecord.objects.filter(state=PromiseState.LIVE).order_by("created_at"):
             g = users.get(record.user_id)
+            job = AsyncJob.objects.filter(id=g.job).first() if g and g.job else None
             who = f"generation {g.index} (job {g.job})" if g else record.user_id
-            minted_at = record.created_at.timestamp() - offset
+            made = record.created_at.timestamp()
+            ended = job.ended_at.timestamp() if job and job.ended_at else None
             if record.replaces and record.replaces[:16] in lost:
-                explained.append(f"token {record.fingerprint} of {who}: rotated by an exchange whose answer was lost")
+                why = "rotated by an exchange whose answer was lost"
             elif not record.replaces and record.fingerprint in lost:
-                explained.append(f"token {record.fingerprint} of {who}: minted, and the mint's answer was lost")
-            elif not record.replaces and any(k - 30 <= minted_at <= k for k in kills):
-                explained.append(f"token {record.fingerprint} of {who}: minted just before its API process was killed")
+                why = "minted, and the mint's answer was lost"
+            elif not record.replaces and any(k - 30 <= made <= k for k in api_kills):
+                why = "minted just before its API process was killed"
+            elif job and job.lost_deliveries:
+                why = f"its job lost {job.lost_deliveries} delivery(ies) to a killed worker"
+            elif ended and any(ended <= k <= ended + 10 for k in kills):
+                why = "its job ended just before a worker was SIGKILLed, before the best-effort invalidation"
+            elif job and str(job.id) in refused:
+                why = "IMS did not confirm its best-effort invalidation (logged by the product)"
             else:
-                orphans.append(f"token {record.fingerprint} of {who}, {'rotated' if record.replaces else 'minted'}")
+                orphans.append(f"token {record.fingerprint} of {who}, {'rotated' if record.replaces else 'minted'} "
+                               f"at {record.created_at:%H:%M:%S}, job {job.status if job else '-'}; faults near: "
+                               f"{self.faults_near(made)}")
+                continue
+            explained.append(f"token {record.fingerprint} of {who}: {why}")
         return orphans[held:] if held else orphans, explained
+
+    def invalidations_refused(self) -> set[str]:
+        """Job ids for which the product logged a failed best-effort invalidation."""
+        jobs = set()
+        for path in self.stack.var.glob("*.log"):
+            for line in path.read_text(errors="replace").splitlines():
+                if "promise token invalidation failed" in line:
+                    try:
+                        jobs.add(str(json.loads(line).get("job_id")))
+                    except ValueError:
+                        continue
+        return jobs
 
     def drs_calls(self, jobs, events, DrsCall) -> tuple[list[str], list[str], list[str]]:
         """Each DRS call belongs to one run of one generation (its brand names it; a `replaced` event starts a
         new run). Per run: no call after the batch was persisted, and no more than one call that shipped,
         unless the earlier one was slowed past the client's timeout by the soak, or was in flight when its
-        worker was SIGKILLed (explained, listed)."""
+        worker was stopped by the soak (SIGKILL, or SIGTERM, whose warm shutdown hands the job to another
+        worker without waiting for the call): explained, listed."""
         by_brand = defaultdict(list)
         for call in DrsCall.objects.order_by("id").values("brand", "outcome", "received_at"):
             by_brand[call["brand"]].append(call)
         timeout = TIMEOUTS["DRS_TIMEOUT_SECONDS"]
-        deaths = list(self.worker_deaths)
+        stops = list(self.worker_stops)
         extra, after_batch, explained = [], [], []
         for g in self.generations:
             job = jobs.get(g.job or "")
@@ -710,10 +761,12 @@ class Soak:
                     at = earlier["received_at"].timestamp()
                     if slow_first and run == 0 and earlier is calls[0]:
                         explained.append(f"{g.job}: the first call was held past the client's {timeout} s timeout")
-                    elif any(at <= d <= at + timeout + DRS_TIMEOUT_MS / 1000 for d in deaths):
-                        explained.append(f"{g.job}: a call was in flight when its worker was SIGKILLed")
+                    elif cut := [how for d, how in stops if at <= d <= at + timeout + DRS_TIMEOUT_MS / 1000]:
+                        explained.append(f"{g.job}: a call was in flight when its worker was stopped ({cut[0]})")
                     else:
-                        extra.append(f"{g.job} run {run}: {len(shipped)} calls shipped")
+                        times = ", ".join(f"{c['received_at']:%H:%M:%S.%f}"[:-3] for c in shipped)
+                        extra.append(f"{g.job} run {run}: {len(shipped)} calls shipped at {times}; faults near: "
+                                     f"{self.faults_near(at)}")
         return extra, after_batch, explained
 
     def token_bytes(self) -> list[str]:
