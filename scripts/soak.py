@@ -711,7 +711,7 @@ class Soak:
                                f"at {record.created_at:%H:%M:%S}, job {job.status if job else '-'}; faults near: "
                                f"{self.faults_near(made)}")
                 continue
-            explained.append(f"token {record.fingerprint} of {who}: {why}")
+            explained.append(f"token {record.fingerprint} of {who}: a live promise token, {why}")
         return orphans[held:] if held else orphans, explained
 
     def invalidations_refused(self) -> set[str]:
@@ -760,9 +760,11 @@ class Soak:
                 for earlier in shipped[:-1]:
                     at = earlier["received_at"].timestamp()
                     if slow_first and run == 0 and earlier is calls[0]:
-                        explained.append(f"{g.job}: the first call was held past the client's {timeout} s timeout")
+                        explained.append(f"{g.job}: a second DRS call, the first held past the client's "
+                                         f"{timeout} s timeout")
                     elif cut := [how for d, how in stops if at <= d <= at + timeout + DRS_TIMEOUT_MS / 1000]:
-                        explained.append(f"{g.job}: a call was in flight when its worker was stopped ({cut[0]})")
+                        explained.append(f"{g.job}: a second DRS call, the first in flight when its worker was stopped "
+                                         f"({cut[0]})")
                     else:
                         times = ", ".join(f"{c['received_at']:%H:%M:%S.%f}"[:-3] for c in shipped)
                         extra.append(f"{g.job} run {run}: {len(shipped)} calls shipped at {times}; faults near: "
@@ -805,10 +807,10 @@ def table(result: Result) -> str:
     lines += ["", "| invariant | count | bound | holds |", "| --- | --- | --- | --- |"]
     lines += [f"| {i.name} | {i.count} | {i.bound} | {'yes' if i.holds else '**NO**'} |" for i in result.invariants]
     if result.explained:
-        lines += ["", f"Counted and listed, each explained by an injected fault ({len(result.explained)}):", ""]
-        lines += [f"- {line}" for line in result.explained[:20]]
-        if len(result.explained) > 20:
-            lines.append(f"- … and {len(result.explained) - 20} more")
+        reasons = Counter(line.split(": ", 1)[1] for line in result.explained)
+        lines += ["", "Within the bounds, explained by an injected fault (each listed by `make soak`):", "",
+                  "| explained | count |", "| --- | --- |"]
+        lines += [f"| {why} | {n} |" for why, n in sorted(reasons.items())]
     return "\n".join(lines)
 
 
@@ -842,6 +844,8 @@ def run(config: Config, *, out=say) -> Result:
         result = soak.run()
     finally:
         soak.stack.stop()
+    for line in result.explained:
+        out(f"  explained: {line}")
     for invariant in result.invariants:
         out(f"  {'ok  ' if invariant.holds else 'FAIL'} {invariant.name}: {invariant.count}"
             + (f" ({invariant.detail})" if invariant.detail else ""))
