@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements/base.txt requirements/dev.txt | sha1sum | cut -c1-12)
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/serenity
 
-.PHONY: run test bench lint install clean
+.PHONY: run test bench soak lint install clean
 
 $(STAMP): requirements/base.txt requirements/dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ test: lint
 # Not part of `make test`: brings up the API, simulators, local SQS and a worker on PostgreSQL and measures them.
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py
+
+# Not part of `make test`: SOAK_JOBS generations under SOAK_MINUTES of overlapping faults, then the invariants
+# (docs/soak.md). SOAK_SEED, SOAK_JOBS, SOAK_MINUTES, SOAK_FAULT_EVERY, SOAK_DATABASE_URL, SOAK_FIRST_PORT.
+soak: $(STAMP)
+	$(BIN)/python scripts/soak.py
 
 clean:
 	rm -rf $(VENV) var

@@ -16,18 +16,15 @@ baseline taken in the same run, because absolute times on a shared machine are n
 The table is printed and written to docs/benchmarks.md with the machine's description. Every process this
 script starts is stopped by its process group when it ends, however it ends.
 """
-import importlib.util
 import json
 import math
 import os
 import platform
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import timeit
 import urllib.request
@@ -35,17 +32,12 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 sys.path.insert(0, str(ROOT))  # benchmarks.settings and the product, imported below after django.setup()
 BIN = Path(PYTHON).parent
-_spec = importlib.util.spec_from_file_location("run_local", ROOT / "scripts" / "run_local.py")
-assert _spec is not None and _spec.loader is not None, "scripts/run_local.py is missing"
-run_local = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(run_local)
-Failed, Runner, http_ok = run_local.Failed, run_local.Runner, run_local.http_ok
+from scripts.stack import Failed, Stack  # noqa: E402 (needs ROOT on the path)
 
 DATABASE_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/serenity_bench")
 WORKER_THREADS = 8
@@ -56,23 +48,6 @@ WRK_SECONDS = 6
 WRK_ROUNDS = 2
 WRK_CONNECTIONS = 16
 TARGETS = {"poll": 0.5, "worker_wall": 1.5, "worker_cpu_ms": 30, "worker_sql": 25, "create": 0.7}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def recreate_database(url: str) -> None:
-    import psycopg
-
-    parts = urlsplit(url)
-    name = parts.path.lstrip("/")
-    admin = urlunsplit(parts._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def wrk_binary() -> str:
@@ -134,52 +109,28 @@ def cpu_seconds(groups: dict[str, int]) -> dict[str, float]:
 
 class Bench:
     def __init__(self):
-        self.var = Path(tempfile.mkdtemp(prefix="serenity-bench-"))
-        self.ports = {name: free_port() for name in ("sqs", "sim", "api_on", "api_off")}
-        env = dict(os.environ)
-        env.update({
-            "SERENITY_ENVIRONMENT": "local",
-            "DJANGO_SETTINGS_MODULE": "benchmarks.settings",
-            "DATABASE_URL": DATABASE_URL,
-            "SERENITY_VAR_DIR": str(self.var),
-            "LOCAL_BASE_URL": f"http://127.0.0.1:{self.ports['sim']}",
-            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{self.ports['sqs']}",
-            "SERENITY_ASYNC_PROMPT_GEN": "true",
-            "LOG_LEVEL": "WARNING",
-            "PYTHONUNBUFFERED": "1",
-            # The figures are about cost, not abuse limits.
-            "THROTTLE_ONBOARDING_RATE": "100000/min",
-            "THROTTLE_ORG_MARKETS_RATE": "100000/hour",
-        })
-        self.env = env
-        self.runner = Runner(env)
+        self.stack = Stack(database_url=DATABASE_URL, names=("sqs", "sim", "api_on", "api_off"),
+                           settings_module="benchmarks.settings", prefix="serenity-bench-", env={
+                               "SERENITY_ASYNC_PROMPT_GEN": "true",
+                               "LOG_LEVEL": "WARNING",
+                               # The figures are about cost, not abuse limits.
+                               "THROTTLE_ONBOARDING_RATE": "100000/min",
+                               "THROTTLE_ORG_MARKETS_RATE": "100000/hour",
+                           })
+        self.var, self.ports, self.env, self.runner = (self.stack.var, self.stack.ports, self.stack.env,
+                                                       self.stack.runner)
         self.rows: list[tuple[str, str, str, str]] = []
         self.sim_calls = LogCounter(self.var / "sim-access.log", r'"[A-Z]+ (?P<path>\S+) HTTP',
                                     {"IMS": "/sandbox/ims", "Semrush": "/sandbox/semrush", "DRS": "/sandbox/drs"})
         self.sqs_calls = LogCounter(self.var / "sqs.log", r'"(?P<path>POST \S*) HTTP', {"SQS": "POST"})
 
     # --- processes -------------------------------------------------------------------------------------
-    def gunicorn(self, name: str, port: int, *, access_log: Path | None = None, **env) -> None:
-        argv = [str(BIN / "gunicorn"), "-c", "python:serenity.gunicorn", "serenity.wsgi:application",
-                "--bind", f"127.0.0.1:{port}", "--access-logfile", str(access_log or "/dev/null")]
-        self.runner.start(name, argv, log_file=self.var / f"{name}.log", env=env)
-        self.runner.wait_until(name, lambda: http_ok(f"http://127.0.0.1:{port}/healthz"), 60)
-
     def start(self) -> None:
-        recreate_database(DATABASE_URL)
-        manage = [PYTHON, "manage.py"]
-        self.runner.start("sqs", [PYTHON, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.ports["sqs"])],
-                          log_file=self.var / "sqs.log")
-        self.runner.wait_until("the local SQS", lambda: run_local.port_open("127.0.0.1", self.ports["sqs"]), 30)
-        self.runner.run_step("migrate", [*manage, "migrate", "--noinput", "-v", "0"])
-        self.runner.run_step("bootstrap queues", [*manage, "bootstrap_queues", "--local"])
-        self.gunicorn("simulators", self.ports["sim"], access_log=self.sim_calls.path, GUNICORN_THREADS="16")
-        self.gunicorn("api (flag on)", self.ports["api_on"])
-        self.gunicorn("api (flag off)", self.ports["api_off"], SERENITY_ASYNC_PROMPT_GEN="false")
-        os.environ.update(self.env)
-        import django
-
-        django.setup()
+        self.stack.start_infrastructure()
+        self.stack.gunicorn("simulators", "sim", access_log=self.sim_calls.path, GUNICORN_THREADS="16")
+        self.stack.gunicorn("api (flag on)", "api_on")
+        self.stack.gunicorn("api (flag off)", "api_off", SERENITY_ASYNC_PROMPT_GEN="false")
+        self.stack.setup_django()
 
     def start_worker(self, meter: Path) -> None:
         from django.conf import settings

@@ -6,7 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
-import time
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -84,17 +84,18 @@ def worker_process(extra_env: dict) -> subprocess.Popen:
                             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def test_a_worker_stopped_mid_drs_call_hands_its_job_to_another_worker_within_a_minute(world, async_on, queues):
+def test_a_worker_stopped_mid_drs_call_hands_its_job_to_another_worker_before_the_visibility_timeout(
+        world, async_on, queues):
     drs_controls.set_latency(8000, remaining=1)
     job, market = start_job(world)
     stopping = worker_process({"WORKER_STOP_GRACE_SECONDS": 1})
     try:
         wait_for_phase(job, "generating", timeout=30)
-        stopped_at = time.monotonic()
         os.kill(stopping.pid, signal.SIGTERM)
         with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING"):
-            job = wait_terminal(job, timeout=60)
-            took = time.monotonic() - stopped_at
+            # Only a hang guard, far below the queue's visibility timeout: a job still waiting here was not
+            # handed over and would only come back with the redelivery.
+            job = wait_terminal(job, timeout=django_settings.QUEUE_VISIBILITY_TIMEOUT_SECONDS / 3)
         assert stopping.wait(timeout=30) == 0  # a warm shutdown, once its own call returned
     finally:
         if stopping.poll() is None:
@@ -102,8 +103,11 @@ def test_a_worker_stopped_mid_drs_call_hands_its_job_to_another_worker_within_a_
             stopping.wait()
 
     assert job.status == "COMPLETED", job.error
-    assert took < 60
-    assert job.events.filter(kind="lease_released", detail="worker stopping").count() == 1
+    # The stopping worker gave the job back, and a second delivery (not a third after a lost one) finished it.
+    kinds = list(job.events.order_by("at", "id").values_list("kind", "detail"))
+    released = kinds.index(("lease_released", "worker stopping"))
+    assert [k for k, _ in kinds[released:]].count("lease_claimed") == 1
+    assert job.attempts == 2 and job.lost_deliveries == 0
     assert len(semrush.prompts(market.semrush_project_id)) == 50
 
 
@@ -126,31 +130,57 @@ def broker_at(port: int):
         app._pool, app.amqp._producer_pool = saved_pools
 
 
+class Blackhole:
+    """A port that accepts connections, reads what is sent and never answers: SQS as a network partition
+    leaves it. Counts the connections (each attempt of the client is one)."""
+
+    def __init__(self):
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(64)
+        self.server.settimeout(0.2)
+        self.port = self.server.getsockname()[1]
+        self.connections: list[socket.socket] = []
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                continue
+            self.connections.append(conn)
+
+    def close(self):
+        self.stopped.set()
+        self.thread.join()
+        for conn in self.connections:
+            conn.close()
+        self.server.close()
+
+
 @pytest.fixture
 def blackhole():
-    """A port that accepts connections and never answers: SQS as a network partition leaves it."""
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(64)
-        yield server.getsockname()[1]
+    hole = Blackhole()
+    yield hole
+    hole.close()
 
 
-def test_sqs_not_answering_fails_the_enqueue_within_the_publish_bound_and_the_api_stays_ready(
+def test_sqs_not_answering_fails_the_enqueue_after_its_bounded_attempts_and_the_api_stays_ready(
     world, async_on, blackhole
 ):
     from django.test import Client
 
-    bound = (django_settings.SQS_CONNECT_TIMEOUT_SECONDS + django_settings.SQS_READ_TIMEOUT_SECONDS) * \
-        django_settings.SQS_MAX_ATTEMPTS
-    with broker_at(blackhole):
-        started = time.monotonic()
+    with broker_at(blackhole.port):
         response = world.post(world.url("markets"), {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True},
                               **{"x-promise-audience": "semrush"})
-        took = time.monotonic() - started
         ready = Client().get("/readyz")
 
     assert response.status_code == 201 and "promptGeneration" not in response.json()
-    assert took < bound + 5  # Semrush calls and the mint included
+    # Bounded by attempts, not by a clock: the send tried SQS_MAX_ATTEMPTS times, each cut by its read timeout.
+    assert len(blackhole.connections) == django_settings.SQS_MAX_ATTEMPTS
     assert AsyncJob.objects.get().error_code == "ENQUEUE_FAILED"
     assert (ready.status_code, ready.json()["status"]) == (200, "ok")
 

@@ -1,5 +1,6 @@
 """The Semrush simulator's own behaviour: catalogue, bearer check, Semrush's rules, switches and inspection."""
 import re
+import threading
 
 import httpx
 import pytest
@@ -293,6 +294,55 @@ def test_injected_failures_can_be_limited_to_a_path_and_a_method(api, project):
 
     assert [listed.status_code, published.status_code, written.status_code] == [200, 200, 503]
     assert "Retry-After" not in written.headers
+
+
+def test_a_lost_answer_commits_the_write_and_answers_the_injected_status(api, project):
+    controls.fail_next(1, status=502, path="/prompts", method="POST", lose_answer=True)
+
+    written = api.post(f"/v1/ai-projects/{project['id']}/prompts", json={"prompts": [prompt("kept")]})
+    again = api.post(f"/v1/ai-projects/{project['id']}/prompts", json={"prompts": [prompt("next")]})
+
+    assert written.status_code == 502 and written.json()["error"]["code"] == "injected_failure"
+    assert again.status_code == 201
+    assert [p["text"] for p in state.prompts(project["id"])] == ["kept", "next"]
+    assert [c["status"] for c in state.calls(path_contains="/prompts", method="POST")] == [201, 201]
+
+
+def test_a_stalled_write_lands_after_its_caller_gave_up(api, project):
+    controls.fail_next(1, path="/prompts", method="POST", stall_ms=1500)
+
+    with pytest.raises(httpx.ReadTimeout):
+        api.post(f"/v1/ai-projects/{project['id']}/prompts", json={"prompts": [prompt("late")]}, timeout=0.3)
+
+    assert state.prompts(project["id"]) == []  # the caller gave up before the write
+    for _ in range(100):
+        if state.prompts(project["id"]):
+            break
+        threading.Event().wait(0.1)
+    assert [p["text"] for p in state.prompts(project["id"])] == ["late"]
+
+
+def test_a_simulator_told_to_forget_idempotency_serves_a_repeated_key_again(api, project, monkeypatch):
+    monkeypatch.setenv(controls.FORGET_IDEMPOTENCY_ENV, "true")
+    body = {"prompts": [prompt("twice")]}
+
+    for _ in range(2):
+        answer = api.post(f"/v1/ai-projects/{project['id']}/prompts", json=body, headers={"Idempotency-Key": "k3"})
+        assert answer.status_code == 201 and "Idempotent-Replayed" not in answer.headers
+
+    assert [p["text"] for p in state.prompts(project["id"])] == ["twice", "twice"]
+
+
+def test_the_control_endpoint_arms_a_lost_answer_and_a_stall(anonymous):
+    lost = anonymous.post("/_control", json={"action": "fail", "status": 504, "path": "/prompts", "loseAnswer": True})
+    stall = anonymous.post("/_control", json={"action": "fail", "path": "/tags", "stallMs": 2000})
+    refused = anonymous.post("/_control", json={"action": "fail", "stallMs": -1})
+
+    assert lost.status_code == stall.status_code == 200 and refused.status_code == 400
+    from serenity.sandbox.semrush.models import FailureRule
+
+    rules = [(r.status, r.path_contains, r.lose_answer, r.stall_ms) for r in FailureRule.objects.order_by("id")]
+    assert rules == [(504, "/prompts", True, 0), (503, "/tags", False, 2000)]
 
 
 def test_latency_delays_every_api_call(api):

@@ -3,6 +3,8 @@
 They live in the database, so a test thread, the live server's threads and a separate `make run`
 process all see the same switches. `POST /sandbox/semrush/_control` calls these same functions.
 """
+import os
+
 from django.db import transaction
 
 from serenity.sandbox.semrush import catalogue
@@ -16,6 +18,14 @@ from serenity.sandbox.semrush.models import (
 )
 
 FAILURE_STATUSES = (401, 403, 429, 500, 502, 503, 504)
+# A deliberately broken Semrush, for proving that the soak notices a broken guarantee (docs/soak.md): with
+# this set to true in the simulators' environment, a repeated Idempotency-Key is served again.
+FORGET_IDEMPOTENCY_ENV = "SANDBOX_SEMRUSH_FORGET_IDEMPOTENCY"
+
+
+def forgets_idempotency() -> bool:
+    """True when the simulator is told to ignore Idempotency-Key (a broken Semrush, never the default)."""
+    return os.environ.get(FORGET_IDEMPOTENCY_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
 def set_latency(ms: object) -> None:
@@ -37,21 +47,28 @@ def fail_next(
     path: str | None = None,
     method: str | None = None,
     retry_after: int | None = None,
+    lose_answer: bool = False,
+    stall_ms: int = 0,
 ) -> None:
     """Answer the next `count` API calls matching `path` (a substring) and `method` with `status`.
 
     A 429 carries `Retry-After` (default 1 s); other statuses carry it only when `retry_after` is given.
+    With `lose_answer` the call is served first (a write commits) and only its answer is replaced by
+    `status`: the caller cannot tell whether it happened. With `stall_ms` the call waits that long and is
+    then served as usual (a caller with a shorter timeout gives up while the write still lands).
     Rules are consumed in the order they were added.
     """
     if status not in FAILURE_STATUSES:
         raise ValueError(f"status must be one of {FAILURE_STATUSES}")
     if not isinstance(count, int) or count < 1:
         raise ValueError("count must be a positive integer")
+    if not isinstance(stall_ms, int) or isinstance(stall_ms, bool) or not 0 <= stall_ms <= 120_000:
+        raise ValueError("stall must be an integer of milliseconds between 0 and 120000")
     if retry_after is None and status == 429:
         retry_after = 1
     FailureRule.objects.create(
         status=status, remaining=count, path_contains=path or "", method=(method or "").upper(),
-        retry_after=retry_after,
+        retry_after=retry_after, lose_answer=bool(lose_answer), stall_ms=stall_ms,
     )
 
 

@@ -155,17 +155,22 @@ class Switchboard(models.Model):
 
 
 class FailureRule(models.Model):
-    """Answer the next `remaining` matching API calls with `status` instead of serving them."""
+    """Misbehave on the next `remaining` matching API calls: by default answer `status` instead of serving
+    them; with `lose_answer`, serve them (the write commits) and then answer `status`; with `stall_ms`, wait
+    that long before serving them (past the caller's timeout, the caller never sees the answer)."""
 
     status = models.PositiveSmallIntegerField()
     remaining = models.PositiveIntegerField()
     path_contains = models.CharField(max_length=300, blank=True)
     method = models.CharField(max_length=8, blank=True)
     retry_after = models.PositiveIntegerField(null=True, blank=True)
+    lose_answer = models.BooleanField(default=False)
+    stall_ms = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):
-        return f"{self.remaining} x {self.status} {self.method or '*'} *{self.path_contains}*"
+        how = "stall" if self.stall_ms else "lose answer" if self.lose_answer else "fail"
+        return f"{self.remaining} x {how} {self.status} {self.method or '*'} *{self.path_contains}*"
 
 
 class Call(models.Model):

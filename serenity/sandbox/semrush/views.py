@@ -85,9 +85,10 @@ def api(*methods: str):
                 time.sleep(latency / 1000)
             user_id = ""
             failure = controls.take_failure(request.method, request.path)
-            if failure is not None:
-                headers = {"Retry-After": str(failure.retry_after)} if failure.retry_after is not None else None
-                response = _error(failure.status, "injected_failure", "failure injected by a test switch", headers)
+            if failure is not None and failure.stall_ms:
+                time.sleep(failure.stall_ms / 1000)
+            if failure is not None and not (failure.lose_answer or failure.stall_ms):
+                response = _injected(failure)
             elif request.method not in methods:
                 response = _error(405, "method_not_allowed", f"use {' or '.join(methods)}")
             else:
@@ -104,7 +105,10 @@ def api(*methods: str):
                         response = view(request, **kwargs)
                     except services.SimError as exc:
                         response = _error(exc.status, exc.code, exc.message, **exc.extra)
+            # Recorded as served, so the call log says what really happened even when the answer is lost.
             _record(request, response.status_code, user_id)
+            if failure is not None and failure.lose_answer:
+                return _injected(failure)
             return response
 
         return wrapper
@@ -112,11 +116,16 @@ def api(*methods: str):
     return decorate
 
 
+def _injected(failure) -> JsonResponse:
+    headers = {"Retry-After": str(failure.retry_after)} if failure.retry_after is not None else None
+    return _error(failure.status, "injected_failure", "failure injected by a test switch", headers)
+
+
 def _idempotent(request, serve) -> JsonResponse:
     """Serve a create once per Idempotency-Key: a repeat (a retry after a lost answer) gets the first
     answer back. Without the header every request is served."""
     key = request.headers.get("Idempotency-Key", "").strip()
-    if not key:
+    if not key or controls.forgets_idempotency():
         return serve()
     where = {"method": request.method, "path": request.path, "key": key[:200]}
     stored = IdempotentResponse.objects.filter(**where).first()
@@ -285,6 +294,8 @@ def control(request):
     """POST /_control with one action:
     {"action": "latency", "ms": 250}
     {"action": "fail", "count": 2, "status": 503, "path": "/prompts", "method": "POST", "retryAfter": 1}
+    {"action": "fail", "status": 502, "path": "/prompts", "method": "POST", "loseAnswer": true} (served, answer lost)
+    {"action": "fail", "path": "/prompts", "method": "POST", "stallMs": 5000} (served after 5 s)
     {"action": "catalogue", "domain": "...", "country": "FR", "items": [...]}
     {"action": "clearCatalogue", "domain": "...", "country": "FR"}
     {"action": "reset", "data": false}
@@ -300,6 +311,7 @@ def control(request):
             controls.fail_next(
                 body.get("count", 1), status=body.get("status", 503), path=body.get("path"),
                 method=body.get("method"), retry_after=body.get("retryAfter"),
+                lose_answer=body.get("loseAnswer", False), stall_ms=body.get("stallMs", 0),
             )
         elif action == "catalogue":
             controls.set_catalogue(domain=body.get("domain", ""), country=body.get("country", ""),

@@ -1,0 +1,885 @@
+"""`make soak`: run a few hundred generations through the product while every kind of fault overlaps, then check
+the guarantees of SPEC §5, §10 and §11 from the database and the simulators' own records.
+
+The product runs as production runs it (scripts/stack.py): PostgreSQL, the API under gunicorn, the local SQS,
+two Celery worker processes, beat, and the simulators in their own gunicorn server. For SOAK_MINUTES a
+seeded schedule injects faults (see FAULT_KINDS) while SOAK_JOBS generations are created, activated,
+regenerated and re-authorised over the API. Then the faults stop, the jobs settle, and every invariant is
+counted (see `check`). The same seed gives the same schedule of faults and flows; the interleaving with the
+processes' own timing differs from run to run, which is the point of a soak.
+
+Environment: SOAK_SEED (default 26), SOAK_JOBS (300), SOAK_MINUTES (10), SOAK_FAULT_EVERY (seconds between
+two faults, 3), SOAK_DATABASE_URL (default `soak_serenity` next to the test database), SOAK_FIRST_PORT (use
+consecutive ports from there instead of free ones), SOAK_FAULTS (a comma-separated subset of FAULT_KINDS;
+default all). Exit code: 0 when every invariant holds, 1 when one is broken (it is named), 2 when the stack
+could not run. The report goes to docs/soak.md (`--no-report` skips it); `--json PATH` also writes the result
+as JSON (tests/test_soak.py reads it).
+
+Faults are injected only from outside the product: the simulators' switches (serenity/sandbox/), signals to
+processes, PostgreSQL's pg_terminate_backend and messages sent to or held in the queue.
+"""
+import json
+import os
+import queue
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from scripts import stack as stacks
+
+ROOT = stacks.ROOT
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/soak_serenity"
+
+# Short, still nested, timeouts (visibility > lease > task limit > DRS + Semrush writes), so that a delivery
+# lost with its worker comes back in seconds: the soak is about what happens, not about waiting for it.
+TIMEOUTS = {
+    "QUEUE_VISIBILITY_TIMEOUT_SECONDS": 10, "JOB_LEASE_TTL_SECONDS": 9, "JOB_TASK_TIME_LIMIT_SECONDS": 8,
+    "DRS_TIMEOUT_SECONDS": 3, "SEMRUSH_WRITE_BUDGET_SECONDS": 4, "SEMRUSH_TIMEOUT_SECONDS": 2,
+    "IMS_TIMEOUT_SECONDS": 2, "JOB_RETRY_BASE_SECONDS": 1, "JOB_RETRY_MAX_SECONDS": 4, "JOB_MAX_ATTEMPTS": 8,
+    "MARKET_JOBS_MAX_RECEIVE_COUNT": 16, "SWEEP_EVERY_SECONDS": 5, "PROBE_EVERY_SECONDS": 15,
+}
+ENV = {
+    **{k: str(v) for k, v in TIMEOUTS.items()},
+    "SERENITY_ASYNC_PROMPT_GEN": "true",
+    "LOG_LEVEL": "INFO",
+    # The soak is about faults, not abuse limits: every generation has its own user and organization anyway.
+    "THROTTLE_ONBOARDING_RATE": "100000/min", "THROTTLE_ORG_MARKETS_RATE": "100000/hour",
+    "THROTTLE_REAUTH_RATE": "100000/min", "THROTTLE_ORG_REAUTH_RATE": "100000/hour",
+}
+DRS_SLOW_MS, DRS_TIMEOUT_MS, SEMRUSH_STALL_MS = 1500, 4500, 3000
+WORKERS = ("worker-1", "worker-2")
+WORKER_THREADS = 4
+MAX_REAUTHS = 3
+SETTLE_SECONDS = 240
+READYZ_EVERY = 0.5
+READYZ_TIMEOUT = 10  # a slow answer on a loaded machine is still an answer
+SIMULATORS_APP_NAME = "serenity-simulators"
+RESTART_MARGIN = 2.0
+JWT = re.compile(rb"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+")
+
+# Faults the schedule picks from, with their weights. Per-generation DRS faults are armed for one brand's
+# next call when its generation starts (so each DRS call is known to be slow, to time out or to fail).
+FAULT_KINDS = {
+    "worker SIGKILL": 3, "worker SIGTERM": 2, "PostgreSQL backends terminated": 3, "SQS duplicates": 3,
+    "SQS delay": 2, "Semrush 5xx": 2, "Semrush 429": 2, "Semrush timeout": 2, "Semrush write answer lost": 3,
+    "IMS 5xx": 2, "IMS exchange answer lost": 2, "IMS refusal (re-authorisation needed)": 1,
+    "API SIGKILL mid-request": 1, "API restart (SIGTERM)": 1,
+}
+DRS_FAULTS = {"DRS slow": 0.08, "DRS timeout": 0.06, "DRS failure (5xx)": 0.06}
+
+
+@dataclass
+class Generation:
+    """One generation the soak drives: its own organization, user, brand and market."""
+
+    index: int
+    flow: str  # "create" or "activate"
+    drs_fault: str | None
+    regenerate: bool
+    start_at: float
+    country: str
+    org: str = ""
+    brand: str = ""
+    brand_name: str = ""
+    domain: str = ""
+    user: str = ""
+    token: str = ""
+    job: str | None = None
+    market: str | None = None
+    reauths: int = 0
+    regenerated: int = 0
+    recovered: int = 0
+    outcome: str = "not started"
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Config:
+    seed: int
+    jobs: int
+    minutes: float
+    fault_every: float
+    database_url: str
+    first_port: int | None = None
+    kinds: tuple[str, ...] = tuple(FAULT_KINDS)
+
+    @classmethod
+    def from_env(cls) -> "Config":
+        first = os.environ.get("SOAK_FIRST_PORT")
+        kinds = tuple(k.strip() for k in os.environ.get("SOAK_FAULTS", "").split(",") if k.strip())
+        unknown = [k for k in kinds if k not in FAULT_KINDS]
+        if unknown:
+            raise SystemExit(f"SOAK_FAULTS: unknown kinds {unknown}; known: {', '.join(FAULT_KINDS)}")
+        return cls(seed=int(os.environ.get("SOAK_SEED", "26")), jobs=int(os.environ.get("SOAK_JOBS", "300")),
+                   minutes=float(os.environ.get("SOAK_MINUTES", "10")),
+                   fault_every=float(os.environ.get("SOAK_FAULT_EVERY", "3")),
+                   database_url=os.environ.get("SOAK_DATABASE_URL", DEFAULT_DATABASE_URL),
+                   first_port=int(first) if first else None, kinds=kinds or tuple(FAULT_KINDS))
+
+
+@dataclass
+class Invariant:
+    name: str
+    count: int
+    bound: str
+    holds: bool
+    detail: str = ""
+
+
+@dataclass
+class Result:
+    config: Config
+    started: datetime
+    seconds: float
+    faults: Counter
+    outcomes: Counter
+    flows: Counter
+    invariants: list[Invariant]
+    explained: list[str]
+
+    @property
+    def broken(self) -> list[Invariant]:
+        return [i for i in self.invariants if not i.holds]
+
+
+class Soak:
+    def __init__(self, config: Config, *, out=None):
+        self.config, self.say = config, out or say
+        self.rng = random.Random(config.seed)
+        self.stack = stacks.Stack(
+            database_url=config.database_url, names=("sqs", "sim", "api"), env=ENV,
+            settings_module="serenity.settings", prefix="serenity-soak-", first_port=config.first_port)
+        self.t0 = time.monotonic()
+        self.stop_faults = threading.Event()
+        self.lock = threading.RLock()
+        self.faults: Counter = Counter()
+        self.fault_log: list[tuple[float, str, str]] = []  # (wall time, kind, detail)
+        self.worker_stops: list[tuple[float, str]] = []  # (wall time, signal): in-flight work was cut off
+        self.api_down: list[list[float]] = []  # [from, to] windows of the API's own restarts
+        self.readyz_failures: list[tuple[float, str]] = []
+        self.incarnations: Counter = Counter()
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.generations: list[Generation] = []
+        self.starts: queue.Queue = queue.Queue()
+
+    def on_main_thread(self, start) -> None:
+        """Run `start` on the main thread and wait for it. Children die with the thread that started them
+        (PR_SET_PDEATHSIG, scripts/run_local.py), so a restart must not happen on a thread that ends first."""
+        done = threading.Event()
+        self.starts.put((start, done))
+        done.wait()
+
+    def run_pending_starts(self) -> None:
+        while True:
+            try:
+                start, done = self.starts.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                start()
+            finally:
+                done.set()
+
+    # --- processes ------------------------------------------------------------------------------------
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def start(self) -> None:
+        s = self.stack
+        s.start_infrastructure()
+        s.gunicorn("simulators", "sim", access_log=s.var / "sim-access.log", GUNICORN_THREADS="12",
+                   PGAPPNAME=SIMULATORS_APP_NAME)
+        self.start_api()
+        for name in WORKERS:
+            self.start_worker(name)
+        s.beat()
+        s.setup_django()
+
+    def _log(self, name: str) -> Path:
+        self.incarnations[name] += 1
+        return self.stack.var / f"{name}.{self.incarnations[name]}.log"
+
+    def start_api(self, wait: bool = True) -> None:
+        self.procs["api"] = self.stack.gunicorn("api", "api", access_log=self.stack.var / "api-access.log",
+                                                log_file=self._log("api"), wait=wait, WEB_CONCURRENCY="2",
+                                                GUNICORN_THREADS="6")
+
+    def start_worker(self, name: str) -> None:
+        queues = ",".join((os.environ.get("MARKET_JOBS_QUEUE", "serenity-market-jobs"),
+                           os.environ.get("MAINTENANCE_QUEUE", "serenity-maintenance")))
+        self.procs[name] = self.stack.worker(name, queues=queues, threads=WORKER_THREADS, log_file=self._log(name),
+                                             level="INFO")
+
+    def _forget(self, name: str) -> None:
+        proc = self.procs[name]
+        self.stack.runner.children = [(n, p) for n, p in self.stack.runner.children if p is not proc]
+
+    def _signal(self, name: str, sig: int, grace: float = 20) -> None:
+        proc = self.procs[name]
+        self._forget(name)
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=grace)
+        except Exception:  # a SIGTERM that did not end it in time: end it
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    # --- faults ---------------------------------------------------------------------------------------
+    def record_fault(self, kind: str, detail: str = "") -> None:
+        with self.lock:
+            self.faults[kind] += 1
+            self.fault_log.append((time.time(), kind, detail))
+
+    def schedule(self) -> list[str]:
+        """Every kind once first (in a seeded order), then weighted draws: a short run still sees them all."""
+        kinds = list(self.config.kinds)
+        self.rng.shuffle(kinds)
+        count = max(len(kinds), int(self.config.minutes * 60 / self.config.fault_every))
+        weights = [FAULT_KINDS[k] for k in self.config.kinds]
+        return kinds + self.rng.choices(list(self.config.kinds), weights=weights, k=count - len(kinds))
+
+    def inject_faults(self, kinds: list[str], rng: random.Random) -> None:
+        """Inject `kinds` in order. The first round (each kind once) is always completed, even past the fault
+        window on a slow machine, so that every kind is seen; the rest stops with the window."""
+        for index, kind in enumerate(kinds):
+            pause = self.config.fault_every * rng.uniform(0.5, 1.5)
+            if index < len(self.config.kinds):
+                time.sleep(pause)
+            elif self.stop_faults.wait(pause):
+                return
+            try:
+                self.inject(kind, rng)
+            except Exception as exc:  # the harness keeps going; the invariants will tell
+                self.say(f"  fault {kind!r} could not be injected: {exc!r}")
+
+    def inject(self, kind: str, rng: random.Random) -> None:
+        from jobs.clients import sqs
+        from serenity.sandbox.ims import controls as ims
+        from serenity.sandbox.semrush import controls as semrush
+
+        if kind in ("worker SIGKILL", "worker SIGTERM"):
+            name = rng.choice(WORKERS)
+            kill = kind == "worker SIGKILL"
+            with self.lock:
+                self.worker_stops.append((time.time(), "SIGKILL" if kill else "SIGTERM"))
+            self._signal(name, signal.SIGKILL if kill else signal.SIGTERM)
+            self.record_fault(kind, name)
+            time.sleep(rng.uniform(0.5, 3))
+            self.on_main_thread(lambda: self.start_worker(name))
+        elif kind == "PostgreSQL backends terminated":
+            self.record_fault(kind, f"{self.terminate_backends(rng)} backends")
+        elif kind == "SQS duplicates":
+            from jobs.models import AsyncJob, JobStatus
+            from jobs.services import job_publish
+
+            live = list(AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).values_list("id", "job_type")[:50])
+            if live:
+                job_id, job_type = rng.choice(live)
+                copies = rng.randint(2, 5)
+                for _ in range(copies):
+                    job_publish(job_id, job_type, delay=rng.choice((0, 0, 2, 5)))
+                self.record_fault(kind, f"{copies} copies")
+        elif kind == "SQS delay":
+            from django.conf import settings
+
+            url = sqs.client().get_queue_url(QueueName=settings.MARKET_JOBS_QUEUE)["QueueUrl"]
+            held = sqs.receive(url, max_messages=rng.randint(1, 3), visibility=rng.randint(3, 8))
+            self.record_fault(kind, f"{len(held)} messages held")
+        elif kind == "Semrush 5xx":
+            semrush.fail_next(rng.randint(1, 3), status=rng.choice((500, 502, 503)),
+                              path=rng.choice(("/prompts", "/tags", "/ai-projects", None)))
+            self.record_fault(kind)
+        elif kind == "Semrush 429":
+            semrush.fail_next(rng.randint(1, 2), status=429, path=rng.choice(("/prompts", None)))
+            self.record_fault(kind)
+        elif kind == "Semrush timeout":
+            semrush.fail_next(1, path="/prompts", method=rng.choice(("GET", "POST")), stall_ms=SEMRUSH_STALL_MS)
+            self.record_fault(kind)
+        elif kind == "Semrush write answer lost":
+            semrush.fail_next(1, status=rng.choice((500, 502, 504)), path="/prompts", method="POST",
+                              lose_answer=True)
+            self.record_fault(kind)
+        elif kind == "IMS 5xx":
+            ims.fail_next_exchanges(1, status=rng.choice((500, 503)))
+            self.record_fault(kind)
+        elif kind == "IMS exchange answer lost":
+            ims.lose_next_exchange_answers(1, status=500)
+            self.record_fault(kind)
+        elif kind == "IMS refusal (re-authorisation needed)":
+            ims.fail_next_exchanges(1, status=401)
+            self.record_fault(kind)
+        elif kind in ("API SIGKILL mid-request", "API restart (SIGTERM)"):
+            down = time.monotonic()
+            with self.lock:
+                self.api_down.append([down, float("inf")])
+            self._signal("api", signal.SIGKILL if "SIGKILL" in kind else signal.SIGTERM)
+            self.record_fault(kind)
+            self.on_main_thread(self.start_api)
+            with self.lock:
+                self.api_down[-1][1] = time.monotonic()
+
+    def faults_near(self, at: float, seconds: float = 10) -> str:
+        """The faults injected within `seconds` of the wall time `at`, for the detail of a broken invariant."""
+        with self.lock:
+            near = [f"{kind} ({t - at:+.1f} s{', ' + detail if detail else ''})" for t, kind, detail in self.fault_log
+                    if abs(t - at) <= seconds]
+        return "; ".join(near) or "none"
+
+    def terminate_backends(self, rng: random.Random) -> int:
+        """pg_terminate_backend on a random half of the product's connections to the soak database. The
+        harness's own are left alone (it is the observer), and so are the simulators' (they stand in for
+        services with databases of their own, which a failover of ours does not touch)."""
+        import psycopg
+
+        with psycopg.connect(self.config.database_url, autocommit=True) as conn:
+            pids = [r[0] for r in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND application_name NOT IN (%s, %s)", (stacks.HARNESS_APP_NAME, SIMULATORS_APP_NAME))]
+            chosen = rng.sample(pids, k=(len(pids) + 1) // 2) if pids else []
+            for pid in chosen:
+                conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        return len(chosen)
+
+    def arm_drs(self, g: Generation) -> None:
+        from serenity.sandbox.drs import controls as drs
+
+        if g.drs_fault == "DRS slow":
+            drs.set_latency(DRS_SLOW_MS, brand=g.brand_name, remaining=1)
+        elif g.drs_fault == "DRS timeout":
+            drs.set_latency(DRS_TIMEOUT_MS, brand=g.brand_name, remaining=1)
+        elif g.drs_fault == "DRS failure (5xx)":
+            drs.set_switch("status_500", brand=g.brand_name, remaining=1)
+        if g.drs_fault:
+            self.record_fault(g.drs_fault, g.brand_name)
+
+    def watch_readyz(self) -> None:
+        url = self.stack.url("api") + "/readyz"
+        while not self.stop_watch.is_set():
+            at, why = time.monotonic(), None
+            try:
+                with urllib.request.urlopen(url, timeout=READYZ_TIMEOUT) as response:  # noqa: S310 (local URL)
+                    if response.status != 200:
+                        why = f"HTTP {response.status}"
+            except urllib.error.HTTPError as error:
+                why = f"HTTP {error.code}"
+            except (urllib.error.URLError, OSError) as error:
+                why = type(getattr(error, "reason", error)).__name__
+            if why:
+                with self.lock:
+                    self.readyz_failures.append((at, why))
+            self.stop_watch.wait(READYZ_EVERY)
+
+    # --- generations ----------------------------------------------------------------------------------
+    def plan(self) -> None:
+        """The generations, their flows and their start times, all from the seed."""
+        from markets import geo
+
+        countries = [c for c in geo.COUNTRY_CODES if c not in ("US",)]
+        window = self.config.minutes * 60 * 0.8
+        drs_kinds = list(DRS_FAULTS)
+        for i in range(self.config.jobs):
+            roll, drs_fault = self.rng.random(), None
+            edge = 0.0
+            for kind, share in DRS_FAULTS.items():
+                edge += share
+                if roll < edge:
+                    drs_fault = kind
+                    break
+            if i < len(drs_kinds):  # every DRS fault at least once, however short the run
+                drs_fault = drs_kinds[i]
+            if self.config.kinds != tuple(FAULT_KINDS):  # a narrowed run (SOAK_FAULTS) injects only those
+                drs_fault = None
+            self.generations.append(Generation(
+                index=i, flow="activate" if self.rng.random() < 0.25 else "create", drs_fault=drs_fault,
+                regenerate=self.rng.random() < 0.15, start_at=window * i / max(1, self.config.jobs),
+                country=self.rng.choice(countries)))
+
+    def prepare(self, g: Generation) -> None:
+        """An active brand with a Semrush workspace, its own organization and user, and that user's bearer."""
+        from django.conf import settings
+
+        from markets.models import Brand, Organization, Site
+        from serenity.sandbox.ims.keys import issue_user_token
+        from serenity.sandbox.semrush import services
+
+        tag = f"{g.index:04d}{uuid.uuid4().hex[:6].upper()}"
+        ims_org, g.user = f"SOAK{tag}{'0' * 14}@AdobeOrg", f"SOAK{tag}USER@AdobeID"
+        g.brand_name, g.domain = f"Soak Brand {tag}", f"soak-{tag.lower()}.example"
+        org = Organization.objects.create(ims_org_id=ims_org, name=f"Soak {tag}", is_serenity_active=True)
+        brand = Brand.objects.create(organization=org, name=g.brand_name, display_name=g.brand_name,
+                                     domain=g.domain, primary_url=f"https://{g.domain}/", status=Brand.Status.ACTIVE)
+        site = Site.objects.create(organization=org, brand=brand, base_url=f"https://{g.domain}/")
+        workspace = services.workspace_create(name=brand.name, parent_id=settings.SEMRUSH_PARENT_WORKSPACE_ID)
+        Brand.objects.filter(id=brand.id).update(base_site=site, semrush_workspace_id=workspace.id)
+        g.org, g.brand = str(org.id), str(brand.id)
+        g.token = issue_user_token(user_id=g.user, org_ids=[ims_org], ttl=6 * 3600)
+
+    def call(self, g: Generation, path: str, body: dict | None = None, *, attempts: int = 12) -> tuple[int, dict]:
+        """POST to the API as the generation's user, as a UI would: a dropped connection (the API restarting)
+        or a 5xx/503 is tried again after a pause. Returns the last status and body."""
+        url = f"{self.stack.url('api')}/v2/orgs/{g.org}/brands/{g.brand}/serenity/{path}"
+        status, doc = 0, {}
+        for attempt in range(attempts):
+            data = json.dumps(body).encode() if body is not None else b""
+            request = urllib.request.Request(url, data=data, method="POST", headers={  # noqa: S310 (local URL)
+                "Authorization": f"Bearer {g.token}", "Content-Type": "application/json",
+                "x-promise-audience": "semrush"})
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (local URL)
+                    status, raw = response.status, response.read()
+            except urllib.error.HTTPError as error:
+                status, raw = error.code, error.read()
+            except (urllib.error.URLError, OSError) as error:
+                status, raw = 0, json.dumps({"transport": str(error)}).encode()
+            try:
+                doc = json.loads(raw or b"{}")
+            except ValueError:
+                doc = {"raw": raw[:200].decode("utf-8", "replace")}
+            if status and status < 500 and status != 429:
+                return status, doc
+            g.notes.append(f"{path.split('/')[-1]}: {status or 'no answer'} (try {attempt + 1})")
+            time.sleep(min(0.5 * 2 ** attempt, 5))
+        return status, doc
+
+    def begin(self, g: Generation) -> None:
+        market = {"market": g.country, "languageCode": "en"}
+        brand = {"brandDomain": g.domain, "brandNames": [g.brand_name]}
+        if g.flow == "create":
+            status, doc = self.call(g, "markets", {**brand, **market, "generatePrompts": True})
+            handle = doc.get("promptGeneration") or {}
+            g.market = doc.get("id") or doc.get("marketId")
+        else:
+            status, doc = self.call(g, "activate", {**brand, "generatePrompts": True, "markets": [market]})
+            entry = (doc.get("markets") or [{}])[0]
+            status = entry.get("status", status)
+            body = entry.get("body") or {}
+            handle = body.get("promptGeneration") or {}
+            g.market = body.get("id") or body.get("marketId")
+        if status in (201, 409) and not handle.get("jobId") and g.market:
+            # The market exists without a job: the producer failed after the market was made (201 without a
+            # handle, e.g. its database connection terminated), or an earlier attempt was cut off between the
+            # two (409 without one). What the UI offers then: generate the market's prompts again (SPEC §12).
+            g.recovered += 1
+            status, doc = self.call(g, f"markets/{g.market}/generation")
+            handle = doc if status == 202 else {}
+        if status in (201, 202, 409) and handle.get("jobId"):
+            g.job = handle["jobId"]
+        else:
+            g.outcome = f"not started (API answered {status})"
+            g.notes.append(json.dumps(doc)[:300])
+
+    def wait_terminal(self, g: Generation, deadline: float):
+        from jobs.models import AsyncJob, JobStatus
+
+        while True:
+            job = AsyncJob.objects.filter(id=g.job or "").values("status", "error_code").first()
+            if job and job["status"] != JobStatus.IN_PROGRESS:
+                return job
+            if time.monotonic() > deadline:
+                return job
+            time.sleep(1)
+
+    def drive(self, g: Generation, deadline: float) -> None:
+        from django.db import connection
+
+        try:
+            delay = g.start_at - self.now()
+            if delay > 0:
+                time.sleep(delay)
+            if time.monotonic() > deadline:
+                return
+            self.prepare(g)
+            self.arm_drs(g)
+            self.begin(g)
+            while g.job:
+                job = self.wait_terminal(g, deadline)
+                if job is None or job["status"] == "IN_PROGRESS":
+                    g.outcome = "IN_PROGRESS"
+                    return
+                g.outcome = job["status"] if job["status"] == "COMPLETED" else f"FAILED {job['error_code']}"
+                if job["error_code"] == "NEEDS_REAUTH" and g.reauths < MAX_REAUTHS:
+                    g.reauths += 1
+                    status, doc = self.call(g, f"markets/generation/jobs/{g.job}/reauth")
+                    if status != 202:
+                        g.notes.append(f"reauth: {status} {json.dumps(doc)[:200]}")
+                    continue
+                if g.regenerate and not g.regenerated and g.market:
+                    g.regenerated += 1
+                    status, doc = self.call(g, f"markets/{g.market}/generation")
+                    if status != 202:
+                        g.notes.append(f"regenerate: {status} {json.dumps(doc)[:200]}")
+                    continue
+                return
+        except Exception as exc:  # a harness error is an outcome, not a crash of the soak
+            g.outcome = f"harness error: {type(exc).__name__}"
+            g.notes.append(repr(exc)[:300])
+        finally:
+            connection.close()
+
+    # --- the run --------------------------------------------------------------------------------------
+    def run(self) -> Result:
+        started, t0 = datetime.now(UTC), time.monotonic()
+        self.say(f"--- soak: seed {self.config.seed}, {self.config.jobs} generations, "
+                 f"{self.config.minutes:g} min of faults, logs in {self.stack.var}")
+        self.start()
+        self.t0 = time.monotonic()
+        self.plan()
+        self.stop_watch = threading.Event()
+        watcher = threading.Thread(target=self.watch_readyz, daemon=True)
+        watcher.start()
+        fault_rng = random.Random(self.config.seed * 7919 + 1)
+        injector = threading.Thread(target=self.inject_faults, args=(self.schedule(), fault_rng), daemon=True)
+        injector.start()
+        fault_end = self.t0 + self.config.minutes * 60
+        deadline = fault_end + SETTLE_SECONDS
+        threads = max(8, min(32, self.config.jobs // 10))
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="generation") as pool:
+            futures = [pool.submit(self.drive, g, deadline) for g in self.generations]
+            last = 0.0
+            while not all(f.done() for f in futures):
+                if time.monotonic() >= fault_end and not self.stop_faults.is_set():
+                    self.say("--- faults stop; settling")
+                    self.stop_faults.set()
+                if time.monotonic() - last > 30:
+                    last = time.monotonic()
+                    done = sum(f.done() for f in futures)
+                    self.say(f"  {self.now():5.0f} s: {done}/{len(futures)} generations done, "
+                             f"{sum(self.faults.values())} faults")
+                self.run_pending_starts()
+                time.sleep(0.2)
+        self.stop_faults.set()
+        while injector.is_alive():
+            self.run_pending_starts()
+            injector.join(0.2)
+        self.quiesce()
+        time.sleep(3)  # best-effort invalidations happen just after a job's end
+        self.stop_watch.set()
+        watcher.join()
+        invariants, explained = self.check()
+        outcomes = Counter(g.outcome for g in self.generations)
+        flows = Counter(g.flow for g in self.generations)
+        flows["regenerate"] = sum(g.regenerated for g in self.generations)
+        flows["re-authorise"] = sum(g.reauths for g in self.generations)
+        flows["regenerate a market left without its job"] = sum(g.recovered for g in self.generations)
+        return Result(self.config, started, time.monotonic() - t0, self.faults, outcomes, flows, invariants,
+                      explained)
+
+    def quiesce(self) -> None:
+        """Faults off: every switch reset, both workers and the API up (a fault's restart may be pending)."""
+        from serenity.sandbox.drs import controls as drs
+        from serenity.sandbox.ims import controls as ims
+        from serenity.sandbox.semrush import controls as semrush
+
+        drs.clear()
+        ims.reset()
+        semrush.reset()
+
+    # --- invariants -----------------------------------------------------------------------------------
+    def check(self) -> tuple[list[Invariant], list[str]]:
+        from django.db import connection
+
+        from jobs.models import AsyncJob, JobEvent, JobStatus
+        from serenity.sandbox.drs.models import DrsCall
+        from serenity.sandbox.ims import ledger
+        from serenity.sandbox.semrush.models import Call, Project, Prompt
+        from tokens.models import PromiseGrant
+
+        out: list[Invariant] = []
+        job_ids: list[Any] = [g.job for g in self.generations if g.job]
+        jobs = {str(j.id): j for j in AsyncJob.objects.filter(id__in=job_ids)}
+
+        stuck = [j for j in jobs.values() if j.status == JobStatus.IN_PROGRESS]
+        out.append(Invariant("jobs left IN_PROGRESS after the settle bound", len(stuck), "0", not stuck,
+                             ", ".join(str(j.id) for j in stuck[:10])))
+        unexplained = [j for j in jobs.values() if j.status == JobStatus.FAILED and not j.error_code]
+        out.append(Invariant("FAILED jobs without a stated reason", len(unexplained), "0", not unexplained))
+        missing = [g for g in self.generations if g.job and g.job not in jobs]
+        out.append(Invariant("generations whose job vanished", len(missing), "0", not missing))
+
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT project_id, text, count(*) FROM {Prompt._meta.db_table} "  # noqa: S608
+                           "GROUP BY project_id, text HAVING count(*) > 1")
+            duplicates = cursor.fetchall()
+        out.append(Invariant("duplicate prompts in any Semrush project", sum(n - 1 for _, _, n in duplicates), "0",
+                             not duplicates, "; ".join(f"{p}: {t[:40]!r} x{n}" for p, t, n in duplicates[:5])))
+
+        # Publishes: one by the market's creation, one per completed run; a failed run never publishes.
+        events: defaultdict[str, list[Any]] = defaultdict(list)
+        for e in JobEvent.objects.filter(job_id__in=job_ids).order_by("at", "id").values("job_id", "kind", "detail",
+                                                                                          "at"):
+            events[str(e["job_id"])].append(e)
+        published_by_failed = []
+        for g in self.generations:
+            job = jobs.get(g.job or "")
+            if job is None or job.status != JobStatus.FAILED or not job.checkpoints.get("projectId", g.market):
+                continue
+            project = Project.objects.filter(workspace__id=job.params.get("workspaceId"),
+                                             geo_target_id=job.params.get("geoTargetId")).first()
+            if project is None:
+                continue
+            publishes = Call.objects.filter(path=f"/sandbox/semrush/v1/ai-projects/{project.id}/publish",
+                                            method="POST", status=200).count()
+            completed = sum(1 for e in events[g.job or ""] if e["kind"] == "completed")
+            if publishes > 1 + completed:
+                published_by_failed.append(f"{g.job}: {publishes} publishes, {completed} completed runs")
+        out.append(Invariant("markets published by a failed generation", len(published_by_failed), "0",
+                             not published_by_failed, "; ".join(published_by_failed[:5])))
+
+        drs_extra, drs_after_batch, explained = self.drs_calls(jobs, events, DrsCall)
+        out.append(Invariant("DRS calls after the run's batch was persisted", len(drs_after_batch), "0",
+                             not drs_after_batch, "; ".join(drs_after_batch[:5])))
+        out.append(Invariant("DRS calls beyond one per run, not explained by a fault", len(drs_extra), "0",
+                             not drs_extra, "; ".join(drs_extra[:5])))
+
+        live = ledger.live_tokens()
+        running = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).values("id")
+        held = PromiseGrant.objects.filter(job_id__in=running).count()
+        orphans, lost = self.unowned_tokens(held)
+        explained += lost
+        out.append(Invariant("promise tokens live and unowned (IMS ledger)", len(orphans), "0", not orphans,
+                             f"{live} live: {held} held by running jobs, {len(lost)} never received by anyone"
+                             + (f"; {'; '.join(orphans[:5])}" if orphans else "")))
+        grants = PromiseGrant.objects.exclude(job_id__in=running).count()
+        out.append(Invariant("grants kept by ended jobs", grants, "0", grants == 0))
+
+        leaks = self.token_bytes()
+        out.append(Invariant("token bytes in log lines or tables", len(leaks), "0", not leaks, "; ".join(leaks[:5])))
+
+        with self.lock:
+            windows = [(a - RESTART_MARGIN, b + RESTART_MARGIN) for a, b in self.api_down]
+            outside = [why for t, why in self.readyz_failures if not any(a <= t <= b for a, b in windows)]
+            inside = len(self.readyz_failures) - len(outside)
+        reasons = ", ".join(f"{why} x{n}" for why, n in Counter(outside).items())
+        out.append(Invariant("/readyz failures outside the API's own restarts", len(outside), "0", not outside,
+                             f"{inside} during its restarts" + (f"; outside: {reasons}" if reasons else "")))
+        return out, explained
+
+    def unowned_tokens(self, held: int) -> tuple[list[str], list[str]]:
+        """Live promise tokens no running job holds. Explained (listed, not counted): a token that reached no
+        one who could invalidate it — IMS rotated it for an exchange whose answer it then lost, or minted it
+        for a request whose answer was lost or whose API process was SIGKILLed meanwhile — and a token whose
+        holder was cut off: its job lost a delivery to a SIGKILL, or ended just before a SIGKILL (the
+        best-effort invalidation runs after the end is committed), or the product logged that IMS did not
+        confirm its invalidation. It expires at IMS. Any other is an orphan."""
+        from jobs.models import AsyncJob
+        from serenity.sandbox.ims import ledger
+        from serenity.sandbox.ims.models import LedgerEvent, PromiseRecord, PromiseState
+
+        lost = set(LedgerEvent.objects.filter(kind=ledger.ANSWER_LOST).values_list("fingerprint", flat=True))
+        offset = time.time() - time.monotonic()
+        api_kills = [a + offset for a, _b in self.api_down]
+        kills = [t for t, how in self.worker_stops if how == "SIGKILL"]
+        refused = self.invalidations_refused()
+        users = {g.user: g for g in self.generations}
+        orphans, explained = [], []
+        for record in PromiseRecord.objects.filter(state=PromiseState.LIVE).order_by("created_at"):
+            g = users.get(record.user_id)
+            job = AsyncJob.objects.filter(id=g.job).first() if g and g.job else None
+            who = f"generation {g.index} (job {g.job})" if g else record.user_id
+            made = record.created_at.timestamp()
+            ended = job.ended_at.timestamp() if job and job.ended_at else None
+            if record.replaces and record.replaces[:16] in lost:
+                why = "rotated by an exchange whose answer was lost"
+            elif not record.replaces and record.fingerprint in lost:
+                why = "minted, and the mint's answer was lost"
+            elif not record.replaces and any(k - 30 <= made <= k for k in api_kills):
+                why = "minted just before its API process was killed"
+            elif job and job.lost_deliveries:
+                why = f"its job lost {job.lost_deliveries} delivery(ies) to a killed worker"
+            elif ended and any(ended <= k <= ended + 10 for k in kills):
+                why = "its job ended just before a worker was SIGKILLed, before the best-effort invalidation"
+            elif job and str(job.id) in refused:
+                why = "IMS did not confirm its best-effort invalidation (logged by the product)"
+            else:
+                orphans.append(f"token {record.fingerprint} of {who}, {'rotated' if record.replaces else 'minted'} "
+                               f"at {record.created_at:%H:%M:%S}, job {job.status if job else '-'}; faults near: "
+                               f"{self.faults_near(made)}")
+                continue
+            explained.append(f"token {record.fingerprint} of {who}: a live promise token, {why}")
+        return orphans[held:] if held else orphans, explained
+
+    def invalidations_refused(self) -> set[str]:
+        """Job ids for which the product logged a failed best-effort invalidation."""
+        jobs = set()
+        for path in self.stack.var.glob("*.log"):
+            for line in path.read_text(errors="replace").splitlines():
+                if "promise token invalidation failed" in line:
+                    try:
+                        jobs.add(str(json.loads(line).get("job_id")))
+                    except ValueError:
+                        continue
+        return jobs
+
+    def drs_calls(self, jobs, events, DrsCall) -> tuple[list[str], list[str], list[str]]:
+        """Each DRS call belongs to one run of one generation (its brand names it; a `replaced` event starts a
+        new run). Per run: no call after the batch was persisted, and no more than one call that shipped,
+        unless the earlier one was slowed past the client's timeout by the soak, or was in flight when its
+        worker was stopped by the soak (SIGKILL, or SIGTERM, whose warm shutdown hands the job to another
+        worker without waiting for the call): explained, listed."""
+        by_brand = defaultdict(list)
+        for call in DrsCall.objects.order_by("id").values("brand", "outcome", "received_at"):
+            by_brand[call["brand"]].append(call)
+        timeout = TIMEOUTS["DRS_TIMEOUT_SECONDS"]
+        stops = list(self.worker_stops)
+        extra, after_batch, explained = [], [], []
+        for g in self.generations:
+            job = jobs.get(g.job or "")
+            if job is None:
+                continue
+            starts = [e["at"] for e in events[g.job] if e["kind"] == "replaced"]
+            batches = [e["at"] for e in events[g.job] if e["kind"] == "checkpoint" and e["detail"] == "generated"]
+            runs = defaultdict(list)
+            for call in by_brand.get(g.brand_name, []):
+                run = sum(1 for s in starts if s <= call["received_at"])
+                runs[run].append(call)
+            slow_first = g.drs_fault == "DRS timeout"
+            for run, calls in runs.items():
+                begin = starts[run - 1] if run else None
+                end = starts[run] if run < len(starts) else None
+                persisted = [b for b in batches if (begin is None or b >= begin) and (end is None or b < end)]
+                if persisted:
+                    late = [c for c in calls if c["received_at"] > persisted[0]]
+                    after_batch += [f"{g.job} run {run}: call at {c['received_at']:%H:%M:%S}" for c in late]
+                shipped = [c for c in calls if c["outcome"] == "ship"]
+                for earlier in shipped[:-1]:
+                    at = earlier["received_at"].timestamp()
+                    if slow_first and run == 0 and earlier is calls[0]:
+                        explained.append(f"{g.job}: a second DRS call, the first held past the client's "
+                                         f"{timeout} s timeout")
+                    elif cut := [how for d, how in stops if at <= d <= at + timeout + DRS_TIMEOUT_MS / 1000]:
+                        explained.append(f"{g.job}: a second DRS call, the first in flight when its worker was stopped "
+                                         f"({cut[0]})")
+                    else:
+                        times = ", ".join(f"{c['received_at']:%H:%M:%S.%f}"[:-3] for c in shipped)
+                        extra.append(f"{g.job} run {run}: {len(shipped)} calls shipped at {times}; faults near: "
+                                     f"{self.faults_near(at)}")
+        return extra, after_batch, explained
+
+    def token_bytes(self) -> list[str]:
+        """Every JWT-shaped value (bearers, promise and access tokens are all JWTs) and every bearer the soak
+        issued, in any log file of any process and in any row of any table of the soak's database."""
+        from django.db import connection
+
+        known = {g.token.encode() for g in self.generations if g.token}
+        found = []
+        for path in sorted(self.stack.var.glob("*.log")):
+            data = path.read_bytes()
+            hits = len(JWT.findall(data)) + sum(data.count(k) for k in known)
+            if hits:
+                found.append(f"{path.name}: {hits}")
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+            for (table,) in cursor.fetchall():
+                cursor.execute(f'SELECT count(*) FROM "{table}" t WHERE t::text ~ %s',  # noqa: S608
+                               [r"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+"])
+                rows = cursor.fetchone()[0]
+                if rows:
+                    found.append(f"table {table}: {rows} rows")
+        return found
+
+
+# --- report -------------------------------------------------------------------------------------------
+def table(result: Result) -> str:
+    c = result.config
+    lines = [f"Seed {c.seed}, {c.jobs} generations, {c.minutes:g} min of faults (one every ~{c.fault_every:g} s), "
+             f"{result.seconds:.0f} s in all.", "", "| fault injected | count |", "| --- | --- |"]
+    lines += [f"| {kind} | {n} |" for kind, n in sorted(result.faults.items())]
+    lines += ["", "| flow | count |", "| --- | --- |"]
+    lines += [f"| {flow} | {n} |" for flow, n in sorted(result.flows.items())]
+    lines += ["", "| generation outcome | count |", "| --- | --- |"]
+    lines += [f"| {outcome} | {n} |" for outcome, n in sorted(result.outcomes.items())]
+    lines += ["", "| invariant | count | bound | holds |", "| --- | --- | --- | --- |"]
+    lines += [f"| {i.name} | {i.count} | {i.bound} | {'yes' if i.holds else '**NO**'} |" for i in result.invariants]
+    if result.explained:
+        reasons = Counter(line.split(": ", 1)[1] for line in result.explained)
+        lines += ["", "Within the bounds, explained by an injected fault (each listed by `make soak`):", "",
+                  "| explained | count |", "| --- | --- |"]
+        lines += [f"| {why} | {n} |" for why, n in sorted(reasons.items())]
+    return "\n".join(lines)
+
+
+def as_json(result: Result) -> dict:
+    return {"faults": dict(result.faults), "outcomes": dict(result.outcomes), "flows": dict(result.flows),
+            "invariants": [{"name": i.name, "count": i.count, "holds": i.holds, "detail": i.detail}
+                           for i in result.invariants],
+            "explained": result.explained}
+
+
+def write_report(result: Result) -> None:
+    doc = ROOT / "docs" / "soak.md"
+    text = doc.read_text() if doc.exists() else "# Soak\n"
+    begin, end = "<!-- soak:begin -->", "<!-- soak:end -->"
+    report = f"{begin}\nLatest `make soak`: {result.started:%Y-%m-%d %H:%M} UTC.\n\n{table(result)}\n{end}"
+    if begin in text and end in text:
+        text = text[:text.index(begin)] + report + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + report + "\n"
+    doc.write_text(text)
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def run(config: Config, *, out=say) -> Result:
+    """Start the stack, soak it, stop it; the stack's scratch directory is removed when nothing broke."""
+    soak = Soak(config, out=out)
+    try:
+        result = soak.run()
+    finally:
+        soak.stack.stop()
+    for line in result.explained:
+        out(f"  explained: {line}")
+    for invariant in result.invariants:
+        out(f"  {'ok  ' if invariant.holds else 'FAIL'} {invariant.name}: {invariant.count}"
+            + (f" ({invariant.detail})" if invariant.detail else ""))
+    if not result.broken:
+        import shutil
+
+        shutil.rmtree(soak.stack.var, ignore_errors=True)
+    else:
+        out(f"  logs kept in {soak.stack.var}")
+    return result
+
+
+def main(argv: list[str]) -> int:
+    config = Config.from_env()
+    try:
+        result = run(config)
+    except stacks.Failed as failure:
+        print(f"\nmake soak: {failure}", flush=True)
+        return 2
+    if not result.broken:
+        stacks.drop_database(config.database_url)  # kept when broken, for a look at what happened
+    if "--no-report" not in argv:
+        write_report(result)
+    if "--json" in argv:
+        Path(argv[argv.index("--json") + 1]).write_text(json.dumps(as_json(result), indent=1))
+    print("\n" + table(result), flush=True)
+    if result.broken:
+        print("\nmake soak: broken: " + "; ".join(i.name for i in result.broken), flush=True)
+        return 1
+    print("\nEvery invariant holds." + ("" if "--no-report" in argv else " Written to docs/soak.md."), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
