@@ -22,15 +22,30 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded run has the API, the worker's threads and beat writing at once: WAL lets readers
     # proceed beside one writer, the busy timeout queues writers instead of failing, and IMMEDIATE
     # transactions take the write lock up front so no transaction fails upgrading a read lock.
+    DB_POOL_MAX_SIZE = 0  # one writer at a time: no pool, and a modest worker (WORKER_CONCURRENCY)
     DATABASES["default"]["OPTIONS"] = {
         "timeout": 30,
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
     }
 else:
-    # Persistent connections: each server or worker thread keeps its own for up to a minute instead of
-    # connecting per request or task (a new PostgreSQL connection costs more than the poll's whole query).
-    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
+    # One pool of connections per process (psycopg_pool through Django's `pool` option), for the API's threads
+    # and the worker's alike: a thread takes a connection for its database work and gives it back when it
+    # waits on anything else (serenity/db.py), so a process holds at most DB_POOL_MAX_SIZE connections
+    # however many threads it runs. DB_POOL_MAX_SIZE=0 turns the pool off: each thread then keeps its own
+    # connection for up to DB_CONN_MAX_AGE seconds (a new PostgreSQL connection costs more than the poll's
+    # whole query, so neither opens one per request or task).
+    DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=16)
+    if DB_POOL_MAX_SIZE > 0:
+        DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps the connections; Django must not
+        _pool = {"min_size": min(env.int("DB_POOL_MIN_SIZE", default=2), DB_POOL_MAX_SIZE),
+                 "max_size": DB_POOL_MAX_SIZE,
+                 # A thread waits this long for a free connection before its query fails: above a burst of
+                 # every thread wanting one at once, below a health probe's patience with a database down.
+                 "timeout": env.float("DB_POOL_TIMEOUT_SECONDS", default=10.0)}
+    else:
+        DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
+        _pool = None
     # A connection found broken (a restart, a failover, an idle connection dropped) is replaced before use.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     # Bounded waits: connecting, one statement, one lock. TCP keepalives notice a dead peer while a worker
@@ -48,6 +63,7 @@ else:
         # Turn it off behind a pooler in transaction mode that cannot carry prepared statements.
         "server_side_binding": env.bool("DB_SERVER_SIDE_BINDING", default=True),
         "prepare_threshold": 5 if env.bool("DB_SERVER_SIDE_BINDING", default=True) else None,
+        **({"pool": _pool} if _pool else {}),
         **DATABASES["default"].get("OPTIONS", {}),
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
