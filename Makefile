@@ -30,8 +30,9 @@ test: $(STAMP)
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest --create-db $(PYTEST_ARGS)
 
 # Not part of `make test`: brings up the API, simulators, local SQS and a worker on PostgreSQL and measures them.
+# `make bench SCENARIOS="scale fairness"` runs only those (poll create activate worker scale fairness).
 bench: $(STAMP)
-	$(BIN)/python scripts/bench.py
+	$(BIN)/python scripts/bench.py $(SCENARIOS)
 
 clean:
 	rm -rf $(VENV) var
