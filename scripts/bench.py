@@ -220,7 +220,11 @@ class Bench:
                                  env={"BENCH_WORKER_METER": str(meter), "PGAPPNAME": WORKER_APP_NAME, **env})
 
     def stop(self, name: str) -> None:
-        """Stop one child (SIGTERM to its group, SIGKILL after 60 s) and forget it."""
+        """Stop one child (SIGTERM to its group, SIGKILL after 60 s) and forget it. After a worker, wait out
+        the long poll it left pending: the local SQS would hand the next message to that dead poll, hidden
+        for the whole visibility timeout."""
+        from django.conf import settings
+
         for child, proc in list(self.runner.children):
             if child != name:
                 continue
@@ -231,6 +235,8 @@ class Bench:
                 run_local._signal_group(proc, signal.SIGKILL)
                 proc.wait()
             self.runner.children.remove((child, proc))
+            if name == "worker":
+                time.sleep(settings.CELERY_BROKER_TRANSPORT_OPTIONS["wait_time_seconds"] + 1)
 
     # --- data ------------------------------------------------------------------------------------------
     def brand(self, label: str, *, of: dict | None = None) -> dict:
