@@ -40,9 +40,10 @@ else:
         DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps the connections; Django must not
         _pool = {"min_size": min(env.int("DB_POOL_MIN_SIZE", default=2), DB_POOL_MAX_SIZE),
                  "max_size": DB_POOL_MAX_SIZE,
-                 # A thread waits this long for a free connection before its query fails: above a burst of
-                 # every thread wanting one at once, below a health probe's patience with a database down.
-                 "timeout": env.float("DB_POOL_TIMEOUT_SECONDS", default=10.0)}
+                 # A thread waits this long for a connection before its query fails: above a burst of every
+                 # thread wanting one at once, and above the pool's reconnection backoff (1, 2, 4, 8 s) after a
+                 # restart or failover killed its connections, so a write after a DRS call still lands.
+                 "timeout": env.float("DB_POOL_TIMEOUT_SECONDS", default=30.0)}
     else:
         DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
         _pool = None
