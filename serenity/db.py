@@ -43,4 +43,8 @@ def retry_once_on_disconnect(write, *args, **kwargs):
             raise
         log.warning("database write met a dead connection; retrying once on a fresh one")
         connection.close()
+        if _pooled():
+            # The pool's other idle connections died with this one (a restart, a failover): test them all
+            # now and have their replacements opened, rather than one by one as threads meet them.
+            connection.pool.check()
         return write(*args, **kwargs)

@@ -48,7 +48,10 @@ else:
         DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
         _pool = None
     # A connection found broken (a restart, a failover, an idle connection dropped) is replaced before use.
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # With the pool, not by psycopg_pool's check on every checkout: after a restart killed all its idle
+    # connections, that check backs off 1, 2, 4, 8… s between each dead one and outlasts any timeout. The
+    # first write that meets a dead connection tests the whole pool at once instead (serenity/db.py).
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = _pool is None
     # Bounded waits: connecting, one statement, one lock. TCP keepalives notice a dead peer while a worker
     # sits idle for the length of a DRS call.
     DATABASES["default"]["OPTIONS"] = {
