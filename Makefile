@@ -30,8 +30,9 @@ test: lint
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest --create-db $(PYTEST_ARGS)
 
 # Not part of `make test`: brings up the API, simulators, local SQS and a worker on PostgreSQL and measures them.
+# `make bench SCENARIOS="scale fairness"` runs only those (poll create activate worker scale fairness).
 bench: $(STAMP)
-	$(BIN)/python scripts/bench.py
+	$(BIN)/python scripts/bench.py $(SCENARIOS)
 
 # Not part of `make test`: SOAK_JOBS generations under SOAK_MINUTES of overlapping faults, then the invariants
 # (docs/soak.md). SOAK_SEED, SOAK_JOBS, SOAK_MINUTES, SOAK_FAULT_EVERY, SOAK_DATABASE_URL, SOAK_FIRST_PORT.

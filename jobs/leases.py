@@ -5,45 +5,107 @@ lease; every later write of the delivery names the token (jobs/handlers.py, JobC
 whose lease was taken over updates zero rows and stops.
 """
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db.models import Case, F, Q, Value, When
+from django.db.models import Case, Count, Exists, F, Q, QuerySet, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from jobs import states
 from jobs.models import AsyncJob, JobStatus
+from jobs.selectors import CRASH_LOOP_LOST_DELIVERIES
 
 
-def lease_claim(job_id: UUID | str, *, worker: str = "", ttl: int | None = None) -> uuid.UUID | None:
+def lease_claim(job_id: UUID | str, *, worker: str = "", ttl: int | None = None,
+                fair_to: UUID | None = None) -> uuid.UUID | None:
     """Take the lease if the job is IN_PROGRESS and its lease is absent or expired; count the attempt.
 
-    Returns the new lease token, or None when another delivery holds it (or the job is not running).
-    Database errors propagate: the caller fails closed and the message is redelivered.
+    With `fair_to` (the job's organization id) the claim also obeys the fairness rule (JOB_ORG_FAIR_SHARE):
+    below its share, or with nobody else waiting, in the claiming UPDATE itself (one statement, the common
+    case); at its share, only while no organization running fewer generations has a job waiting
+    (`poorer_organization_waiting`). Returns the new lease token, or None when another delivery holds it,
+    the job is not running, or the rule holds it back (`lease_free` tells these apart). Database errors
+    propagate: the caller fails closed and the message is redelivered.
     """
+    share = settings.JOB_ORG_FAIR_SHARE if fair_to is not None else 0
+    if fair_to is None or share <= 0:
+        return _claim(job_id, worker=worker, ttl=ttl)
+    now = timezone.now()
+    token = _claim(job_id, worker=worker, ttl=ttl, rule=share_rule(fair_to, share=share, now=now))
+    if token is None and lease_free(job_id) and not poorer_organization_waiting(fair_to, now=now):
+        token = _claim(job_id, worker=worker, ttl=ttl)
+    return token
+
+
+def _claim(job_id: UUID | str, *, worker: str, ttl: int | None, rule: Q | None = None) -> uuid.UUID | None:
     now = timezone.now()
     token = uuid.uuid4()
-    claimed = (
-        AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS)
-        .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now))
-        .update(
-            lease_token=token,
-            lease_expires_at=now + timedelta(seconds=ttl or settings.JOB_LEASE_TTL_SECONDS),
-            lease_epoch=F("lease_epoch") + 1,
-            attempts=F("attempts") + 1,
-            # Taking over an expired lease: the delivery that held it died without an outcome.
-            lost_deliveries=F("lost_deliveries") + Case(When(lease_token__isnull=False, then=1), default=0),
-            updated_at=now,
-            started_at=Coalesce(F("started_at"), Value(now)),
-        )
+    claimable = (AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS)
+                 .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now)))
+    if rule is not None:
+        claimable = claimable.filter(rule)
+    claimed = claimable.update(
+        lease_token=token,
+        lease_expires_at=now + timedelta(seconds=ttl or settings.JOB_LEASE_TTL_SECONDS),
+        lease_epoch=F("lease_epoch") + 1,
+        attempts=F("attempts") + 1,
+        # Taking over an expired lease: the delivery that held it died without an outcome.
+        lost_deliveries=F("lost_deliveries") + Case(When(lease_token__isnull=False, then=1), default=0),
+        updated_at=now,
+        started_at=Coalesce(F("started_at"), Value(now)),
     )
     if claimed != 1:
         return None
     states.record(job_id, "lease_claimed", actor=worker)
     return token
+
+
+def running_jobs(now: datetime) -> QuerySet[AsyncJob]:
+    """Jobs running a generation: IN_PROGRESS under a live lease."""
+    return AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, lease_token__isnull=False, lease_expires_at__gt=now)
+
+
+def waiting_jobs(now: datetime) -> QuerySet[AsyncJob]:
+    """Jobs waiting for a worker: IN_PROGRESS, no live lease, their message out and receivable by now (not a
+    retry or a held-back delivery still in its delay), and not in a crash loop (nothing re-sends those
+    without an operator)."""
+    return (AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, message_sent_at__isnull=False,
+                                    lost_deliveries__lt=CRASH_LOOP_LOST_DELIVERIES)
+            .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now))
+            .filter(Q(runnable_at__isnull=True) | Q(runnable_at__lte=now)))
+
+
+def share_rule(organization_id: UUID, *, share: int, now: datetime) -> Q:
+    """The claiming UPDATE's condition: the organization runs fewer than `share` generations, or no job of
+    another organization is waiting. Claims of one organization racing at the same instant each count only
+    the others' committed leases, so the share can be passed by the few that race; the next claims see it."""
+    # At the share: a `share`-th running generation exists (OFFSET share-1 LIMIT 1: no count of them all).
+    at_share = Exists(running_jobs(now).filter(organization_id=organization_id).order_by()[share - 1:share])
+    others_waiting = Exists(waiting_jobs(now).exclude(organization_id=organization_id))
+    return ~at_share | ~others_waiting
+
+
+def poorer_organization_waiting(organization_id: UUID, *, now: datetime) -> bool:
+    """True when another organization running fewer generations than this one has a job waiting: then this
+    one, at its share, waits. Organizations above their share with as many running as each other all go on,
+    so every worker stays busy when every organization has work (the shares even out as jobs end)."""
+    mine = running_jobs(now).filter(organization_id=organization_id).count()
+    others = list(waiting_jobs(now).exclude(organization_id=organization_id).order_by()
+                  .values_list("organization_id", flat=True).distinct()[:1000])
+    theirs = dict(running_jobs(now).filter(organization_id__in=others).order_by().values("organization_id")
+                  .annotate(n=Count("id")).values_list("organization_id", "n"))
+    return any(theirs.get(org, 0) < mine for org in others)
+
+
+def lease_free(job_id: UUID | str) -> bool:
+    """True when the job is IN_PROGRESS and nobody holds its lease: after a failed claim, the fairness rule
+    held it back rather than another delivery holding it."""
+    now = timezone.now()
+    return (AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS)
+            .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now)).exists())
 
 
 def lease_release(job_id: UUID | str, lease_token: UUID, *, reason: str = "", **fields: Any) -> bool:

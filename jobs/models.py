@@ -51,6 +51,9 @@ class AsyncJob(models.Model):
     claim_expires_at = models.DateTimeField(null=True, blank=True)
 
     message_sent_at = models.DateTimeField(null=True, blank=True, help_text="When its queue message last went out")
+    # When that message can first be received (later than `message_sent_at` for a delayed one: a retry, a
+    # delivery held back for fairness). Until then the job is not waiting for a worker (jobs/leases.py).
+    runnable_at = models.DateTimeField(null=True, blank=True, help_text="When its last message becomes receivable")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -82,6 +85,8 @@ class AsyncJob(models.Model):
             models.Index(fields=["status", "lease_expires_at"], name="async_job_status_lease"),
             models.Index(fields=["status", "message_sent_at"], name="async_job_status_sent"),
             models.Index(fields=["expires_at"], name="async_job_expires"),
+            # The fairness rule's count of an organization's running generations (jobs/leases.py).
+            models.Index(fields=["organization_id", "status", "lease_expires_at"], name="async_job_org_running"),
         ]
 
     def __str__(self) -> str:

@@ -10,17 +10,18 @@ from serenity import metrics
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["completed", "failed", "retry", "dropped", "stopped"]
+Kind = Literal["completed", "failed", "retry", "dropped", "stopped", "held"]
 
 # One EMF count per kind (namespace SpacecatSerenityMarketWorker, dimension Environment only).
 METRIC_BY_KIND = {"completed": "JobsCompleted", "failed": "JobsFailed", "retry": "JobsRetried",
-                  "dropped": "JobsDropped", "stopped": "JobsStopped"}
+                  "dropped": "JobsDropped", "stopped": "JobsStopped", "held": "JobsHeldBack"}
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """`kind`: completed | failed | retry | dropped | stopped. `code`: the error code (failed, retry) or the
-    reason (dropped: missing, malformed, not_in_progress, type_mismatch, lease_held; stopped: lease_lost)."""
+    """`kind`: completed | failed | retry | dropped | stopped | held. `code`: the error code (failed, retry) or
+    the reason (dropped: missing, malformed, not_in_progress, type_mismatch, lease_held; stopped: lease_lost;
+    held: fair_share, the fairness rule sent the job again for later)."""
 
     kind: Kind
     code: str | None = None

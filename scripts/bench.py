@@ -11,10 +11,18 @@ baseline taken in the same run, because absolute times on a shared machine are n
 2. create market, async path (flag on, generatePrompts) vs the old path (flag off): latency and external calls;
 3. activate with 50 markets: wall time and external calls;
 4. worker: the queued jobs with DRS answering in 1 s, wall time vs the ideal N/C × L, and per delivery the
-   worker's own CPU and SQL statements (benchmarks/worker_app.py meters them in the worker process).
+   worker's own CPU (vs the bare view's, in process) and SQL statements (benchmarks/worker_app.py meters
+   them in the worker process);
+5. scale: 512 queued jobs, DRS answering in 60 s, one worker process: wall time vs the 60 s ideal, the
+   worker's peak memory and PostgreSQL connections, the CPU each process used, and the memory each
+   generation in flight costs beside one Lambda per job;
+6. fairness: a worker of 64 generations, DRS at 10 s; organization A queues 256 jobs, then B one: B's time
+   vs the same job on an idle system; and A alone with the fairness rule vs without it.
 
-The table is printed and written to docs/benchmarks.md with the machine's description. Every process this
-script starts is stopped by its process group when it ends, however it ends.
+`make bench SCENARIOS="scale fairness"` (or `scripts/bench.py scale fairness`) runs only the scenarios named;
+each scenario's table in docs/benchmarks.md is replaced by its own run and the others are kept. The table is
+printed and written there with the machine's description. Every process this script starts is stopped by its
+process group when it ends, however it ends.
 """
 import json
 import math
@@ -22,6 +30,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -37,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 sys.path.insert(0, str(ROOT))  # benchmarks.settings and the product, imported below after django.setup()
 BIN = Path(PYTHON).parent
-from scripts.stack import Failed, Stack  # noqa: E402 (needs ROOT on the path)
+from scripts.stack import Failed, Stack, run_local  # noqa: E402 (needs ROOT on the path)
 
 DATABASE_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/serenity_bench")
 WORKER_THREADS = 8
@@ -47,7 +56,30 @@ ACTIVATE_MARKETS = 50
 WRK_SECONDS = 6
 WRK_ROUNDS = 2
 WRK_CONNECTIONS = 16
-TARGETS = {"poll": 0.5, "worker_wall": 1.5, "worker_cpu_ms": 30, "worker_sql": 25, "create": 0.7}
+# Scale: one worker process holding every generation in flight at once.
+SCALE_JOBS = 512
+SCALE_DRS_MS = 60_000
+SCALE_CONCURRENCY = 512
+# Fairness: a worker of FAIR_CAPACITY generations, DRS at FAIR_DRS_MS; organization A queues FAIR_A_JOBS.
+FAIR_CAPACITY = 64
+FAIR_DRS_MS = 10_000
+FAIR_A_JOBS = 256
+# The Lambda a job would run in for its whole DRS wait (the smallest size a Python worker with its clients
+# fits in; a larger one only widens the gap).
+LAMBDA_MEMORY_MB = 512
+WORKER_APP_NAME = "serenity-bench-worker"  # the worker's PostgreSQL connections carry it (PGAPPNAME)
+SCENARIOS = ("poll", "create", "activate", "worker", "scale", "fairness")
+TARGETS = {"poll": 0.5, "worker_wall": 1.5, "worker_cpu_x_bare": 100, "worker_sql": 25, "create": 0.7,
+           "scale_wall": 2.0, "scale_rss_mb": 512, "scale_pg_connections": 20, "lambda_memory": 0.1,
+           "fair_wait": 2.5, "fair_alone": 1.10}
+
+
+def proc_status_field(status: str, field: str) -> str:
+    """A number from /proc/PID/status (`VmHWM`, `Threads`)."""
+    found = re.search(rf"{field}:\s+(\d+)", status)
+    if found is None:
+        raise Failed(f"/proc status has no {field}")
+    return found.group(1)
 
 
 def wrk_binary() -> str:
@@ -109,8 +141,10 @@ def cpu_seconds(groups: dict[str, int]) -> dict[str, float]:
 
 class Bench:
     def __init__(self):
+        base = int(os.environ.get("BENCH_PORT_BASE", "0"))  # a fixed range when set, else free ports
         self.stack = Stack(database_url=DATABASE_URL, names=("sqs", "sim", "api_on", "api_off"),
-                           settings_module="benchmarks.settings", prefix="serenity-bench-", env={
+                           settings_module="benchmarks.settings", prefix="serenity-bench-", first_port=base or None,
+                           env={
                                "SERENITY_ASYNC_PROMPT_GEN": "true",
                                "LOG_LEVEL": "WARNING",
                                # The figures are about cost, not abuse limits.
@@ -119,7 +153,8 @@ class Bench:
                            })
         self.var, self.ports, self.env, self.runner = (self.stack.var, self.stack.ports, self.stack.env,
                                                        self.stack.runner)
-        self.rows: list[tuple[str, str, str, str]] = []
+        self.scenario = ""
+        self.rows: list[tuple[str, str, str, str, str]] = []
         self.sim_calls = LogCounter(self.var / "sim-access.log", r'"[A-Z]+ (?P<path>\S+) HTTP',
                                     {"IMS": "/sandbox/ims", "Semrush": "/sandbox/semrush", "DRS": "/sandbox/drs"})
         self.sqs_calls = LogCounter(self.var / "sqs.log", r'"(?P<path>POST \S*) HTTP', {"SQS": "POST"})
@@ -127,32 +162,60 @@ class Bench:
     # --- processes -------------------------------------------------------------------------------------
     def start(self) -> None:
         self.stack.start_infrastructure()
-        self.stack.gunicorn("simulators", "sim", access_log=self.sim_calls.path, GUNICORN_THREADS="16")
+        # Enough threads to hold every DRS call of the scale scenario at once (a waiting call holds no
+        # database connection: serenity/sandbox/drs/views.py).
+        self.stack.gunicorn("simulators", "sim", access_log=self.sim_calls.path, WEB_CONCURRENCY="2",
+                            GUNICORN_THREADS=str(SCALE_CONCURRENCY // 2 + 64), GUNICORN_TIMEOUT="120")
         self.stack.gunicorn("api (flag on)", "api_on")
         self.stack.gunicorn("api (flag off)", "api_off", SERENITY_ASYNC_PROMPT_GEN="false")
         self.stack.setup_django()
 
-    def start_worker(self, meter: Path) -> None:
+    def start_worker(self, meter: Path, *, threads: int = WORKER_THREADS, **env) -> subprocess.Popen:
         from django.conf import settings
 
         # As docker/Dockerfile's `worker` role starts it, on the job queue alone.
         argv = [str(BIN / "celery"), "-A", "benchmarks.worker_app", "worker", "-P", "threads",
-                "-c", str(WORKER_THREADS), "-Q", settings.MARKET_JOBS_QUEUE,
+                "-c", str(threads), "-Q", settings.MARKET_JOBS_QUEUE,
                 "--without-heartbeat", "--without-gossip", "--without-mingle", "-l", "WARNING"]
-        self.runner.start("worker", argv, log_file=self.var / "worker.log", env={"BENCH_WORKER_METER": str(meter)})
+        return self.runner.start("worker", argv, log_file=self.var / "worker.log",
+                                 env={"BENCH_WORKER_METER": str(meter), "PGAPPNAME": WORKER_APP_NAME, **env})
+
+    def stop(self, name: str) -> None:
+        """Stop one child (SIGTERM to its group, SIGKILL after 60 s) and forget it. After a worker, wait out
+        the long poll it left pending: the local SQS would hand the next message to that dead poll, hidden
+        for the whole visibility timeout."""
+        from django.conf import settings
+
+        for child, proc in list(self.runner.children):
+            if child != name:
+                continue
+            run_local._signal_group(proc, signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                run_local._signal_group(proc, signal.SIGKILL)
+                proc.wait()
+            self.runner.children.remove((child, proc))
+            if name == "worker":
+                time.sleep(settings.CELERY_BROKER_TRANSPORT_OPTIONS["wait_time_seconds"] + 1)
 
     # --- data ------------------------------------------------------------------------------------------
-    def brand(self, label: str) -> dict:
-        """An active brand with a Semrush workspace and a bearer for its organization's user."""
+    def brand(self, label: str, *, of: dict | None = None) -> dict:
+        """An active brand with a Semrush workspace and a bearer for its organization's user; in the
+        organization of the brand `of` when given (same user and bearer)."""
         from django.conf import settings
 
         from markets.models import Brand, Organization, Site
         from serenity.sandbox.ims.keys import issue_user_token
         from serenity.sandbox.semrush import services
 
-        ims_org = f"BENCH{uuid.uuid4().hex[:19].upper()}@AdobeOrg"
-        user = f"BENCH{uuid.uuid4().hex[:19].upper()}@AdobeID"
-        org = Organization.objects.create(ims_org_id=ims_org, name=f"Bench {label}", is_serenity_active=True)
+        if of is not None:
+            org = Organization.objects.get(id=of["org"])
+            ims_org, user = org.ims_org_id, of["user"]
+        else:
+            ims_org = f"BENCH{uuid.uuid4().hex[:19].upper()}@AdobeOrg"
+            user = f"BENCH{uuid.uuid4().hex[:19].upper()}@AdobeID"
+            org = Organization.objects.create(ims_org_id=ims_org, name=f"Bench {label}", is_serenity_active=True)
         domain = f"bench-{label}-{uuid.uuid4().hex[:6]}.example"
         brand = Brand.objects.create(organization=org, name=f"Bench {label}", display_name=f"Bench {label}",
                                      domain=domain, primary_url=f"https://{domain}/", status=Brand.Status.ACTIVE)
@@ -160,6 +223,7 @@ class Bench:
         workspace = services.workspace_create(name=brand.name, parent_id=settings.SEMRUSH_PARENT_WORKSPACE_ID)
         Brand.objects.filter(id=brand.id).update(base_site=site, semrush_workspace_id=workspace.id)
         return {"org": str(org.id), "brand": str(brand.id), "site": str(site.id), "user": user,
+                "brandFields": {"brandDomain": domain, "brandNames": [f"Bench {label}"]},
                 "token": issue_user_token(user_id=user, org_ids=[ims_org], ttl=3600)}
 
     def markets_url(self, port: int, b: dict) -> str:
@@ -200,14 +264,14 @@ class Bench:
         auth: dict[str, Any] = {"HTTP_AUTHORIZATION": f"Bearer {b['token']}"}
         client = Client(HTTP_HOST="127.0.0.1")
         first = client.get(path, **auth)
-        if first.status_code != 200 or client.get("/bench/bare", **auth).status_code != 200:
+        if first.status_code != 200 or client.get("/bench/bare", headers=auth).status_code != 200:
             raise Failed(f"poll answered {first.status_code}; the bench data is wrong")
         etag = first["ETag"]
         if client.get(path, HTTP_IF_NONE_MATCH=etag, **auth).status_code != 304:
             raise Failed("a poll with its own ETag did not answer 304")
 
         # Interleaved: each round times every endpoint once; the best round of each is kept.
-        timers = {"bare": timeit.Timer(lambda: client.get("/bench/bare", **auth)),
+        timers = {"bare": timeit.Timer(lambda: client.get("/bench/bare", headers=auth)),
                   "floor": timeit.Timer(lambda: client.get("/bench/bare-query", **auth)),
                   "poll": timeit.Timer(lambda: client.get(path, **auth)),
                   "poll304": timeit.Timer(lambda: client.get(path, HTTP_IF_NONE_MATCH=etag, **auth))}
@@ -269,8 +333,8 @@ class Bench:
         latencies: dict[str, list[float]] = {"on": [], "off": []}
         calls: dict[str, dict[str, int]] = {}
         for b, port, generate in ((on, self.ports["api_on"], True), (off, self.ports["api_off"], False)):
-            self.post(self.markets_url(port, b), b["token"], {"market": "US", "languageCode": "en",
-                                                              "generatePrompts": generate})  # warm-up
+            self.post(self.markets_url(port, b), b["token"],  # warm-up
+                      {"market": "US", "languageCode": "en", "generatePrompts": generate, **b["brandFields"]})
         for path, b, port, generate in (("on", on, self.ports["api_on"], True),
                                         ("off", off, self.ports["api_off"], False)):
             self.sim_calls.mark()
@@ -278,7 +342,7 @@ class Bench:
             for country in countries[:CREATE_SAMPLES] if path == "on" else countries[100:100 + CREATE_SAMPLES]:
                 status, body, seconds = self.post(self.markets_url(port, b), b["token"],
                                                   {"market": country, "languageCode": "en",
-                                                   "generatePrompts": generate})
+                                                   "generatePrompts": generate, **b["brandFields"]})
                 if status != 201:
                     raise Failed(f"create market ({path}) answered {status}: {body}")
                 latencies[path].append(seconds)
@@ -302,7 +366,8 @@ class Bench:
         self.sim_calls.mark()
         self.sqs_calls.mark()
         status, body, seconds = self.post(url, b["token"], {
-            "generatePrompts": True, "markets": [{"market": c, "languageCode": "en"} for c in countries]})
+            "generatePrompts": True, **b["brandFields"],
+            "markets": [{"market": c, "languageCode": "en"} for c in countries]})
         created = sum(1 for m in body.get("markets", []) if m.get("status") == 201)
         if status not in (200, 207) or created != ACTIVATE_MARKETS:
             raise Failed(f"activate answered {status} with {created} of {ACTIVATE_MARKETS} created")
@@ -318,9 +383,9 @@ class Bench:
         from jobs.models import AsyncJob, JobStatus
         from serenity.sandbox.drs import controls
 
+        if not AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exists():  # run alone: queue its own
+            self.queue_jobs(self.brand("worker"), CREATE_SAMPLES + ACTIVATE_MARKETS)
         queued = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).count()
-        if queued == 0:
-            raise Failed("no job is queued for the worker scenario")
         controls.set_latency(DRS_LATENCY_MS)
         meter = self.var / "worker-meter.jsonl"
         self.sim_calls.mark()
@@ -357,29 +422,227 @@ class Bench:
                  f"{statistics.median(d['wall_ms'] for d in runs):.0f} ms", None, None, "")
         cpu = statistics.median(d["cpu_ms"] for d in runs)
         sql = statistics.median(d["sql"] for d in runs)
-        self.row(f"worker CPU per delivery, external calls excluded (median of {len(runs)})", f"{cpu:.1f} ms",
-                 cpu / TARGETS["worker_cpu_ms"], 1.0, "≤", unit=f"of the {TARGETS['worker_cpu_ms']} ms target")
+        bare = self.bare_view_ms()
+        self.row(f"worker CPU per delivery, external calls excluded (median of {len(runs)}), vs one request to the "
+                 "bare view in process (best of 5 rounds of 100): a yardstick of this machine's speed",
+                 f"{cpu:.1f} ms vs {bare:.2f} ms", cpu / bare, TARGETS["worker_cpu_x_bare"], "≤")
         self.row(f"worker SQL statements per delivery (median, max {max(d['sql'] for d in runs)})", f"{sql:.0f}",
                  sql / TARGETS["worker_sql"], 1.0, "≤", unit=f"of the {TARGETS['worker_sql']} target")
         calls = self.sim_calls.since_mark()
         self.row("worker: external calls per job", ", ".join(f"{k} {v / queued:.1f}" for k, v in calls.items()),
                  None, None, "")
+        self.stop("worker")
+
+    def bare_view_ms(self) -> float:
+        """The bare authenticated view in process, best of 5 rounds of 100: this machine's speed at Django work."""
+        from django.test import Client
+
+        b = getattr(self, "_bare_brand", None) or self.brand("bare")
+        self._bare_brand = b
+        client, auth = Client(HTTP_HOST="127.0.0.1"), {"Authorization": f"Bearer {b['token']}"}
+        if client.get("/bench/bare", headers=auth).status_code != 200:
+            raise Failed("the bare view did not answer 200")
+        timer = timeit.Timer(lambda: client.get("/bench/bare", headers=auth))
+        return min(timer.timeit(100) / 100 for _round in range(5)) * 1000
+
+    def queue_jobs(self, b: dict, count: int, *, first_country: int = 0) -> int:
+        """Queue `count` generation jobs for brand `b` through the API (activations of up to 50 markets)."""
+        from markets import geo
+
+        countries = list(geo.COUNTRY_CODES)[first_country:first_country + count]
+        if len(countries) < count:
+            raise Failed(f"only {len(countries)} countries left for {count} markets of one brand")
+        url = self.markets_url(self.ports["api_on"], b).removesuffix("/markets") + "/activate"
+        created = 0
+        for start in range(0, count, ACTIVATE_MARKETS):
+            chunk = countries[start:start + ACTIVATE_MARKETS]
+            status, body, _seconds = self.post(url, b["token"], {
+                "generatePrompts": True, **b["brandFields"],
+                "markets": [{"market": c, "languageCode": "en"} for c in chunk]},
+                timeout=120)
+            made = sum(1 for m in body.get("markets", []) if m.get("status") == 201)
+            if status not in (200, 207) or made != len(chunk):
+                raise Failed(f"activate answered {status} with {made} of {len(chunk)} created: {str(body)[:300]}")
+            created += made
+        return created
+
+    def queue_for_org(self, label: str, count: int, *, of: dict | None = None) -> dict:
+        """`count` jobs for one organization, over as many of its brands as it takes (200 markets each)."""
+        first: dict | None = None
+        for index in range(math.ceil(count / 200)):
+            b = self.brand(f"{label}{index}", of=of or first)
+            first = first or b
+            self.queue_jobs(b, min(200, count - index * 200))
+        assert first is not None, "count must be positive"
+        return first
+
+    def wait_drained(self, what: str, timeout: float, sample=None) -> None:
+        """Until no job is IN_PROGRESS; `sample()` is called twice a second meanwhile."""
+        from jobs.models import AsyncJob, JobStatus
+
+        deadline = time.monotonic() + timeout
+        while AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exists():
+            self.runner.check_children()
+            if sample:
+                sample()
+            if time.monotonic() > deadline:
+                raise Failed(f"{what}: jobs still IN_PROGRESS after {timeout:.0f} s")
+            time.sleep(0.5)
+        failed = AsyncJob.objects.exclude(status=JobStatus.COMPLETED).values_list("error_code", flat=True)
+        if failed:
+            raise Failed(f"{what}: jobs did not complete: {sorted({str(code) for code in failed})}")
+
+    def wait_first_claim(self, since, timeout: float = 300) -> None:
+        from jobs.models import AsyncJob
+
+        deadline = time.monotonic() + timeout
+        while not AsyncJob.objects.filter(started_at__gte=since).exists():
+            self.runner.check_children()
+            if time.monotonic() > deadline:
+                raise Failed(f"the worker claimed no job within {timeout:.0f} s")
+            time.sleep(0.05)
+
+    def scale(self) -> None:
+        """512 queued jobs, DRS at 60 s, ONE worker process: wall time vs the 60 s ideal, peak memory and
+        PostgreSQL connections of the worker, CPU per process, memory per generation in flight vs a Lambda."""
+        from django.db import connection
+        from django.db.models import Max, Min
+        from django.utils import timezone
+
+        from jobs.models import AsyncJob, JobStatus
+        from serenity.sandbox.drs import controls
+
+        if AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exists():
+            raise Failed("jobs are still IN_PROGRESS before the scale scenario")
+        controls.set_latency(SCALE_DRS_MS)
+        since = timezone.now()
+        self.queue_for_org("scale", SCALE_JOBS)
+        queued = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).count()
+        worker = self.start_worker(self.var / "scale-meter.jsonl", threads=SCALE_CONCURRENCY)
+        groups = {name: proc.pid for name, proc in self.runner.children if name in ("worker", "simulators", "sqs")}
+        self.wait_first_claim(since)
+        cpu_before = cpu_seconds(groups)
+        peak = {"connections": 0, "in_flight": 0}
+
+        def sample() -> None:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [WORKER_APP_NAME])
+                peak["connections"] = max(peak["connections"], cursor.fetchone()[0])
+            peak["in_flight"] = max(peak["in_flight"], AsyncJob.objects.filter(
+                status=JobStatus.IN_PROGRESS, lease_token__isnull=False).count())
+
+        self.wait_drained("scale", 900, sample)
+        cpu = {name: used - cpu_before[name] for name, used in cpu_seconds(groups).items()}
+        status = Path(f"/proc/{worker.pid}/status").read_text()
+        rss_mb = int(proc_status_field(status, "VmHWM")) / 1024
+        threads = int(proc_status_field(status, "Threads"))
+        self.stop("worker")
+        span = AsyncJob.objects.filter(started_at__gte=since).aggregate(first=Min("started_at"), last=Max("ended_at"))
+        wall = (span["last"] - span["first"]).total_seconds()
+        ideal = math.ceil(queued / SCALE_CONCURRENCY) * SCALE_DRS_MS / 1000
+        self.row(f"scale: {queued} queued jobs, DRS {SCALE_DRS_MS // 1000} s, one worker process of "
+                 f"{SCALE_CONCURRENCY} threads (first claim to last completion)",
+                 f"{wall:.1f} s vs ideal {ideal:.0f} s", wall / ideal, TARGETS["scale_wall"], "≤")
+        self.row(f"… the worker's peak RSS ({threads} threads at the end)", f"{rss_mb:.0f} MB",
+                 rss_mb / TARGETS["scale_rss_mb"], 1.0, "≤", unit=f"of {TARGETS['scale_rss_mb']} MB")
+        self.row("… the worker's PostgreSQL connections at peak (pg_stat_activity, sampled twice a second)",
+                 f"{peak['connections']}", peak["connections"] / TARGETS["scale_pg_connections"], 1.0, "≤",
+                 unit=f"of {TARGETS['scale_pg_connections']}")
+        self.row("… CPU used meanwhile, per process (2 cores give 2 s per second of wall time)",
+                 ", ".join(f"{name} {seconds:.1f} s" for name, seconds in cpu.items()) + f" in {wall:.1f} s",
+                 None, None, "")
+        per_job_mb = rss_mb / max(1, peak["in_flight"])
+        self.row(f"cost: worker memory per generation in flight (peak RSS / {peak['in_flight']} in flight) vs one "
+                 f"Lambda of {LAMBDA_MEMORY_MB} MB per job, both for the whole DRS wait",
+                 f"{per_job_mb:.2f} MB vs {LAMBDA_MEMORY_MB} MB ({per_job_mb * SCALE_DRS_MS / 1e6:.3f} vs "
+                 f"{LAMBDA_MEMORY_MB * SCALE_DRS_MS / 1e6:.1f} GB·s per job)",
+                 per_job_mb / LAMBDA_MEMORY_MB, TARGETS["lambda_memory"], "≤")
+        runs = [json.loads(line) for line in (self.var / "scale-meter.jsonl").read_text().splitlines()]
+        runs = [d for d in runs if d["task"] == "jobs.run"]
+        self.row(f"… worker CPU and SQL per delivery at this concurrency (median of {len(runs)})",
+                 f"{statistics.median(d['cpu_ms'] for d in runs):.1f} ms, "
+                 f"{statistics.median(d['sql'] for d in runs):.0f} statements", None, None, "")
+
+    def fairness(self) -> None:
+        """Capacity 64, DRS at 10 s. B's one job behind A's 256 vs the same job on an idle system; then A's 256
+        alone with the fairness rule vs without it (worker restarted in between, start-up excluded)."""
+        from django.conf import settings
+        from django.db.models import Max, Min
+        from django.utils import timezone
+
+        from jobs.models import AsyncJob, JobStatus
+        from markets import geo
+        from serenity.sandbox.drs import controls
+
+        if AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exists():
+            raise Failed("jobs are still IN_PROGRESS before the fairness scenario")
+        controls.set_latency(FAIR_DRS_MS)
+        share = settings.JOB_ORG_FAIR_SHARE
+        b = self.brand("fairB")
+        countries = iter(geo.COUNTRY_CODES)
+
+        def b_job_seconds() -> float:
+            status, body, _s = self.post(self.markets_url(self.ports["api_on"], b), b["token"],
+                                         {"market": next(countries), "languageCode": "en", "generatePrompts": True,
+                                          **b["brandFields"]})
+            if status != 201:
+                raise Failed(f"create market for B answered {status}: {body}")
+            job_id = body["promptGeneration"]["jobId"]
+            deadline = time.monotonic() + 600
+            while (job := AsyncJob.objects.get(id=job_id)).status == JobStatus.IN_PROGRESS:
+                self.runner.check_children()
+                if time.monotonic() > deadline:
+                    raise Failed("B's job did not finish within 600 s")
+                time.sleep(0.2)
+            if job.status != JobStatus.COMPLETED:
+                raise Failed(f"B's job ended {job.status} {job.error_code}")
+            assert job.ended_at is not None
+            return (job.ended_at - job.created_at).total_seconds()
+
+        self.start_worker(self.var / "fair-meter.jsonl", threads=FAIR_CAPACITY)
+        idle = min(b_job_seconds() for _sample in range(2))
+        self.queue_for_org("fairA", FAIR_A_JOBS)
+        behind = b_job_seconds()
+        self.wait_drained("fairness (A and B)", 900)
+        self.row(f"fairness: B's one job queued right after A's {FAIR_A_JOBS}, capacity {FAIR_CAPACITY}, DRS "
+                 f"{FAIR_DRS_MS // 1000} s, share {share} (queued to completed) vs the same job on an idle system",
+                 f"{behind:.1f} s vs {idle:.1f} s", behind / idle, TARGETS["fair_wait"], "≤")
+        self.stop("worker")
+
+        alone: dict[str, float] = {}
+        for rule in ("on", "off", "on", "off"):  # interleaved; each side's best is kept
+            since = timezone.now()
+            self.queue_for_org(f"alone{rule}", FAIR_A_JOBS)
+            self.start_worker(self.var / "fair-meter.jsonl", threads=FAIR_CAPACITY,
+                              JOB_ORG_FAIR_SHARE=str(share if rule == "on" else 0))
+            self.wait_first_claim(since)
+            self.wait_drained(f"fairness (A alone, rule {rule})", 900)
+            self.stop("worker")
+            span = AsyncJob.objects.filter(started_at__gte=since).aggregate(first=Min("started_at"),
+                                                                            last=Max("ended_at"))
+            wall = (span["last"] - span["first"]).total_seconds()
+            alone[rule] = min(alone.get(rule, wall), wall)
+        ideal = math.ceil(FAIR_A_JOBS / FAIR_CAPACITY) * FAIR_DRS_MS / 1000
+        self.row(f"fairness: A's {FAIR_A_JOBS} jobs alone, with the rule vs without (first claim to last "
+                 f"completion, best of 2 interleaved; ideal {ideal:.0f} s)",
+                 f"{alone['on']:.1f} s vs {alone['off']:.1f} s", alone["on"] / alone["off"], TARGETS["fair_alone"], "≤")
 
     # --- output ----------------------------------------------------------------------------------------
     def row(self, what: str, measured: str, ratio: float | None, target: float | None, sense: str,
             unit: str = "") -> None:
         if ratio is None or target is None:
-            self.rows.append((what, measured, "" if ratio is None else f"{ratio:.3g}×", ""))
+            self.rows.append((self.scenario, what, measured, "" if ratio is None else f"{ratio:.3g}×", ""))
             print(f"  {what}: {measured}", flush=True)
             return
         met = ratio >= target if sense == "≥" else ratio <= target
         goal = f"{sense} {target:g}× {unit}".strip() if not unit else f"{sense} {target:g}× ({unit})"
-        self.rows.append((what, measured, f"{ratio:.3g}×", f"{goal} {'met' if met else 'NOT met'}"))
+        self.rows.append((self.scenario, what, measured, f"{ratio:.3g}×", f"{goal} {'met' if met else 'NOT met'}"))
         print(f"  {what}: {measured} -> {ratio:.3g}× ({goal} {'met' if met else 'NOT met'})", flush=True)
 
-    def table(self) -> str:
+    def table(self, scenario: str | None = None) -> str:
         lines = ["| scenario | measured (same run) | ratio | target |", "| --- | --- | --- | --- |"]
-        lines += [f"| {what} | {measured} | {ratio} | {target} |" for what, measured, ratio, target in self.rows]
+        lines += [f"| {what} | {measured} | {ratio} | {target} |"
+                  for name, what, measured, ratio, target in self.rows if scenario in (None, name)]
         return "\n".join(lines)
 
 
@@ -396,12 +659,25 @@ def machine() -> str:
             f"Python {platform.python_version()}, PostgreSQL {pg}")
 
 
-def write_report(bench: Bench, started: datetime, seconds: float) -> None:
+def write_report(bench: Bench, started: datetime, seconds: float, ran: list[str]) -> None:
+    """One table per scenario between the bench markers: the scenarios that ran replace theirs, the others'
+    tables (from an earlier run, with its date) stay."""
     doc = ROOT / "docs" / "benchmarks.md"
     text = doc.read_text() if doc.exists() else ""
     begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
-    report = (f"{begin}\nLatest `make bench`: {started:%Y-%m-%d %H:%M} UTC, {seconds:.0f} s, on {machine()}.\n\n"
-              f"{bench.table()}\n{end}")
+    sections: dict[str, str] = {}
+    if begin in text and end in text:
+        block = text[text.index(begin) + len(begin):text.index(end)]
+        for part in re.split(r"\n(?=#### )", block):
+            heading = re.match(r"#### (\w+)", part.strip())
+            if heading and heading.group(1) in SCENARIOS:
+                sections[heading.group(1)] = part.strip()
+    when = f"{started:%Y-%m-%d %H:%M} UTC"
+    for name in ran:
+        sections[name] = f"#### {name}\n\n`make bench` of {when} ({', '.join(ran)} in {seconds:.0f} s).\n\n" \
+                         f"{bench.table(name)}"
+    report = (f"{begin}\nMachine: {machine()}.\n\n"
+              + "\n\n".join(sections[name] for name in SCENARIOS if name in sections) + f"\n{end}")
     if begin in text and end in text:
         text = text[:text.index(begin)] + report + text[text.index(end) + len(end):]
     else:
@@ -411,18 +687,22 @@ def write_report(bench: Bench, started: datetime, seconds: float) -> None:
 
 def main() -> int:
     started, t0 = datetime.now(UTC), time.monotonic()
+    asked = " ".join(sys.argv[1:]) or os.environ.get("BENCH_SCENARIOS", "")
+    ran = [name for name in SCENARIOS if name in asked.replace(",", " ").split()] if asked.strip() else [*SCENARIOS]
+    unknown = set(asked.replace(",", " ").split()) - set(SCENARIOS)
+    if unknown or not ran:
+        print(f"make bench: unknown scenario(s) {sorted(unknown)}; choose among {', '.join(SCENARIOS)}")
+        return 2
     bench = Bench()
     try:
-        wrk_binary()
+        if "poll" in ran:
+            wrk_binary()
         bench.start()
-        print("--- poll", flush=True)
-        bench.poll()
-        print("--- create market", flush=True)
-        bench.create_markets()
-        print("--- activate", flush=True)
-        bench.activate()
-        print("--- worker", flush=True)
-        bench.worker()
+        for name in ran:
+            print(f"--- {name}", flush=True)
+            bench.scenario = name
+            {"poll": bench.poll, "create": bench.create_markets, "activate": bench.activate, "worker": bench.worker,
+             "scale": bench.scale, "fairness": bench.fairness}[name]()
     except Failed as failure:
         print(f"\nmake bench: {failure}\n(logs in {bench.var})", flush=True)
         bench.runner.stop_all()
@@ -431,7 +711,7 @@ def main() -> int:
         bench.runner.stop_all()
         raise
     bench.runner.stop_all()
-    write_report(bench, started, time.monotonic() - t0)
+    write_report(bench, started, time.monotonic() - t0, ran)
     print("\n" + bench.table() + "\n\nWritten to docs/benchmarks.md", flush=True)
     shutil.rmtree(bench.var, ignore_errors=True)
     return 0

@@ -278,7 +278,7 @@ def main() -> int:
         runner.start("api", [*manage, "runserver", f"127.0.0.1:{port}", "--noreload"])
         queues = ",".join((env.get("MARKET_JOBS_QUEUE", "serenity-market-jobs"),
                            env.get("MAINTENANCE_QUEUE", "serenity-maintenance")))
-        runner.start("worker", [str(BIN / "celery"), "-A", "serenity", "worker", "-P", "threads", "-c", "8",
+        runner.start("worker", [str(BIN / "celery"), "-A", "serenity", "worker", "-P", "threads",
                                 "-Q", queues, "--without-heartbeat",
                                 "--without-gossip", "--without-mingle", "-l", "INFO"])
         runner.start("beat", [str(BIN / "celery"), "-A", "serenity", "beat", "-l", "INFO"])

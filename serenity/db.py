@@ -17,9 +17,24 @@ R = TypeVar("R")
 
 def release_connection() -> None:
     """Give this thread's connection back before a long wait on another service (a DRS call of up to 300 s),
-    so waiting threads hold none; the next query opens one. Does nothing inside a transaction."""
+    so waiting threads hold none; the next query takes one (from the pool, or a new one without it). Does
+    nothing inside a transaction."""
     if not connection.in_atomic_block:
         connection.close()
+
+
+def release_pooled_connection() -> None:
+    """Give this thread's connection back to the process's pool, if there is one (PostgreSQL with
+    DB_POOL_MAX_SIZE > 0) and no transaction is open: called before every network call, so a thread waiting
+    on IMS, Semrush, DRS or SQS holds no connection and a process needs only as many as do database work at
+    once. Taking one back costs no reconnect. Without a pool the thread keeps its own (a reconnect per call
+    would cost more than it saves)."""
+    if connection.connection is not None and not connection.in_atomic_block and _pooled():
+        connection.close()
+
+
+def _pooled() -> bool:
+    return bool(connection.settings_dict.get("OPTIONS", {}).get("pool"))
 
 
 def retry_once_on_disconnect(write: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
@@ -33,4 +48,8 @@ def retry_once_on_disconnect(write: Callable[P, R], *args: P.args, **kwargs: P.k
             raise
         log.warning("database write met a dead connection; retrying once on a fresh one")
         connection.close()
+        if _pooled():
+            # The pool's other idle connections died with this one (a restart, a failover): test them all
+            # now and have their replacements opened, rather than one by one as threads meet them.
+            connection.pool.check()  # type: ignore[attr-defined]  # PostgreSQL backend with a pool only
         return write(*args, **kwargs)

@@ -69,7 +69,8 @@ def job_publish(job_id: uuid.UUID | str, job_type: str, *, delay: int = 0, first
             AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS).update(message_sent_at=None)
             states.record(job_id, "send_failed", detail=f"{type(exc).__name__}; the sweeper will re-send")
         return False
-    AsyncJob.objects.filter(id=job_id).update(message_sent_at=timezone.now())
+    now = timezone.now()
+    AsyncJob.objects.filter(id=job_id).update(message_sent_at=now, runnable_at=now + timedelta(seconds=min(delay, 900)))
     states.record(job_id, "message_sent", detail=f"delayed {delay}s" if delay else "")
     return True
 

@@ -6,12 +6,13 @@ import logging
 import threading
 import uuid
 
+from django.conf import settings
 from django.utils import timezone
 
 from jobs import codes, handlers, retries, states
 from jobs.exceptions import JobFailed, LeaseLost, OutOfTime, RetryLater
 from jobs.handlers import JobContext
-from jobs.leases import lease_claim, lease_release
+from jobs.leases import lease_claim, lease_free, lease_release
 from jobs.models import AsyncJob, JobStatus
 from jobs.outcomes import COMPLETED, Outcome
 from jobs.services.endings import job_finish
@@ -22,6 +23,7 @@ from serenity.db import retry_once_on_disconnect
 log = logging.getLogger(__name__)
 
 LEASE_LOST = Outcome("stopped", "lease_lost")
+HELD_BACK = Outcome("held", "fair_share")
 
 # The deliveries this process is running, for a stopping worker to hand back (jobs/worker.py).
 _active: set[JobContext] = set()
@@ -39,8 +41,9 @@ def job_run(job_id: object, message_type: str | None, *, worker: str = "") -> Ou
     1. Malformed id, missing job, or a job not IN_PROGRESS: drop the message (a duplicate delivery).
     2. Message type contradicting the stored type: drop, leave the job untouched.
     3. No handler for the stored type: FAILED UNKNOWN_JOB_TYPE.
-    4. Claim the lease (one conditional UPDATE); lost claim: drop. A claim error propagates, so the
-       message is not acked and comes back (fail closed).
+    4. Claim the lease (one conditional UPDATE, fair across organizations); lost claim: drop. Held back by
+       the fairness rule: send the job again, delayed, and ack this message. A claim error propagates, so
+       the message is not acked and comes back (fail closed).
     5. Attempt budget already spent by earlier deliveries (a crash loop): FAILED RETRIES_EXHAUSTED.
     6. Run the handler under the lease: COMPLETED with its result, FAILED with its JobFailed, or, for
        RetryLater, what `retries.retry_decision` says (a delayed retry, or RETRIES_EXHAUSTED). OutOfTime
@@ -79,7 +82,9 @@ def _job_run(job_id: object, message_type: str | None, *, worker: str) -> Outcom
     if handler is None:
         return _fail(job_id, None, JobFailed(codes.UNKNOWN_JOB_TYPE, "No handler for this job type."), worker)
 
-    lease = lease_claim(job_id, worker=worker)
+    lease = lease_claim(job_id, worker=worker, fair_to=job.organization_id)
+    if lease is None and lease_free(job_id):
+        return _hold_back(job)
     if lease is None:
         log.info("lease held by another delivery; message dropped")
         states.record(job_id, "delivery_dropped", actor=worker, detail="lease held by another delivery")
@@ -130,6 +135,17 @@ def hand_back(ctx: JobContext, *, reason: str) -> bool:
 def _hand_back(ctx: JobContext, *, reason: str, outcome: Outcome) -> Outcome:
     log.info("delivery handed back", extra={"reason": reason})
     return outcome if hand_back(ctx, reason=reason) else LEASE_LOST
+
+
+def _hold_back(job: AsyncJob) -> Outcome:
+    """The fairness rule held the job back (its organization runs its share while others wait): send it
+    again as a fresh message delayed JOB_FAIR_HOLD_SECONDS and let this one be acknowledged. No attempt is
+    spent (nothing was claimed) and the new message starts its own receive count, so waiting never leads
+    to RETRIES_EXHAUSTED or the DLQ; the poll still shows IN_PROGRESS. A send that fails leaves the job to
+    the sweeper (`job_publish`)."""
+    log.info("delivery held back: its organization runs its share while others wait")
+    job_publish(job.id, job.job_type, delay=settings.JOB_FAIR_HOLD_SECONDS)
+    return HELD_BACK
 
 
 def _requeue_if_unowned(ctx: JobContext) -> Outcome:

@@ -169,6 +169,8 @@ def _lambda_client(region: str, endpoint: str, key: str, secret: str, read_timeo
         "config": Config(
             read_timeout=read_timeout, connect_timeout=10, retries={"mode": "standard", "total_max_attempts": 1},
             tcp_keepalive=True,
+            # One connection per worker thread that may be waiting on DRS at once (botocore keeps 10).
+            max_pool_connections=settings.HTTP_MAX_CONNECTIONS,
         ),
     }
     if endpoint:
@@ -220,7 +222,7 @@ def _invoke_http(arn: str, payload: bytes, timeout: float) -> bytes:
     """POST the request once (no automatic retries); return the body. Raises retryable DrsError."""
     outside_transaction("drs.invoke")
     try:
-        # This thread's pooled client (a connection kept for the next job); the URL is absolute.
+        # The process's shared client (its connections kept for the next jobs); the URL is absolute.
         response = pooled_client("", timeout=settings.DRS_TIMEOUT_SECONDS).post(
             settings.DRS_HTTP_URL,
             content=payload,

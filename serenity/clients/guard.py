@@ -10,6 +10,8 @@ import logging
 from django.conf import settings
 from django.db import connections
 
+from serenity.db import release_pooled_connection
+
 log = logging.getLogger(__name__)
 
 
@@ -28,9 +30,11 @@ def open_transaction_aliases() -> list[str]:
 
 
 def outside_transaction(what: str) -> None:
-    """Call right before a network call. Raises NetworkCallInTransaction (or logs, per settings)."""
+    """Call right before a network call. Raises NetworkCallInTransaction (or logs, per settings). Outside a
+    transaction, the thread's pooled database connection goes back to the pool for the call's duration."""
     aliases = open_transaction_aliases()
     if not aliases:
+        release_pooled_connection()
         return
     message = f"{what}: network call inside a database transaction ({', '.join(aliases)})"
     if getattr(settings, "NETWORK_CALL_IN_TRANSACTION", "raise") == "raise":

@@ -16,6 +16,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 
 import httpx
+from django.conf import settings
 
 from serenity.clients.guard import outside_transaction
 
@@ -50,27 +51,33 @@ class ReauthRequired(ClientError):
     """401/403: the credential used is not (or no longer) accepted."""
 
 
-_per_thread = threading.local()
+_clients: dict[tuple[str, float], httpx.Client] = {}
+_clients_lock = threading.Lock()
 KEEPALIVE_SECONDS = 1.0
 
 
 def pooled_client(base_url: str, *, timeout: float) -> httpx.Client:
-    """This thread's client for `base_url`: its connections and TLS context are reused by every later call of
-    the thread (a worker's jobs, a server's requests), where a client per call would cost a new connection and
-    ~17 ms of CPU to build. One per thread, because a pool is not shared across threads here; nothing
-    per caller lives on it (credentials go on each request), so reusing it leaks nothing between callers.
+    """The process's one client for `base_url`, shared by all its threads (an httpx client is thread-safe):
+    its connections and TLS context are reused by every later call (a worker's jobs, a server's requests),
+    where a client per call would cost a new connection and ~17 ms of CPU to build, and a client per thread
+    would multiply both by hundreds of threads. Nothing per caller lives on it (credentials go on each
+    request), so sharing it leaks nothing between callers. It keeps up to HTTP_MAX_CONNECTIONS connections,
+    one per thread calling at once (a thread beyond that waits for one, within the call's timeout).
 
     An idle connection is dropped after KEEPALIVE_SECONDS, shorter than servers' own keep-alive (gunicorn's is
     2 s), so a request is never sent on a connection the server has just closed: a call with a side effect
     elsewhere (an IMS exchange) could not tell that failure from one the server acted on."""
-    clients = getattr(_per_thread, "clients", None)
-    if clients is None:
-        clients = _per_thread.clients = {}
     key = (base_url, timeout)
-    client = clients.get(key)
+    client = _clients.get(key)
     if client is None or client.is_closed:
-        client = clients[key] = httpx.Client(base_url=base_url, timeout=timeout,
-                                             limits=httpx.Limits(keepalive_expiry=KEEPALIVE_SECONDS))
+        with _clients_lock:
+            client = _clients.get(key)
+            if client is None or client.is_closed:
+                size = getattr(settings, "HTTP_MAX_CONNECTIONS", 100)
+                client = _clients[key] = httpx.Client(
+                    base_url=base_url, timeout=timeout,
+                    limits=httpx.Limits(max_connections=size, max_keepalive_connections=size,
+                                        keepalive_expiry=KEEPALIVE_SECONDS))
     return client
 
 

@@ -1,6 +1,7 @@
 """Django itself: secrets, the database, apps, middleware, security headers, DRF, the API docs, the cache,
 request limits and the admin's login limits."""
 from datetime import timedelta
+from typing import Any
 
 import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
@@ -27,17 +28,36 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded run has the API, the worker's threads and beat writing at once: WAL lets readers
     # proceed beside one writer, the busy timeout queues writers instead of failing, and IMMEDIATE
     # transactions take the write lock up front so no transaction fails upgrading a read lock.
+    DB_POOL_MAX_SIZE = 0  # one writer at a time: no pool, and a modest worker (WORKER_CONCURRENCY)
     DATABASES["default"]["OPTIONS"] = {
         "timeout": 30,
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
     }
 else:
-    # Persistent connections: each server or worker thread keeps its own for up to a minute instead of
-    # connecting per request or task (a new PostgreSQL connection costs more than the poll's whole query).
-    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
+    # One pool of connections per process (psycopg_pool through Django's `pool` option), for the API's threads
+    # and the worker's alike: a thread takes a connection for its database work and gives it back when it
+    # waits on anything else (serenity/db.py), so a process holds at most DB_POOL_MAX_SIZE connections
+    # however many threads it runs. DB_POOL_MAX_SIZE=0 turns the pool off: each thread then keeps its own
+    # connection for up to DB_CONN_MAX_AGE seconds (a new PostgreSQL connection costs more than the poll's
+    # whole query, so neither opens one per request or task).
+    DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=16)
+    if DB_POOL_MAX_SIZE > 0:
+        DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps the connections; Django must not
+        _pool: dict[str, Any] | None = {"min_size": min(env.int("DB_POOL_MIN_SIZE", default=2), DB_POOL_MAX_SIZE),
+                 "max_size": DB_POOL_MAX_SIZE,
+                 # A thread waits this long for a connection before its query fails: above a burst of every
+                 # thread wanting one at once, and above the pool's reconnection backoff (1, 2, 4, 8 s) after a
+                 # restart or failover killed its connections, so a write after a DRS call still lands.
+                 "timeout": env.float("DB_POOL_TIMEOUT_SECONDS", default=30.0)}
+    else:
+        DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
+        _pool = None
     # A connection found broken (a restart, a failover, an idle connection dropped) is replaced before use.
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # With the pool, not by psycopg_pool's check on every checkout: after a restart killed all its idle
+    # connections, that check backs off 1, 2, 4, 8… s between each dead one and outlasts any timeout. The
+    # first write that meets a dead connection tests the whole pool at once instead (serenity/db.py).
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = _pool is None
     # Bounded waits: connecting, one statement, one lock. TCP keepalives notice a dead peer while a worker
     # sits idle for the length of a DRS call.
     DATABASES["default"]["OPTIONS"] = {
@@ -53,6 +73,7 @@ else:
         # Turn it off behind a pooler in transaction mode that cannot carry prepared statements.
         "server_side_binding": env.bool("DB_SERVER_SIDE_BINDING", default=True),
         "prepare_threshold": 5 if env.bool("DB_SERVER_SIDE_BINDING", default=True) else None,
+        **({"pool": _pool} if _pool else {}),
         **DATABASES["default"].get("OPTIONS", {}),
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

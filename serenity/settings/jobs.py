@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 
 from celery.schedules import crontab
 
+from serenity.settings.django import DB_POOL_MAX_SIZE
 from serenity.settings.environment import IS_LOCAL, env
 from serenity.settings.services import (
     AWS_ACCESS_KEY_ID,
@@ -46,6 +47,20 @@ JOB_STUCK_AFTER_SECONDS = env.int("JOB_STUCK_AFTER_SECONDS",
 # On SIGTERM a worker takes no new message; deliveries still running this long after are handed back
 # (lease released, a fresh message sent) so another worker resumes them from their last checkpoint.
 WORKER_STOP_GRACE_SECONDS = env.float("WORKER_STOP_GRACE_SECONDS", default=10.0)
+# Generations in flight per worker process: its Celery thread pool. A delivery spends almost all its time
+# waiting on DRS holding no database connection (the pool, DB_POOL_MAX_SIZE, serves its short database work),
+# so threads are cheap; docs/worker.md says how to size it. SQLite (the embedded run) takes one writer at a
+# time: a few threads there.
+WORKER_CONCURRENCY = env.int("WORKER_CONCURRENCY", default=8 if DB_POOL_MAX_SIZE == 0 else 512)
+# Connections a process keeps open to one service (IMS, Semrush, DRS) through its shared HTTP client: one per
+# thread that may call it at once.
+HTTP_MAX_CONNECTIONS = env.int("HTTP_MAX_CONNECTIONS", default=max(100, WORKER_CONCURRENCY))
+# Fairness across organizations, decided at claim time across every worker (jobs/leases.py): while jobs of
+# other organizations wait, an organization holds at most JOB_ORG_FAIR_SHARE running generations; alone, it
+# may use every worker. 0 turns the rule off. A delivery held back by it is acknowledged and its job sent
+# again as a fresh message delayed JOB_FAIR_HOLD_SECONDS: no attempt spent, no receive counted towards the DLQ.
+JOB_ORG_FAIR_SHARE = env.int("JOB_ORG_FAIR_SHARE", default=48)
+JOB_FAIR_HOLD_SECONDS = env.int("JOB_FAIR_HOLD_SECONDS", default=10)
 METRICS_NAMESPACE = "SpacecatSerenityMarketWorker"
 # What a client does when called inside a database transaction (serenity/clients/guard.py): `raise` in
 # local runs and tests, so the mistake fails loudly; `log` (an error line) in deployments.
@@ -88,6 +103,7 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_TASK_ACKS_ON_FAILURE_OR_TIMEOUT = False
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_WORKER_CONCURRENCY = WORKER_CONCURRENCY
 CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
 CELERY_WORKER_SEND_TASK_EVENTS = False
 CELERY_TASK_SEND_SENT_EVENT = False

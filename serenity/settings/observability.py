@@ -29,5 +29,8 @@ LOGGING = {
         "urllib3": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
+        # The database pool retries a refused connection in the background with a warning each time; the
+        # query that waited for it fails with its own error, logged once by whoever ran it.
+        "psycopg.pool": {"level": "ERROR"},
     },
 }

@@ -7,6 +7,7 @@ from django.http import HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from serenity.db import release_connection
 from serenity.sandbox.drs import controls, generator, state
 from serenity.sandbox.drs.models import SwitchKind
 
@@ -89,6 +90,8 @@ def invoke(request):
     # Recorded before the delay, so a caller that times out still finds its call in the ledger.
     state.record(brand=brand, function=function, body=body, outcome=label)
     if latency_ms:
+        # No database connection held while the simulated generation runs: hundreds of calls wait at once.
+        release_connection()
         time.sleep(latency_ms / 1000)
     return response
 
