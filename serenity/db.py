@@ -46,7 +46,7 @@ def retry_once_on_disconnect(write: Callable[P, R], *args: P.args, **kwargs: P.k
     except DISCONNECTED:
         if connection.in_atomic_block:
             raise
-        log.warning("database write met a dead connection; retrying once on a fresh one")
+        log.warning("database call met a dead connection; retrying once on a fresh one")
         connection.close()
         if _pooled():
             # The pool's other idle connections died with this one (a restart, a failover): test them all

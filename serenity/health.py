@@ -8,11 +8,21 @@ from django.db import connection
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
+from serenity.db import retry_once_on_disconnect
+
+
+def _select_one() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+
 
 def database_reachable() -> bool:
+    """True when a query reaches the database. A connection that died while idle (a restart, a failover,
+    backends terminated) is not unreachability: the query is tried once more on a fresh one, and with the
+    connection pool every idle connection is tested at once (serenity/db.py), so the process is not taken out
+    of service for connections the pool would replace anyway."""
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
+        retry_once_on_disconnect(_select_one)
         return True
     except Exception:
         return False

@@ -143,3 +143,22 @@ def test_health_endpoints_need_no_authentication(db, moto_server):
     assert ready.status_code == 200
     # The API's readiness is the database only: a broker hiccup must not take the API out of service.
     assert ready.json() == {"status": "ok", "checks": {"database": "ok"}}
+
+
+def test_readiness_holds_when_the_database_dropped_the_idle_connections(live_server, transactional_db):
+    """A restart or failover kills the connections a process keeps idle; the database itself is up, so
+    /readyz must not take the API out of service for connections that are replaced on the spot."""
+    import httpx
+    from django.db import connection
+
+    url = f"{live_server.url}/readyz"
+    assert httpx.get(url).status_code == 200  # the server's thread now holds or pools a connection
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        assert cursor.fetchone()[0] >= 1
+
+    answers = [httpx.get(url) for _ in range(3)]
+
+    assert [a.status_code for a in answers] == [200, 200, 200]
+    assert answers[0].json() == {"status": "ok", "checks": {"database": "ok"}}
