@@ -2,17 +2,21 @@
 services as the runbook commands. No token is ever rendered: parameters, errors and the event history
 are shown redacted, checkpoints summarised, and grants are not part of the job's page."""
 from datetime import timedelta
+from urllib.parse import urlencode
 
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import BooleanField, Case, Q, Value, When
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from jobs import codes, display, handlers, selectors
+from jobs import charts, codes, display, dlq, handlers, selectors, timeline
 from jobs import services as job_services
+from jobs.clients import sqs
 from jobs.display import ago
 from jobs.dlq import dlq_job_ids
 from jobs.models import AsyncJob
@@ -89,6 +93,36 @@ class AttentionFilter(admin.SimpleListFilter):
         return queryset
 
 
+class StateFilter(admin.SimpleListFilter):
+    """Where live work is now, as the overview counts it (selectors.job_state_q)."""
+
+    title = "state now"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [(state, state.replace("_", " ")) for state in selectors.JOB_STATES]
+
+    def queryset(self, request, queryset):
+        if self.value() in selectors.JOB_STATES:
+            return queryset.filter(selectors.job_state_q(self.value()))
+        return queryset
+
+
+class OutcomeFilter(admin.SimpleListFilter):
+    """How a finished job ended, as the overview's chart colours it (selectors.OUTCOMES)."""
+
+    title = "outcome"
+    parameter_name = "outcome"
+
+    def lookups(self, request, model_admin):
+        return [(name, name.replace("_", " ")) for name in selectors.OUTCOMES]
+
+    def queryset(self, request, queryset):
+        if self.value() in selectors.OUTCOMES:
+            return queryset.filter(selectors.OUTCOMES[self.value()])
+        return queryset
+
+
 class MarkFailedForm(forms.Form):
     """What "mark failed" asks for on its confirmation page."""
 
@@ -103,7 +137,8 @@ class MarkFailedForm(forms.Form):
 class AsyncJobAdmin(admin.ModelAdmin):
     list_display = ("id", "job_type", "status", "error_code", "attempts", "lease", "last_activity", "message_sent",
                     "dlq", "age")
-    list_filter = (AttentionFilter, "status", "job_type", "error_code", "attempts", LeaseStateFilter, AgeFilter,
+    list_filter = (AttentionFilter, StateFilter, OutcomeFilter, "status", "job_type", "error_code", "attempts",
+                   LeaseStateFilter, AgeFilter,
                    "brand_id")
     search_fields = ("id", "brand_id")
     ordering = ("-created_at",)
@@ -112,6 +147,7 @@ class AsyncJobAdmin(admin.ModelAdmin):
     actions = ["release_stale_lease", "requeue", "rerun", "mark_failed"]
     fieldsets = [
         (None, {"fields": ("id", "job_type", "status", "phase", "error_view", "result_view")}),
+        ("Timeline", {"fields": ("timeline_view",)}),
         ("Owner", {"fields": ("organization_id", "brand_id", "site_id", "user_id", "about")}),
         ("Lease", {"fields": ("lease_view", "lease_epoch", "attempts", "lost_deliveries")}),
         ("Checkpoints", {"fields": ("checkpoints_view",)}),
@@ -122,8 +158,8 @@ class AsyncJobAdmin(admin.ModelAdmin):
     ]
     readonly_fields = ("id", "job_type", "status", "phase", "error_view", "result_view", "organization_id",
                        "brand_id", "site_id", "user_id", "about", "lease_view", "lease_epoch", "attempts",
-                       "lost_deliveries", "checkpoints_view", "history_view", "params_view", "created_at",
-                       "updated_at", "started_at", "message_sent_at", "ended_at", "expires_at")
+                       "lost_deliveries", "timeline_view", "checkpoints_view", "history_view", "params_view",
+                       "created_at", "updated_at", "started_at", "message_sent_at", "ended_at", "expires_at")
 
     def get_queryset(self, request):
         """Each row with its last activity and whether its message is in the DLQ (None: DLQ unreadable)."""
@@ -200,13 +236,69 @@ class AsyncJobAdmin(admin.ModelAdmin):
     def history_view(self, job):
         # A table of our own rather than an inline: an inline prints each row's str(), which holds the raw
         # detail, and every value here must go through the redaction first.
-        rows = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", (
-            (f"{e.at:%Y-%m-%d %H:%M:%S}", e.kind, e.actor or "-", display.redacted(e.detail))
+        rows = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", (
+            (f"{e.at:%Y-%m-%d %H:%M:%S}", e.kind, e.actor or "-", display.redacted(e.detail), e.trace_id or "-")
             for e in selectors.job_events(job.id)))
         if not rows:
             return "none"
-        return format_html("<table><thead><tr><th>at (UTC)</th><th>event</th><th>actor</th><th>detail</th></tr>"
-                           "</thead><tbody>{}</tbody></table>", rows)
+        return format_html("<table><thead><tr><th>at (UTC)</th><th>event</th><th>actor</th><th>detail</th>"
+                           "<th>trace</th></tr></thead><tbody>{}</tbody></table>", rows)
+
+    @admin.display(description="waterfall")
+    def timeline_view(self, job):
+        """Where the job's time went, from its kept spans or else its history (jobs/timeline.py), as SVG."""
+        drawn = timeline.job_timeline(job.id)
+        if not drawn.segments:
+            return "nothing recorded yet"
+        return render_to_string("admin/jobs/asyncjob/waterfall.html",
+                                {"timeline": drawn, "chart": charts.waterfall(drawn)})
+
+    # -- the operator overview -----------------------------------------------------------------------------------
+    def get_urls(self):
+        return [path("overview/", self.admin_site.admin_view(self.overview_view), name="jobs_asyncjob_overview"),
+                *super().get_urls()]
+
+    def overview_view(self, request):
+        """The fleet at a glance: outcomes per hour (24 hours, 7 days), live work now, the queues, the workers,
+        the organizations waiting most. Four queries and two SQS reads; every figure links to the job list
+        filtered to exactly what it counts."""
+        now = timezone.now()
+        jobs_url = reverse("admin:jobs_asyncjob_changelist")
+        this_hour = now.replace(minute=0, second=0, microsecond=0)
+        start = this_hour - timedelta(hours=24 * 7 - 1)
+        counted = selectors.outcomes_per_hour(since=start)
+        hours = []
+        for i in range(24 * 7):
+            hour = start + timedelta(hours=i)
+            span = {"ended_at__gte": hour.isoformat(), "ended_at__lt": (hour + timedelta(hours=1)).isoformat()}
+            hours.append((f"{hour:%Y-%m-%d %H:%M}", {
+                outcome: (counted[(hour, outcome)], f"{jobs_url}?{urlencode({'outcome': outcome, **span})}")
+                for outcome in selectors.OUTCOMES if counted.get((hour, outcome))}))
+        states = selectors.job_state_counts(now=now)
+        ttl = selectors.worker_ttl()
+        try:
+            queues = dlq.queue_counts("queue", "dlq")
+        except sqs.AWSError:
+            queues = None
+        context = {
+            **self.admin_site.each_context(request), "opts": self.model._meta, "title": "Jobs overview",
+            "now": now,
+            "day": charts.hourly_bars(hours[-24:]), "week": charts.hourly_bars(hours),
+            "totals": [(outcome, sum(c.get(outcome, (0, ""))[0] for _, c in hours[-24:]),
+                        f"{jobs_url}?{urlencode({'outcome': outcome, 'ended_at__gte': hours[-24][0]})}")
+                       for outcome in selectors.OUTCOMES],
+            "states": [(state.replace("_", " "), states[state], f"{jobs_url}?state={state}")
+                       for state in selectors.JOB_STATES],
+            "queues": None if queues is None else [
+                ("market-jobs queue", dlq.total(queues["queue"]), f"{jobs_url}?status=IN_PROGRESS"),
+                ("DLQ", dlq.total(queues["dlq"]), f"{jobs_url}?attention=dlq")],
+            "workers": [(w.worker, ", ".join(w.queue_names), w.beat_at, ago(w.beat_at), w.beat_at > now - ttl)
+                        for w in selectors.workers_seen()],
+            "running_url": f"{jobs_url}?state=running",
+            "organizations": [(org, n, f"{jobs_url}?{urlencode({'state': 'waiting', 'organization_id': org})}")
+                              for org, n in selectors.organizations_waiting(now=now)],
+        }
+        return TemplateResponse(request, "admin/jobs/asyncjob/overview.html", context)
 
     @admin.display(description="parameters")
     def params_view(self, job):
