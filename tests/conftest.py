@@ -208,3 +208,22 @@ def spans(request):
     _test_spans.exporter = ScrubbingExporter(memory)
     yield memory
     _test_spans.exporter = None
+
+
+@pytest.fixture
+def span_file(tmp_path, settings):
+    """Spans ended while the test runs appended to a span file, as `make run` keeps them (through the scrubbing
+    exporter), and the admin reading that file. Returns its path."""
+    from opentelemetry import trace
+
+    from serenity.tracing import JsonLinesExporter, ScrubbingExporter
+
+    global _test_spans
+    if _test_spans is None:
+        _test_spans = _test_span_processor()
+        trace.get_tracer_provider().add_span_processor(_test_spans)
+    path = tmp_path / "spans.jsonl"
+    settings.TRACES_FILE = str(path)
+    _test_spans.exporter = ScrubbingExporter(JsonLinesExporter(path))
+    yield path
+    _test_spans.exporter = None
