@@ -274,6 +274,7 @@ class AsyncJobAdmin(admin.ModelAdmin):
             hours.append((f"{hour:%Y-%m-%d %H:%M}", {
                 outcome: (counted[(hour, outcome)], f"{jobs_url}?{urlencode({'outcome': outcome, **span})}")
                 for outcome in selectors.OUTCOMES if counted.get((hour, outcome))}))
+        day_start = this_hour - timedelta(hours=23)
         states = selectors.job_state_counts(now=now)
         ttl = selectors.worker_ttl()
         try:
@@ -284,8 +285,8 @@ class AsyncJobAdmin(admin.ModelAdmin):
             **self.admin_site.each_context(request), "opts": self.model._meta, "title": "Jobs overview",
             "now": now,
             "day": charts.hourly_bars(hours[-24:]), "week": charts.hourly_bars(hours),
-            "totals": [(outcome, sum(c.get(outcome, (0, ""))[0] for _, c in hours[-24:]),
-                        f"{jobs_url}?{urlencode({'outcome': outcome, 'ended_at__gte': hours[-24][0]})}")
+            "totals": [(outcome, outcome.replace("_", " "), sum(c.get(outcome, (0, ""))[0] for _, c in hours[-24:]),
+                        f"{jobs_url}?{urlencode({'outcome': outcome, 'ended_at__gte': day_start.isoformat()})}")
                        for outcome in selectors.OUTCOMES],
             "states": [(state.replace("_", " "), states[state], f"{jobs_url}?state={state}")
                        for state in selectors.JOB_STATES],

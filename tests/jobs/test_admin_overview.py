@@ -91,6 +91,9 @@ def test_each_figure_links_to_exactly_the_jobs_it_counts(admin_client, fleet, qu
     assert listed(admin_client, links["waiting"]) == {j.id for j in fleet["waiting"]}
     assert listed(admin_client, links["stuck"]) == {j.id for j in fleet["stuck"]}
     assert listed(admin_client, links["awaiting reauth"]) == {j.id for j in fleet["reauth_2h"]}
+    totals = dict((o, url) for url, o in re.findall(r'<a href="([^"]+)" class="total" data-outcome="([^"]+)"', html))
+    assert listed(admin_client, totals["completed"]) == {j.id for j in fleet["done_now"]}  # not the one 3 days ago
+    assert listed(admin_client, totals["needs_reauth"]) == {j.id for j in fleet["reauth_2h"]}
     org_a = re.search(rf'data-organization="{ORG_A}"><td>[^<]+</td><td><a href="([^"]+)"', html).group(1)
     assert listed(admin_client, org_a) == {j.id for j in fleet["waiting"][:2]}
 
