@@ -9,7 +9,7 @@ go through the same scrubber as log lines (serenity/logging.py), and URLs lose t
 bearer, promise token or token-carrying query reaches an exporter.
 """
 import json
-import logging
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,11 +23,10 @@ from opentelemetry.trace import SpanKind
 
 from serenity.logging import redact
 
-log = logging.getLogger(__name__)
-
 TRACER_NAME = "serenity"
-# Attributes whose value is a URL: kept without their query string (a query may carry `access_token=`).
-_URL_ATTRIBUTES = frozenset({"url.full", "http.url", "http.target", "url.query", "messaging.url", "aws.queue_url"})
+# Attributes whose value is a URL: kept without their query string (a query may carry `access_token=`); `url.query`,
+# the query alone, is emptied.
+_URL_ATTRIBUTES = frozenset({"url.full", "http.url", "http.target", "messaging.url", "aws.queue_url"})
 
 _configured = False
 _lock = threading.Lock()
@@ -70,6 +69,8 @@ def inject() -> dict[str, str]:
 
 def _scrub_value(key: str, value):
     if isinstance(value, str):
+        if key == "url.query":
+            return ""
         if key in _URL_ATTRIBUTES:
             value = _without_query(value)
         return redact(value)
@@ -79,7 +80,7 @@ def _scrub_value(key: str, value):
 
 
 def _without_query(url: str) -> str:
-    """`url` up to its query string (or fragment); an attribute holding only a query becomes ""."""
+    """`url` up to its query string (or fragment)."""
     return url.split("?", 1)[0].split("#", 1)[0]
 
 
@@ -122,19 +123,21 @@ class ScrubbingExporter(SpanExporter):
 
 class JsonLinesExporter(SpanExporter):
     """One span per line of a JSON-lines file, appended by every process of a local run (API, worker, beat)
-    and read by the admin's waterfall (jobs/traces.py). One write per span, under O_APPEND, so lines from
-    several processes never interleave."""
+    and read by the admin's waterfall (jobs/timeline.py). Each batch is one write(2) on a file opened with
+    O_APPEND, so lines from several processes never interleave."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        data = "".join(json.dumps(span_document(s), separators=(",", ":"), default=str) + "\n" for s in spans)
         try:
-            with self.path.open("a", encoding="utf-8") as out:
-                for s in spans:
-                    out.write(json.dumps(span_document(s), separators=(",", ":")) + "\n")
-                    out.flush()
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, data.encode())
+            finally:
+                os.close(fd)
         except OSError:
             return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS

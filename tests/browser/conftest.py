@@ -43,6 +43,7 @@ class Browser:
         from selenium.webdriver.common.by import By
 
         driver = self.open("/admin/login/?next=/admin/")
+        assert self.problems() == [], "the login page"
         driver.find_element(By.NAME, "username").send_keys(username)
         driver.find_element(By.NAME, "password").send_keys(password)
         driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
