@@ -12,9 +12,12 @@ import json
 import os
 import threading
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
+from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
+from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -56,6 +59,27 @@ def span(name: str, **attributes):
     manager; exceptions are recorded on it and propagate."""
     return tracer().start_as_current_span(name, attributes={k: str(v) for k, v in attributes.items()
                                                             if v is not None})
+
+
+@contextmanager
+def untraced():
+    """No instrumentation inside: for a call whose request an instrumentation would change. botocore's Lambda
+    extension writes the trace context into the invoked function's JSON payload, i.e. into DRS's input; the
+    call is timed by the step's own span (`drs.generate`) instead."""
+    with suppress_instrumentation():
+        yield
+
+
+@contextmanager
+def contained():
+    """Whatever an instrumentation attaches to the context inside and fails to detach is dropped on the way
+    out. Celery's publish span is attached before a send and detached after it: a send that raises would
+    leave it current on this thread, and every later request on the thread would join that stale trace."""
+    token = otel_context.attach(otel_context.get_current())
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 def inject() -> dict[str, str]:

@@ -51,7 +51,8 @@ def _send(job_id, job_type: str, *, delay: int = 0) -> None:
         name: {"DataType": "String", "StringValue": value} for name, value in tracing.inject().items()}}
     if delay:
         options["DelaySeconds"] = min(int(delay), 900)  # SQS's per-message delay limit
-    celery_app.send_task(RUN_TASK, kwargs=message_kwargs(job_id, job_type), **options)
+    with tracing.contained():
+        celery_app.send_task(RUN_TASK, kwargs=message_kwargs(job_id, job_type), **options)
 
 
 def job_publish(job_id, job_type: str, *, delay: int = 0, first: bool = False) -> bool:

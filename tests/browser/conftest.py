@@ -41,13 +41,16 @@ class Browser:
 
     def log_in(self, username: str, password: str) -> None:
         from selenium.webdriver.common.by import By
+        from selenium.webdriver.support import expected_conditions
+        from selenium.webdriver.support.ui import WebDriverWait
 
         driver = self.open("/admin/login/?next=/admin/")
         assert self.problems() == [], "the login page"
         driver.find_element(By.NAME, "username").send_keys(username)
         driver.find_element(By.NAME, "password").send_keys(password)
         driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-        assert driver.find_elements(By.ID, "user-tools"), "the admin login did not succeed"
+        WebDriverWait(driver, 30).until(expected_conditions.presence_of_element_located((By.ID, "user-tools")),
+                                        "the admin login did not succeed")
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ external call, the job's ids as span attributes, the trace id in the job's histo
 token anywhere in what is exported, over a whole job with its failures."""
 import json
 import logging
+import time
 
 import pytest
 from django.conf import settings
@@ -26,6 +27,17 @@ def named(finished, prefix: str) -> list:
     return [s for s in finished if s.name.startswith(prefix)]
 
 
+def finished_once(spans, outcomes: int) -> list:
+    """The finished spans once `outcomes` deliveries have ended theirs: a delivery's span ends just after its
+    job's row changes, so a test that saw the row must still wait for the span."""
+    deadline = time.monotonic() + 15
+    while True:
+        finished = spans.get_finished_spans()
+        if sum("job.outcome" in (s.attributes or {}) for s in finished) >= outcomes or time.monotonic() > deadline:
+            return finished
+        time.sleep(0.1)
+
+
 def test_a_job_is_one_trace_from_the_request_through_each_delivery_to_every_external_call(
         spans, world, async_on, celery_worker, settings, caplog):
     from serenity.logging import ContextFilter
@@ -37,7 +49,7 @@ def test_a_job_is_one_trace_from_the_request_through_each_delivery_to_every_exte
     semrush_controls.fail_next(4, status=503, path="/publish", method="POST")  # outlasts one delivery's retries
     job = wait_terminal(job, timeout=45)
     assert job.status == "COMPLETED", job.error
-    finished = spans.get_finished_spans()
+    finished = finished_once(spans, outcomes=2)
 
     [request] = [s for s in finished if s.kind.name == "SERVER" and s.name.startswith("POST")
                  and "serenity/markets" in s.name]
@@ -84,6 +96,20 @@ def test_the_message_carries_the_trace_in_its_attributes_and_its_body_stays_job_
     message = decode_celery_message(raw["Body"])
     assert message["kwargs"] == {"jobId": str(job.id), "type": "testEcho"} and message["args"] == []
     assert message["envelope"]["headers"]["traceparent"].split("-")[1] == traceparent.split("-")[1]
+
+
+def test_a_send_that_fails_leaves_no_trace_current_on_its_thread(spans, queues, transactional_db):
+    from opentelemetry import trace
+
+    from tests.jobs.conftest import plant
+
+    job = plant(job_type="testEcho")
+    queues.sqs.client().delete_queue(QueueUrl=queues.url)  # the send now fails
+    with trace.get_tracer("test").start_as_current_span("request") as request:
+        assert job_publish(job.id, job.job_type) is False
+        # Celery's publish span, attached before the send, is not left current after it raised.
+        assert trace.get_current_span() is request
+    assert trace.get_current_span() is trace.INVALID_SPAN
 
 
 def test_a_log_line_names_the_trace_it_was_written_in(caplog):
@@ -142,7 +168,7 @@ def test_no_span_of_a_whole_job_with_its_failures_carries_a_token(
     job = wait_terminal(job, timeout=45)
     assert job.status == "COMPLETED", job.error
 
-    finished = spans.get_finished_spans()
+    finished = finished_once(spans, outcomes=4)  # refused exchange, two failed publishes, completed
     secrets = [world.token, *issued_tokens]
     assert len(issued_tokens) >= 6  # two mints; a refused exchange; two exchanges with their access and rotated
     exported = "\n".join(span_text(s) for s in finished)
