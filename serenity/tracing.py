@@ -21,7 +21,7 @@ from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.sdk.trace.sampling import Decision, ParentBased, Sampler, SamplingResult
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Decision, ParentBased, Sampler, SamplingResult
 from opentelemetry.trace import SpanKind
 
 from serenity.logging import redact
@@ -200,6 +200,13 @@ class NoQuietRoots(Sampler):
         return "NoQuietRoots"
 
 
+def sampler() -> Sampler:
+    """What is recorded: every span of a trace started here by a request, a task or a message (no trace started
+    by a bare client call), and every trace a caller started, even one it marked "not sampled": its decision
+    does not blind this service (a collector may still sample what it keeps)."""
+    return ParentBased(root=NoQuietRoots(), remote_parent_not_sampled=ALWAYS_ON)
+
+
 def configure(*, service_name: str, otlp_endpoint: str = "", traces_file: str = "") -> None:
     """Install the tracer provider and the instrumentation, once per process (idempotent)."""
     global _configured
@@ -207,8 +214,7 @@ def configure(*, service_name: str, otlp_endpoint: str = "", traces_file: str = 
         if _configured:
             return
         _configured = True
-    provider = TracerProvider(resource=Resource.create({"service.name": service_name}),
-                              sampler=ParentBased(root=NoQuietRoots()))
+    provider = TracerProvider(resource=Resource.create({"service.name": service_name}), sampler=sampler())
     if otlp_endpoint:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 

@@ -171,6 +171,11 @@ def test_the_readme_walkthrough_takes_a_market_to_completed_with_its_prompts_pub
     assert delivery["attributes"]["job.outcome"] == "completed"
     assert walkthrough.http.headers["Authorization"].split()[1] not in (walkthrough.run.var_dir / "traces" /
                                                                          "spans.jsonl").read_text()
+    # Every line the worker logged about the job names that trace.
+    worker_lines = [json_or_none(line.split("| ", 1)[1]) for line in walkthrough.run.lines
+                    if line.startswith("worker") and "| {" in line]
+    about_job = [line for line in worker_lines if line and line.get("job_id") == handle["jobId"]]
+    assert about_job and {line.get("trace_id") for line in about_job} == {delivery["traceId"]}
 
 
 def json_or_none(line: str) -> dict | None:

@@ -6,10 +6,9 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.sampling import ParentBased
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from serenity.tracing import JsonLinesExporter, NoQuietRoots, ScrubbingExporter
+from serenity.tracing import JsonLinesExporter, ScrubbingExporter, sampler
 
 JWT = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ1c2VyLTEifQ.c2lnbmF0dXJlLXZhbHVl"
 PROMISE = "promise-value-0f9e8d7c6b5a"
@@ -18,7 +17,7 @@ PROMISE = "promise-value-0f9e8d7c6b5a"
 @pytest.fixture
 def exported():
     memory = InMemorySpanExporter()
-    provider = TracerProvider(sampler=ParentBased(root=NoQuietRoots()))
+    provider = TracerProvider(sampler=sampler())
     provider.add_span_processor(SimpleSpanProcessor(ScrubbingExporter(memory)))
     yield provider.get_tracer("test"), memory
     provider.shutdown()
@@ -53,6 +52,18 @@ def test_no_trace_starts_with_a_bare_client_call_but_a_requests_calls_are_kept(e
 
     assert [(s.name, s.kind) for s in memory.get_finished_spans()] == [("SELECT", SpanKind.CLIENT),
                                                                       ("GET /v2/…", SpanKind.SERVER)]
+
+
+def test_a_callers_trace_is_continued_even_when_the_caller_did_not_sample_it(exported):
+    from opentelemetry import propagate
+
+    tracer, memory = exported
+    unsampled = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"}
+    with tracer.start_as_current_span("POST /v2/…", context=propagate.extract(unsampled), kind=SpanKind.SERVER):
+        pass
+
+    [request] = memory.get_finished_spans()
+    assert format(request.context.trace_id, "032x") == "0af7651916cd43dd8448eb211c80319c"
 
 
 def test_the_span_file_gets_one_whole_line_per_span_from_each_writer(tmp_path):
