@@ -19,13 +19,13 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python scripts/run_local.py
 
+# The whole lint set, and the first step of `make test`: the two cannot check different things.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/mypy
 
-test: $(STAMP)
-	$(BIN)/ruff check .
-	$(BIN)/lint-imports --no-cache
+test: lint
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python scripts/check_test_db.py
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest --create-db $(PYTEST_ARGS)
 

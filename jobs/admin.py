@@ -1,18 +1,23 @@
 """Django admin for async jobs: read-only views an operator can filter, and actions that call the same
 services as the runbook commands. No token is ever rendered: parameters, errors and the event history
 are shown redacted, checkpoints summarised, and grants are not part of the job's page."""
-from datetime import timedelta
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 from urllib.parse import urlencode
 
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
-from django.db.models import BooleanField, Case, Q, Value, When
+from django.db.models import BooleanField, Case, Q, QuerySet, Value, When
+from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django_stubs_ext import WithAnnotations
 
 from jobs import charts, codes, display, dlq, handlers, selectors, timeline
 from jobs import services as job_services
@@ -24,7 +29,19 @@ from jobs.models import AsyncJob
 CONFIRMATION_ROWS = 100  # jobs listed on a confirmation page; every selected job is acted on
 
 
-def admin_actor(request) -> str:
+class Row(TypedDict):
+    """What the admin's queryset adds to each job (`get_queryset`)."""
+
+    last_activity_at: datetime
+    in_dlq: bool | None  # None: the DLQ could not be read
+
+
+if TYPE_CHECKING:  # names for annotations only: Django's classes do not take these arguments at run time
+    Job = WithAnnotations[AsyncJob, Row]
+    Jobs = QuerySet[Job]
+
+
+def admin_actor(request: HttpRequest) -> str:
     return f"admin:{request.user.get_username()}"
 
 
@@ -32,12 +49,13 @@ class LeaseStateFilter(admin.SimpleListFilter):
     title = "lease"
     parameter_name = "lease"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
         return [("held", "held"), ("expired", "expired"), ("none", "none")]
 
-    def queryset(self, request, queryset):
-        if self.value() in selectors.LEASE_STATES:
-            return queryset.filter(selectors.lease_state_q(self.value()))
+    def queryset(self, request: HttpRequest, queryset: Jobs) -> Jobs:
+        state = self.value()
+        if state in selectors.LEASE_STATES:
+            return queryset.filter(selectors.lease_state_q(state))
         return queryset
 
 
@@ -53,11 +71,11 @@ class AgeFilter(admin.SimpleListFilter):
         "gt1d": ("over 1 day", timedelta(days=1), None),
     }
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
         return [(key, label) for key, (label, _, _) in self.BUCKETS.items()]
 
-    def queryset(self, request, queryset):
-        bucket = self.BUCKETS.get(self.value())
+    def queryset(self, request: HttpRequest, queryset: Jobs) -> Jobs:
+        bucket = self.BUCKETS.get(self.value() or "")
         if bucket is None:
             return queryset
         now = timezone.now()
@@ -76,20 +94,21 @@ class AttentionFilter(admin.SimpleListFilter):
     title = "needs attention"
     parameter_name = "attention"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
         return [("any", "any of these"),
                 ("stuck", f"stuck (quiet for {settings.JOB_STUCK_AFTER_SECONDS // 60} min)"),
                 ("dead", "worker presumed dead"),
                 ("dlq", "message in the DLQ")]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: Jobs) -> Jobs:
         now = timezone.now()
         kinds = {"stuck": selectors.stuck_q(now=now), "dead": selectors.presumed_dead_q(now=now),
                  "dlq": Q(in_dlq=True)}
         if self.value() == "any":
             return queryset.filter(kinds["stuck"] | kinds["dead"] | kinds["dlq"])
-        if self.value() in kinds:
-            return queryset.filter(kinds[self.value()])
+        kind = self.value()
+        if kind in kinds:
+            return queryset.filter(kinds[kind])
         return queryset
 
 
@@ -99,12 +118,13 @@ class StateFilter(admin.SimpleListFilter):
     title = "state now"
     parameter_name = "state"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
         return [(state, state.replace("_", " ")) for state in selectors.JOB_STATES]
 
-    def queryset(self, request, queryset):
-        if self.value() in selectors.JOB_STATES:
-            return queryset.filter(selectors.job_state_q(self.value()))
+    def queryset(self, request: HttpRequest, queryset: Jobs) -> Jobs:
+        state = self.value()
+        if state in selectors.JOB_STATES:
+            return queryset.filter(selectors.job_state_q(state))
         return queryset
 
 
@@ -114,12 +134,13 @@ class OutcomeFilter(admin.SimpleListFilter):
     title = "outcome"
     parameter_name = "outcome"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
         return [(name, name.replace("_", " ")) for name in selectors.OUTCOMES]
 
-    def queryset(self, request, queryset):
-        if self.value() in selectors.OUTCOMES:
-            return queryset.filter(selectors.OUTCOMES[self.value()])
+    def queryset(self, request: HttpRequest, queryset: Jobs) -> Jobs:
+        outcome = self.value()
+        if outcome in selectors.OUTCOMES:
+            return queryset.filter(selectors.OUTCOMES[outcome])
         return queryset
 
 
@@ -134,12 +155,13 @@ class MarkFailedForm(forms.Form):
 
 
 @admin.register(AsyncJob)
-class AsyncJobAdmin(admin.ModelAdmin):
-    list_display = ("id", "job_type", "status", "error_code", "attempts", "lease", "last_activity", "message_sent",
-                    "dlq", "age")
-    list_filter = (AttentionFilter, StateFilter, OutcomeFilter, "status", "job_type", "error_code", "attempts",
-                   LeaseStateFilter, AgeFilter,
-                   "brand_id")
+class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
+    # Typed as sequences of any length: the markets admin extends both.
+    list_display: tuple[str, ...] = ("id", "job_type", "status", "error_code", "attempts", "lease", "last_activity",
+                                     "message_sent", "dlq", "age")
+    list_filter: ClassVar[tuple[type[admin.SimpleListFilter] | str, ...]] = (
+        AttentionFilter, StateFilter, OutcomeFilter, "status", "job_type", "error_code", "attempts", LeaseStateFilter,
+        AgeFilter, "brand_id")
     search_fields = ("id", "brand_id")
     ordering = ("-created_at",)
     list_per_page = 50
@@ -151,17 +173,17 @@ class AsyncJobAdmin(admin.ModelAdmin):
         ("Owner", {"fields": ("organization_id", "brand_id", "site_id", "user_id", "about")}),
         ("Lease", {"fields": ("lease_view", "lease_epoch", "attempts", "lost_deliveries")}),
         ("Checkpoints", {"fields": ("checkpoints_view",)}),
-        ("History", {"fields": ("history_view",)}),
+        ("History", {"fields": ("events_view",)}),
         ("Parameters", {"fields": ("params_view",)}),
         ("Times", {"fields": ("created_at", "updated_at", "started_at", "message_sent_at", "ended_at",
                               "expires_at")}),
     ]
     readonly_fields = ("id", "job_type", "status", "phase", "error_view", "result_view", "organization_id",
                        "brand_id", "site_id", "user_id", "about", "lease_view", "lease_epoch", "attempts",
-                       "lost_deliveries", "timeline_view", "checkpoints_view", "history_view", "params_view",
+                       "lost_deliveries", "timeline_view", "checkpoints_view", "events_view", "params_view",
                        "created_at", "updated_at", "started_at", "message_sent_at", "ended_at", "expires_at")
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> Jobs:
         """Each row with its last activity and whether its message is in the DLQ (None: DLQ unreadable)."""
         ids = dlq_job_ids()
         in_dlq = Value(None, output_field=BooleanField()) if ids is None else Case(
@@ -169,63 +191,63 @@ class AsyncJobAdmin(admin.ModelAdmin):
         return selectors.with_activity(super().get_queryset(request)).annotate(in_dlq=in_dlq)
 
     # -- read-only: every change goes through an action that calls a service ---------------------------------
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: AsyncJob | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: AsyncJob | None = None) -> bool:
         return False
 
-    def has_operate_permission(self, request):
+    def has_operate_permission(self, request: HttpRequest) -> bool:
         """Actions need the model's change permission, even though no form ever edits a job."""
         return request.user.has_perm("jobs.change_asyncjob")
 
     # -- columns and fields -------------------------------------------------------------------------------------
     @admin.display(description="lease")
-    def lease(self, job):
+    def lease(self, job: Job) -> str:
         return job.lease_state()
 
     @admin.display(description="last activity", ordering="last_activity_at")
-    def last_activity(self, job):
+    def last_activity(self, job: Job) -> str:
         return ago(job.last_activity_at)
 
     @admin.display(description="message sent", ordering="message_sent_at")
-    def message_sent(self, job):
+    def message_sent(self, job: Job) -> str:
         return ago(job.message_sent_at) if job.message_sent_at else "never"
 
     @admin.display(description="DLQ")
-    def dlq(self, job):
-        return {True: "in DLQ", False: "-"}.get(job.in_dlq, "unknown")
+    def dlq(self, job: Job) -> str:
+        return "unknown" if job.in_dlq is None else "in DLQ" if job.in_dlq else "-"
 
     @admin.display(description="age", ordering="created_at")
-    def age(self, job):
+    def age(self, job: Job) -> str:
         return ago(job.created_at)
 
     @admin.display(description="about")
-    def about(self, job):
+    def about(self, job: Job) -> str:
         return handlers.describe(job) or "-"
 
     @admin.display(description="error")
-    def error_view(self, job):
+    def error_view(self, job: Job) -> str:
         if not job.error:
             return "-"
         return format_html("<pre>{}</pre>", display.params_for_display(job.error))
 
     @admin.display(description="result")
-    def result_view(self, job):
+    def result_view(self, job: Job) -> str:
         return format_html("<pre>{}</pre>", display.params_for_display(job.result)) if job.result else "-"
 
     @admin.display(description="lease")
-    def lease_view(self, job):
+    def lease_view(self, job: Job) -> str:
         state = job.lease_state()
         if state == "none":
             return "none"
         return f"{state}, expires {job.lease_expires_at:%Y-%m-%d %H:%M:%S} UTC ({ago(job.lease_expires_at)})"
 
     @admin.display(description="checkpoints")
-    def checkpoints_view(self, job):
+    def checkpoints_view(self, job: Job) -> str:
         summary = display.checkpoints_summary(job.checkpoints)
         if not summary:
             return "none"
@@ -233,7 +255,7 @@ class AsyncJobAdmin(admin.ModelAdmin):
             "", "<tr><th>{}</th><td>{}</td></tr>", ((k, v) for k, v in summary.items())))
 
     @admin.display(description="events")
-    def history_view(self, job):
+    def events_view(self, job: Job) -> str:
         # A table of our own rather than an inline: an inline prints each row's str(), which holds the raw
         # detail, and every value here must go through the redaction first.
         rows = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", (
@@ -245,7 +267,7 @@ class AsyncJobAdmin(admin.ModelAdmin):
                            "<th>trace</th></tr></thead><tbody>{}</tbody></table>", rows)
 
     @admin.display(description="waterfall")
-    def timeline_view(self, job):
+    def timeline_view(self, job: Job) -> str:
         """Where the job's time went, from its kept spans or else its history (jobs/timeline.py), as SVG."""
         drawn = timeline.job_timeline(job.id)
         if not drawn.segments:
@@ -254,11 +276,11 @@ class AsyncJobAdmin(admin.ModelAdmin):
                                 {"timeline": drawn, "chart": charts.waterfall(drawn)})
 
     # -- the operator overview -----------------------------------------------------------------------------------
-    def get_urls(self):
+    def get_urls(self) -> list[URLPattern]:
         return [path("overview/", self.admin_site.admin_view(self.overview_view), name="jobs_asyncjob_overview"),
                 *super().get_urls()]
 
-    def overview_view(self, request):
+    def overview_view(self, request: HttpRequest) -> TemplateResponse:
         """The fleet at a glance: outcomes per hour (24 hours, 7 days), live work now, the queues, the workers,
         the organizations waiting most. Four queries and two SQS reads; every figure links to the job list
         filtered to exactly what it counts."""
@@ -267,7 +289,7 @@ class AsyncJobAdmin(admin.ModelAdmin):
         this_hour = now.replace(minute=0, second=0, microsecond=0)
         start = this_hour - timedelta(hours=24 * 7 - 1)
         counted = selectors.outcomes_per_hour(since=start)
-        hours = []
+        hours: list[tuple[str, dict[str, tuple[int, str]]]] = []
         for i in range(24 * 7):
             hour = start + timedelta(hours=i)
             span = {"ended_at__gte": hour.isoformat(), "ended_at__lt": (hour + timedelta(hours=1)).isoformat()}
@@ -277,6 +299,7 @@ class AsyncJobAdmin(admin.ModelAdmin):
         day_start = this_hour - timedelta(hours=23)
         states = selectors.job_state_counts(now=now)
         ttl = selectors.worker_ttl()
+        queues: dlq.QueueCounts | None
         try:
             queues = dlq.queue_counts("queue", "dlq")
         except sqs.AWSError:
@@ -302,12 +325,13 @@ class AsyncJobAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "admin/jobs/asyncjob/overview.html", context)
 
     @admin.display(description="parameters")
-    def params_view(self, job):
+    def params_view(self, job: Job) -> str:
         return format_html('<pre style="max-height:30em;overflow:auto">{}</pre>',
                            display.params_for_display(job.params))
 
     # -- actions: each shows a confirmation page first ---------------------------------------------------------
-    def _confirmation(self, request, queryset, *, action: str, title: str, explains: str, form=None):
+    def _confirmation(self, request: HttpRequest, queryset: Jobs, *, action: str, title: str, explains: str,
+                      form: forms.Form | None = None) -> TemplateResponse | None:
         """The page between choosing an action and carrying it out: the selected jobs as they are now, what
         the action does (and to which of them), and the action's inputs. None once the operator confirmed
         (and the inputs are valid): the action then runs."""
@@ -323,7 +347,7 @@ class AsyncJobAdmin(admin.ModelAdmin):
         }
         return TemplateResponse(request, "admin/jobs/asyncjob/confirm_action.html", context)
 
-    def _report(self, request, verb: str, done: int, total: int, why_not: str) -> None:
+    def _report(self, request: HttpRequest, verb: str, done: int, total: int, why_not: str) -> None:
         level = messages.SUCCESS if done == total else messages.WARNING
         text = f"{verb} {done} of {total} job(s)."
         if done < total:
@@ -331,7 +355,7 @@ class AsyncJobAdmin(admin.ModelAdmin):
         self.message_user(request, text, level)
 
     @admin.action(description="Release stale lease (expired leases only)", permissions=["operate"])
-    def release_stale_lease(self, request, queryset):
+    def release_stale_lease(self, request: HttpRequest, queryset: Jobs) -> TemplateResponse | None:
         page = self._confirmation(request, queryset, action="release_stale_lease", title="Release stale leases",
                                   explains="Clears the lease of each selected job that is IN_PROGRESS with an "
                                   "expired lease (its worker died). A live lease is never touched. No message is "
@@ -345,7 +369,7 @@ class AsyncJobAdmin(admin.ModelAdmin):
         return None
 
     @admin.action(description="Re-enqueue (IN_PROGRESS without a live lease)", permissions=["operate"])
-    def requeue(self, request, queryset):
+    def requeue(self, request: HttpRequest, queryset: Jobs) -> TemplateResponse | None:
         page = self._confirmation(request, queryset, action="requeue", title="Re-enqueue jobs",
                                   explains="Sends a fresh message for each selected job that is IN_PROGRESS with no "
                                   "live lease (an expired lease is released first); the worker resumes at the "
@@ -360,7 +384,7 @@ class AsyncJobAdmin(admin.ModelAdmin):
 
     @admin.action(description="Re-run (FAILED with a retryable error, with its parked credential)",
                   permissions=["operate"])
-    def rerun(self, request, queryset):
+    def rerun(self, request: HttpRequest, queryset: Jobs) -> TemplateResponse | None:
         page = self._confirmation(request, queryset, action="rerun", title="Re-run failed jobs",
                                   explains="Puts each selected job that FAILED with a retryable error (such as "
                                   "RETRIES_EXHAUSTED after an outage) back to IN_PROGRESS under the same id, with "
@@ -375,7 +399,7 @@ class AsyncJobAdmin(admin.ModelAdmin):
         return None
 
     @admin.action(description="Mark failed (asks for a code and a reason)", permissions=["operate"])
-    def mark_failed(self, request, queryset):
+    def mark_failed(self, request: HttpRequest, queryset: Jobs) -> TemplateResponse | None:
         form = MarkFailedForm(request.POST if request.POST.get("confirmed") == "yes" else None)
         page = self._confirmation(request, queryset, action="mark_failed", title="Mark jobs failed", form=form,
                                   explains="Ends each selected IN_PROGRESS job as FAILED with the code and reason "

@@ -2,6 +2,7 @@
 Content-Security-Policy runs only the service's own files): a job's waterfall (jobs/timeline.py) and the
 overview's outcomes per hour. Everything here is numbers and labels; the templates only place them."""
 from dataclasses import dataclass
+from typing import Any
 
 from jobs.timeline import KINDS, Timeline
 
@@ -37,7 +38,7 @@ class Row:
         return round(self.x + self.width + 4, 1)
 
 
-def waterfall(timeline: Timeline, *, width: int = 960, label_width: int = 320, row_height: int = 20) -> dict:
+def waterfall(timeline: Timeline, *, width: int = 960, label_width: int = 320, row_height: int = 20) -> dict[str, Any]:
     """Rows (a bar each, on a shared time axis) and axis ticks for `timeline`."""
     top, plot = 24, width - label_width - 90
     total = timeline.total or 0.001
@@ -69,7 +70,8 @@ class Block:
     href: str
 
 
-def hourly_bars(hours: list, *, width: int = 960, height: int = 160) -> dict:
+def hourly_bars(hours: list[tuple[str, dict[str, tuple[int, str]]]], *, width: int = 960,
+                height: int = 160) -> dict[str, Any]:
     """Stacked bars, one per hour, from `hours`: `[(label, {outcome: (count, href)})]` oldest first."""
     left, bottom = 40, 20
     plot_w, plot_h = width - left - 10, height - bottom - 10
@@ -77,7 +79,7 @@ def hourly_bars(hours: list, *, width: int = 960, height: int = 160) -> dict:
     slot = plot_w / max(1, len(hours))
     blocks, labels = [], []
     for i, (label, counts) in enumerate(hours):
-        base = height - bottom
+        base = float(height - bottom)
         for outcome in OUTCOME_COLOURS:
             count, href = counts.get(outcome, (0, ""))
             if not count:

@@ -6,8 +6,14 @@ sends the changed keys alone and lets the database merge them, on PostgreSQL (js
 SQLite (json_set, json_remove). Top-level keys are replaced, never merged deeper; a None value removes its key.
 """
 import json
+from typing import TYPE_CHECKING, Any
 
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F, Func, JSONField
+from django.db.models.sql.compiler import SQLCompiler
+
+if TYPE_CHECKING:
+    from django.db.models.sql.compiler import _AsSqlType
 
 
 class MergedCheckpoints(Func):
@@ -15,31 +21,32 @@ class MergedCheckpoints(Func):
 
     output_field = JSONField()
 
-    def __init__(self, values: dict):
+    def __init__(self, values: dict[str, Any]) -> None:
         super().__init__(F("checkpoints"))
         self.sets = {key: value for key, value in values.items() if value is not None}
         self.drops = [key for key, value in values.items() if value is None]
 
-    def as_postgresql(self, compiler, connection, **extra):
+    def as_postgresql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any) -> "_AsSqlType":
         column, params = compiler.compile(self.source_expressions[0])
-        sql, params = f"(COALESCE({column}, '{{}}'::jsonb) || %s::jsonb)", [*params, json.dumps(self.sets)]
+        sql, params = f"(COALESCE({column}, '{{}}'::jsonb) || %s::jsonb)", (*params, json.dumps(self.sets))
         for key in self.drops:
-            sql, params = f"({sql} - %s)", [*params, key]
+            sql, params = f"({sql} - %s)", (*params, key)
         return sql, params
 
-    def as_sqlite(self, compiler, connection, **extra):
+    def as_sqlite(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any) -> "_AsSqlType":
         column, params = compiler.compile(self.source_expressions[0])
         sql = f"COALESCE({column}, '{{}}')"
         if self.sets:
             sql = f"json_set({sql}" + ", %s, json(%s)" * len(self.sets) + ")"
             for key, value in self.sets.items():
-                params = [*params, _path(key), json.dumps(value)]
+                params = (*params, _path(key), json.dumps(value))
         if self.drops:
             sql = f"json_remove({sql}" + ", %s" * len(self.drops) + ")"
-            params = [*params, *(_path(key) for key in self.drops)]
+            params = (*params, *(_path(key) for key in self.drops))
         return sql, params
 
-    def as_sql(self, compiler, connection, **extra):
+    def as_sql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, function: str | None = None,
+               template: str | None = None, arg_joiner: str | None = None, **extra: Any) -> "_AsSqlType":
         raise NotImplementedError(f"checkpoint merge is not written for {connection.vendor}")
 
 

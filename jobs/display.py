@@ -5,6 +5,8 @@ did: secret-named keys are masked and token-shaped strings replaced, at any dept
 """
 import json
 import re
+from datetime import datetime
+from typing import Any
 
 from django.utils import timezone
 
@@ -14,7 +16,7 @@ from serenity.logging import REDACTED, redact
 _SECRET_KEY = re.compile(r"(?i)token|secret|password|authorization|bearer|credential|cookie|api[-_]?key")
 
 
-def redacted(value):
+def redacted(value: object) -> object:
     """`value` with secret-named keys masked and token-shaped strings replaced, at any depth."""
     if isinstance(value, dict):
         return {k: REDACTED if _SECRET_KEY.search(str(k)) else redacted(v) for k, v in value.items()}
@@ -25,15 +27,15 @@ def redacted(value):
     return value
 
 
-def params_for_display(params) -> str:
+def params_for_display(params: object) -> str:
     """The job's parameters as indented JSON, redacted."""
     return json.dumps(redacted(params or {}), indent=2, sort_keys=True, default=str)
 
 
-def checkpoints_summary(checkpoints) -> dict:
+def checkpoints_summary(checkpoints: dict[str, Any] | None) -> dict[str, object]:
     """Checkpoints with bulky values summarised: a persisted batch shows as its prompt count, other
     lists and objects as their size; scalars as they are (redacted)."""
-    out = {}
+    out: dict[str, object] = {}
     for key, value in (checkpoints or {}).items():
         if _SECRET_KEY.search(str(key)):
             out[key] = REDACTED
@@ -48,12 +50,12 @@ def checkpoints_summary(checkpoints) -> dict:
     return out
 
 
-def checkpoints_line(checkpoints) -> str:
+def checkpoints_line(checkpoints: dict[str, Any] | None) -> str:
     summary = checkpoints_summary(checkpoints)
     return ", ".join(f"{k}={v}" for k, v in summary.items()) or "none"
 
 
-def ago(moment, now=None) -> str:
+def ago(moment: datetime | None, now: datetime | None = None) -> str:
     """`42m ago` style age of a datetime, for one-line reports."""
     if moment is None:
         return "never"
@@ -70,5 +72,5 @@ def _span(seconds: int) -> str:
     return f"{seconds}s"
 
 
-def stamp(moment) -> str:
+def stamp(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment else "-"

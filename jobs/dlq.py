@@ -1,8 +1,10 @@
 """Reading the market-jobs DLQ (a held, released-on-exit scan) and the queues' counts, for the operator
-services, the doctor and job_inspect. Nothing here deletes or re-sends; see services/operator.py."""
+services, the doctor and job_inspect. Nothing here re-sends or decides: `DlqScan.delete` removes one message
+when the operator services (services/operator.py, redrive and drop) have dealt with it."""
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
@@ -31,7 +33,7 @@ class DlqMessage:
         return self.job_id or f"message {self.message_id} ({self.task or 'not a Celery message'})"
 
 
-def _message(raw: dict) -> DlqMessage:
+def _message(raw: dict[str, Any]) -> DlqMessage:
     attrs = raw.get("Attributes", {})
     decoded = decode_job_message(raw.get("Body", ""))
     sent = attrs.get("SentTimestamp")

@@ -9,10 +9,12 @@ import logging
 import threading
 import time
 import uuid
-from typing import Protocol
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from jobs import states
@@ -37,7 +39,7 @@ class Progress(enum.Enum):
 
 
 class JobHandler(Protocol):
-    def run(self, ctx: "JobContext") -> dict:
+    def run(self, ctx: "JobContext") -> dict[str, Any]:
         """Do the job. Return the result for COMPLETED, or raise JobFailed / RetryLater (LeaseLost comes
         from the context's fenced writes)."""
 
@@ -92,7 +94,7 @@ class JobContext:
         self.handed_back = False  # set when a stopping worker gave the job back to the queue
 
     @property
-    def id(self):
+    def id(self) -> uuid.UUID:
         return self.job.id
 
     def remaining(self) -> float:
@@ -104,21 +106,21 @@ class JobContext:
         if self.remaining() < seconds:
             raise OutOfTime(before)
 
-    def _fenced(self):
+    def _fenced(self) -> "QuerySet[AsyncJob]":
         """The job row, only while this delivery's lease is the job's lease and has not expired."""
         return AsyncJob.objects.filter(id=self.job.id, status=JobStatus.IN_PROGRESS, lease_token=self.lease_token,
                                        lease_expires_at__gt=timezone.now())
 
-    def _merged(self, values: dict) -> dict:
+    def _merged(self, values: dict[str, Any]) -> dict[str, Any]:
         """The job's checkpoints with `values` merged in; a None value removes its key."""
         merged = {**self.job.checkpoints, **values}
         return {key: value for key, value in merged.items() if value is not None}
 
-    def checkpoint(self, *, phase: str | None = None, **values) -> None:
+    def checkpoint(self, *, phase: str | None = None, **values: Any) -> None:
         """Merge `values` into the job's checkpoints (a None value removes its key) and move its phase.
         Fenced on the lease; raises LeaseLost."""
         checkpoints = self._merged(values)
-        fields = {"checkpoints": MergedCheckpoints(values), "updated_at": timezone.now()}
+        fields: dict[str, Any] = {"checkpoints": MergedCheckpoints(values), "updated_at": timezone.now()}
         if phase:
             fields["phase"] = phase
         if retry_once_on_disconnect(lambda: self._fenced().update(**fields)) != 1:
@@ -139,7 +141,7 @@ class JobContext:
         if retry_once_on_disconnect(lambda: self._fenced().update(updated_at=timezone.now())) != 1:
             raise self.lost("confirm")
 
-    def store_rotated_token(self, *, exchanged: LoadedGrant, rotated: PromiseToken, **checkpoint_values) -> None:
+    def store_rotated_token(self, *, exchanged: LoadedGrant, rotated: PromiseToken, **checkpoint_values: Any) -> None:
         """Store the token an IMS exchange just rotated to, fenced: in one short transaction (no network
         call inside), the job row is updated only while this delivery still holds the lease, and the grant
         only while it still holds the token that was exchanged. `checkpoint_values` go in the same write.
@@ -166,7 +168,7 @@ class JobContext:
         self.job.checkpoints = checkpoints
 
     @contextlib.contextmanager
-    def heartbeat(self, every: float | None = None):
+    def heartbeat(self, every: float | None = None) -> Iterator[None]:
         """Confirm the lease in the background while a slow call runs (DRS, up to 300 s).
 
         A lost lease is remembered and raised as LeaseLost when the block ends, so the result of the slow
@@ -177,7 +179,7 @@ class JobContext:
         stop = threading.Event()
         lost: list[BaseException] = []
 
-        def beat():
+        def beat() -> None:
             while not stop.wait(every):
                 try:
                     self.confirm()

@@ -63,7 +63,7 @@ def install() -> Callable[[], None]:
     return restore
 
 
-class deferred:  # noqa: N801  (used like a function: `with interrupts.deferred():`)
+class deferred:  # lower case: used like a function, `with interrupts.deferred():`
     """A block an interrupt does not cut: a signal arriving inside it is raised when the block ends (unless an
     exception already leaves the block, which ends the command anyway)."""
 

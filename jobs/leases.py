@@ -6,6 +6,8 @@ whose lease was taken over updates zero rows and stops.
 """
 import uuid
 from datetime import timedelta
+from typing import Any
+from uuid import UUID
 
 from django.conf import settings
 from django.db.models import Case, F, Q, Value, When
@@ -16,7 +18,7 @@ from jobs import states
 from jobs.models import AsyncJob, JobStatus
 
 
-def lease_claim(job_id, *, worker: str = "", ttl: int | None = None) -> uuid.UUID | None:
+def lease_claim(job_id: UUID | str, *, worker: str = "", ttl: int | None = None) -> uuid.UUID | None:
     """Take the lease if the job is IN_PROGRESS and its lease is absent or expired; count the attempt.
 
     Returns the new lease token, or None when another delivery holds it (or the job is not running).
@@ -44,7 +46,7 @@ def lease_claim(job_id, *, worker: str = "", ttl: int | None = None) -> uuid.UUI
     return token
 
 
-def lease_release(job_id, lease_token, *, reason: str = "", **fields) -> bool:
+def lease_release(job_id: UUID | str, lease_token: UUID, *, reason: str = "", **fields: Any) -> bool:
     """Give the lease back (the job stays IN_PROGRESS); `fields` are set in the same UPDATE. A delivery that
     gives its lease back ended with an outcome, so the run of lost deliveries ends. False when it was no
     longer ours."""
@@ -56,7 +58,7 @@ def lease_release(job_id, lease_token, *, reason: str = "", **fields) -> bool:
     return released == 1
 
 
-def lease_release_stale(job_id, *, actor: str) -> bool:
+def lease_release_stale(job_id: UUID | str, *, actor: str) -> bool:
     """Operator action: clear an expired lease on an IN_PROGRESS job (its delivery died without an outcome,
     counted in `lost_deliveries`). Never touches a live lease."""
     now = timezone.now()

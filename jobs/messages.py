@@ -8,7 +8,7 @@ import uuid
 RUN_TASK = "jobs.run"
 
 
-def message_kwargs(job_id, job_type: str) -> dict:
+def message_kwargs(job_id: object, job_type: str) -> dict[str, str]:
     return {"jobId": str(job_id), "type": job_type}
 
 

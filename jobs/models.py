@@ -1,5 +1,5 @@
 """Asynchronous jobs (`async_jobs`) and their event history. Status changes go through jobs/states.py."""
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import models
@@ -13,7 +13,7 @@ class JobStatus(models.TextChoices):
     CANCELLED = "CANCELLED"
 
 
-def default_expires_at():
+def default_expires_at() -> datetime:
     return timezone.now() + timedelta(days=settings.JOB_RECORD_TTL_DAYS)
 
 
@@ -84,10 +84,10 @@ class AsyncJob(models.Model):
             models.Index(fields=["expires_at"], name="async_job_expires"),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.job_type} {self.id} {self.status}"
 
-    def lease_state(self, now=None) -> str:
+    def lease_state(self, now: datetime | None = None) -> str:
         """`held`, `expired` or `none`."""
         if self.lease_token is None:
             return "none"
@@ -136,5 +136,5 @@ class JobEvent(models.Model):
         ordering = ["at", "id"]
         indexes = [models.Index(fields=["job", "at"], name="job_event_job_at")]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.kind} {self.detail}"

@@ -45,7 +45,7 @@ def run_probe(*, now: datetime | None = None) -> dict[str, int] | None:
     else:
         values["JobMessagesWithoutConsumer"] = 0 if counts.workers_alive else total(queues["queue"])
         values["MaintenanceQueueDepth"] = queues["maintenance"].get("Visible", 0)
-    metrics.emit(**{name: (value, metrics.COUNT) for name, value in values.items()})
+    metrics.emit(breakdown=None, **{name: (value, metrics.COUNT) for name, value in values.items()})
     if counts.stuck_in_progress:
         log.warning("jobs stuck in progress", extra={"count": counts.stuck_in_progress})
     if not counts.workers_alive:

@@ -7,11 +7,14 @@ passes once more: that is what makes the runbooks safe to run twice.
 """
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypedDict
+from uuid import UUID
 
 from django.conf import settings
 from django.db.models import Case, CharField, Count, Q, QuerySet, Value, When
 from django.db.models.functions import Coalesce, Greatest, TruncHour
 from django.utils import timezone
+from django_stubs_ext import WithAnnotations
 
 from jobs.codes import NEEDS_REAUTH
 from jobs.models import AsyncJob, JobEvent, JobStatus, WorkerHeartbeat
@@ -33,7 +36,7 @@ CRASH_LOOP_LOST_DELIVERIES = 2
 class JobFilter:
     """The narrowing filters every runbook accepts; empty means "no narrowing"."""
 
-    job_ids: tuple = ()
+    job_ids: tuple[UUID | str, ...] = ()
     status: str | None = None
     code: str | None = None
 
@@ -42,7 +45,7 @@ class JobFilter:
         return bool(self.job_ids or self.status or self.code)
 
 
-def lease_state_q(state: str, *, now=None) -> Q:
+def lease_state_q(state: str, *, now: datetime | None = None) -> Q:
     """A filter for jobs whose lease is `held`, `expired` or `none` at `now`."""
     now = now or timezone.now()
     if state == "held":
@@ -54,23 +57,29 @@ def lease_state_q(state: str, *, now=None) -> Q:
     raise ValueError(f"unknown lease state {state!r}")
 
 
-def with_activity(qs: QuerySet) -> QuerySet:
+class Activity(TypedDict):
+    """What `with_activity` adds to each job."""
+
+    last_activity_at: datetime
+
+
+def with_activity(qs: "QuerySet[AsyncJob]") -> "QuerySet[WithAnnotations[AsyncJob, Activity]]":
     """Annotate `last_activity_at`: the later of the last row change and the last message sent."""
     return qs.annotate(last_activity_at=Greatest("updated_at", Coalesce("message_sent_at", "updated_at")))
 
 
-def quiet_q(seconds: float, *, now=None) -> Q:
+def quiet_q(seconds: float, *, now: datetime | None = None) -> Q:
     """IN_PROGRESS jobs with no activity for `seconds` (on a queryset annotated by `with_activity`)."""
     now = now or timezone.now()
     return Q(status=JobStatus.IN_PROGRESS, last_activity_at__lte=now - timedelta(seconds=seconds))
 
 
-def stuck_q(*, now=None) -> Q:
+def stuck_q(*, now: datetime | None = None) -> Q:
     """What the probe counts as stuck: quiet for JOB_STUCK_AFTER_SECONDS (needs `with_activity`)."""
     return quiet_q(settings.JOB_STUCK_AFTER_SECONDS, now=now)
 
 
-def presumed_dead_q(*, now=None) -> Q:
+def presumed_dead_q(*, now: datetime | None = None) -> Q:
     """A held lease on a job quiet for SILENT_HEARTBEATS heartbeats: its worker is presumed dead, though the
     lease cannot safely be taken before it expires (needs `with_activity`)."""
     return lease_state_q("held", now=now) & quiet_q(SILENT_HEARTBEATS * settings.JOB_HEARTBEAT_SECONDS, now=now)
@@ -108,7 +117,7 @@ def worker_last_seen(queue: str) -> WorkerHeartbeat | None:
     return _consumers_of(queue).order_by("-beat_at").first()
 
 
-def jobs_filtered(filters: JobFilter = JobFilter(), qs: QuerySet | None = None) -> QuerySet:
+def jobs_filtered(filters: JobFilter = JobFilter(), qs: "QuerySet[AsyncJob] | None" = None) -> "QuerySet[AsyncJob]":
     qs = AsyncJob.objects.all() if qs is None else qs
     if filters.job_ids:
         qs = qs.filter(id__in=filters.job_ids)
@@ -119,7 +128,8 @@ def jobs_filtered(filters: JobFilter = JobFilter(), qs: QuerySet | None = None) 
     return qs
 
 
-def jobs_with_stale_lease(*, expired_for: timedelta = timedelta(0), filters: JobFilter = JobFilter(), now=None):
+def jobs_with_stale_lease(*, expired_for: timedelta = timedelta(0), filters: JobFilter = JobFilter(),
+                          now: datetime | None = None) -> "QuerySet[AsyncJob]":
     """IN_PROGRESS jobs whose lease expired at least `expired_for` ago (their worker is gone)."""
     now = now or timezone.now()
     qs = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, lease_token__isnull=False,
@@ -127,7 +137,8 @@ def jobs_with_stale_lease(*, expired_for: timedelta = timedelta(0), filters: Job
     return jobs_filtered(filters, qs).order_by("lease_expires_at", "id")
 
 
-def jobs_stuck(*, quiet_for: timedelta, filters: JobFilter = JobFilter(), now=None):
+def jobs_stuck(*, quiet_for: timedelta, filters: JobFilter = JobFilter(),
+               now: datetime | None = None) -> "QuerySet[WithAnnotations[AsyncJob, Activity]]":
     """IN_PROGRESS jobs with no live lease and no activity for at least `quiet_for`."""
     now = now or timezone.now()
     qs = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exclude(lease_state_q("held", now=now))
@@ -135,19 +146,20 @@ def jobs_stuck(*, quiet_for: timedelta, filters: JobFilter = JobFilter(), now=No
         quiet_q(quiet_for.total_seconds(), now=now)).order_by("last_activity_at", "id")
 
 
-def jobs_expired(*, expired_for: timedelta = timedelta(0), filters: JobFilter = JobFilter(), now=None):
+def jobs_expired(*, expired_for: timedelta = timedelta(0), filters: JobFilter = JobFilter(),
+                 now: datetime | None = None) -> "QuerySet[AsyncJob]":
     """Job records past their expiry (created + JOB_RECORD_TTL_DAYS) by at least `expired_for`."""
     now = now or timezone.now()
     return jobs_filtered(filters, AsyncJob.objects.filter(expires_at__lte=now - expired_for)).order_by(
         "expires_at", "id")
 
 
-def grants_orphaned():
+def grants_orphaned() -> "QuerySet[PromiseGrant]":
     """Grants whose job no longer exists (a job row deleted without its grant)."""
     return PromiseGrant.objects.exclude(job_id__in=AsyncJob.objects.values("id")).order_by("created_at")
 
 
-def job_events(job_id) -> list[JobEvent]:
+def job_events(job_id: UUID) -> list[JobEvent]:
     return list(JobEvent.objects.filter(job_id=job_id).order_by("at", "id"))
 
 
@@ -158,7 +170,7 @@ class ProbeCounts:
     workers_alive: int
 
 
-def probe_counts(*, stuck_after: int | None = None, now=None) -> ProbeCounts:
+def probe_counts(*, stuck_after: int | None = None, now: datetime | None = None) -> ProbeCounts:
     """Two queries: jobs IN_PROGRESS with no activity for longer than `stuck_after` seconds
     (JOB_STUCK_AFTER_SECONDS: the lease TTL plus the longest retry delay), whatever their age, and
     unexpired jobs FAILED awaiting re-authorisation. Activity is a claim, a checkpoint, a heartbeat or a
@@ -177,7 +189,7 @@ def probe_counts(*, stuck_after: int | None = None, now=None) -> ProbeCounts:
                        workers_alive=workers_alive(settings.MARKET_JOBS_QUEUE, now=now))
 
 
-def unsent_jobs(*, grace_seconds: int | None = None):
+def unsent_jobs(*, grace_seconds: int | None = None) -> "QuerySet[AsyncJob]":
     """IN_PROGRESS jobs whose message never went out (or whose re-send failed), past the grace period, with
     no lease: a crash between commit and send."""
     cutoff = timezone.now() - timedelta(seconds=settings.JOB_ENQUEUE_GRACE_SECONDS if grace_seconds is None
@@ -198,7 +210,7 @@ OUTCOMES = {
 JOB_STATES = ("running", "waiting", "stuck", "awaiting_reauth")
 
 
-def job_state_q(state: str, *, now=None) -> Q:
+def job_state_q(state: str, *, now: datetime | None = None) -> Q:
     """Jobs `running` (a live lease, not stuck), `waiting` (no live lease, not stuck: queued, or between
     retries), `stuck` (what the probe counts) or `awaiting_reauth` (FAILED NEEDS_REAUTH, not expired). The first
     three need `with_activity`; the four never overlap."""
@@ -214,7 +226,7 @@ def job_state_q(state: str, *, now=None) -> Q:
     raise ValueError(f"unknown job state {state!r}")
 
 
-def job_state_counts(*, now=None) -> dict[str, int]:
+def job_state_counts(*, now: datetime | None = None) -> dict[str, int]:
     """How many jobs are in each of JOB_STATES now: one query."""
     now = now or timezone.now()
     return with_activity(AsyncJob.objects.all()).aggregate(
@@ -231,7 +243,7 @@ def outcomes_per_hour(*, since: datetime) -> dict[tuple[datetime, str], int]:
     return {(row["hour"], row["outcome"]): row["n"] for row in rows}
 
 
-def organizations_waiting(*, limit: int = 10, now=None) -> list[tuple[str, int]]:
+def organizations_waiting(*, limit: int = 10, now: datetime | None = None) -> list[tuple[str, int]]:
     """`[(organization id, waiting jobs)]`, the most first: one query."""
     rows = (with_activity(AsyncJob.objects.all()).filter(job_state_q("waiting", now=now))
             .values("organization_id").annotate(n=Count("id")).order_by("-n", "organization_id")[:limit])

@@ -1,16 +1,22 @@
 """The one job state machine: the allowed transitions, the only function that changes a job's status, and
 the job's history.
 
-    IN_PROGRESS --complete--> COMPLETED
-    IN_PROGRESS --fail------> FAILED
-    IN_PROGRESS --cancel----> CANCELLED
-    FAILED      --reauth----> IN_PROGRESS   (only when awaiting re-authorisation; see services/producer.py)
-    any terminal --replace--> IN_PROGRESS   (the producer reuses the deterministic id for a fresh job)
+    IN_PROGRESS  --complete--> COMPLETED    (the handler's last step; services/endings.py)
+    IN_PROGRESS  --fail------> FAILED       (the handler, the retry decision, or an operator's job_mark_failed)
+    FAILED       --reauth----> IN_PROGRESS  (awaiting re-authorisation only, by its user; services/producer.py)
+    FAILED       --rerun-----> IN_PROGRESS  (a retryable failure that kept its credential; services/operator.py)
+    any terminal --replace---> IN_PROGRESS  (the producer reuses the deterministic id for a fresh job)
+
+CANCELLED is a status the database accepts and the poll can show, but nothing in the product moves a job there
+today; a job reaching it (by hand) is terminal like the others and may be replaced.
 
 Every change is one conditional UPDATE naming the expected current status (and, for a worker, its
 lease token): zero rows means someone else moved the job first, and the caller must stop.
 Statuses are `jobs.models.JobStatus`, the one name for each.
 """
+from typing import Any
+from uuid import UUID
+
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobEvent, JobStatus
@@ -18,7 +24,7 @@ from serenity import tracing
 
 TERMINAL = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED})
 
-ALLOWED = {
+ALLOWED: dict[str, frozenset[str]] = {
     JobStatus.IN_PROGRESS: frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED}),
     JobStatus.FAILED: frozenset({JobStatus.IN_PROGRESS}),
     JobStatus.COMPLETED: frozenset({JobStatus.IN_PROGRESS}),
@@ -30,22 +36,22 @@ class IllegalTransition(ValueError):
     pass
 
 
-def error_doc(code: str, message: str, *, retryable: bool = False, needs_reauth: bool = False) -> dict:
+def error_doc(code: str, message: str, *, retryable: bool = False, needs_reauth: bool = False) -> dict[str, Any]:
     """The stored error of a FAILED job: `{code, message, retryable, needsReauth}`."""
     return {"code": code, "message": message, "retryable": retryable, "needsReauth": needs_reauth}
 
 
 def transition(
-    job_id,
+    job_id: UUID | str,
     *,
     to: str,
-    expect: str | frozenset = JobStatus.IN_PROGRESS,
-    lease_token=None,
+    expect: str | frozenset[str] = JobStatus.IN_PROGRESS,
+    lease_token: UUID | None = None,
     event: str,
     actor: str = "",
     detail: str = "",
-    extra_filter: dict | None = None,
-    **fields,
+    extra_filter: dict[str, Any] | None = None,
+    **fields: Any,
 ) -> bool:
     """Move a job to `to` if it is in `expect` (and holds `lease_token` when given). True when it moved.
 
@@ -57,7 +63,7 @@ def transition(
     if any(to not in ALLOWED[s] for s in expected):
         raise IllegalTransition(f"{sorted(expected)} -> {to}")
     now = timezone.now()
-    values = {"status": to, "updated_at": now, **fields}
+    values: dict[str, Any] = {"status": to, "updated_at": now, **fields}
     if to in TERMINAL:
         values.update(lease_token=None, lease_expires_at=None, ended_at=now)
     else:
@@ -72,7 +78,7 @@ def transition(
     return moved
 
 
-def record(job_id, kind: str, *, actor: str = "", detail: str = "") -> None:
+def record(job_id: UUID | str, kind: str, *, actor: str = "", detail: str = "") -> None:
     """Append an event that is not a status change (lease claim/loss, retry, checkpoint)."""
     JobEvent.objects.create(job_id=job_id, kind=kind, actor=actor, detail=detail[:500],
                             trace_id=tracing.current_trace_id())

@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 
 @shared_task(name="jobs.run", ignore_result=True)
-def run_job_task(jobId: str, type: str | None = None) -> str:  # noqa: N803,A002  (the wire names)
+def run_job_task(jobId: str, type: str | None = None) -> str:  # the message's own names
     """Run one delivery of a job message `{jobId, type}`."""
     worker = f"{socket.gethostname()}:{threading.get_ident()}"
     outcome = job_run(jobId, type, worker=worker)

@@ -8,9 +8,11 @@ collector keeps no spans here: its operators open the trace id in the collector'
 draws the history's timeline.
 """
 import json
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 
@@ -24,6 +26,8 @@ KINDS = {
 # Our own spans around one step (serenity.tracing.span), and what each is.
 _STEP_SPANS = {"drs.generate": ("drs", "DRS: generate prompts"), "ims.exchange": ("ims", "IMS: exchange token"),
                "semrush.write": ("semrush", "Semrush: write prompts"), "semrush.publish": ("publish", "publish")}
+# A span as the span file holds it (serenity.tracing.span_document).
+Span = dict[str, Any]
 _SERVICES = {"ims": "IMS", "semrush": "Semrush", "drs": "DRS"}
 _READ_LIMIT_BYTES = 64 * 1024 * 1024  # the span file's tail that is searched (a local run's file only grows)
 
@@ -55,10 +59,10 @@ class Timeline:
         return max((s.end for s in self.segments), default=0.0)
 
 
-def job_timeline(job_id, events: list[JobEvent] | None = None) -> Timeline:
+def job_timeline(job_id: uuid.UUID | str, events: list[JobEvent] | None = None) -> Timeline:
     """The job's timeline: from its kept spans when there are any, otherwise from its history."""
     if events is None:
-        events = list(JobEvent.objects.filter(job_id=job_id).order_by("at", "id"))
+        events = list(JobEvent.objects.filter(job_id=uuid.UUID(str(job_id))).order_by("at", "id"))
     trace_ids = list(dict.fromkeys(e.trace_id for e in events if e.trace_id))
     spans = read_spans(trace_ids) if trace_ids and settings.TRACES_FILE else []
     timeline = from_spans(spans) if spans else from_history(events)
@@ -68,12 +72,12 @@ def job_timeline(job_id, events: list[JobEvent] | None = None) -> Timeline:
 
 # --- from spans ---------------------------------------------------------------------------------------------
 
-def read_spans(trace_ids: list[str], path: str | None = None) -> list[dict]:
+def read_spans(trace_ids: list[str], path: str | None = None) -> list[Span]:
     """The spans of these traces in the span file (serenity.tracing.JsonLinesExporter), in no order."""
-    path = Path(path or settings.TRACES_FILE)
+    file = Path(path or settings.TRACES_FILE)
     wanted = set(trace_ids)
     try:
-        with path.open("rb") as stream:
+        with file.open("rb") as stream:
             size = stream.seek(0, 2)
             stream.seek(max(0, size - _READ_LIMIT_BYTES))
             lines = stream.read().decode("utf-8", errors="replace").splitlines()
@@ -92,14 +96,14 @@ def read_spans(trace_ids: list[str], path: str | None = None) -> list[dict]:
     return found
 
 
-def _service_of(span: dict, parents: dict) -> str | None:
+def _service_of(span: Span, parents: dict[str, Span]) -> str | None:
     """Which outside service an HTTP call went to: from the step it happened in, else from its URL."""
-    parent = parents.get(span.get("parentId"))
+    parent = parents.get(str(span.get("parentId")))
     while parent is not None:
         if parent["name"] in _STEP_SPANS:
-            kind = _STEP_SPANS[parent["name"]][0]
+            kind = _STEP_SPANS[str(parent["name"])][0]
             return "semrush" if kind == "publish" else kind
-        parent = parents.get(parent.get("parentId"))
+        parent = parents.get(str(parent.get("parentId")))
     url = _url(span)
     for kind in ("ims", "semrush", "drs"):
         if kind in url:
@@ -107,7 +111,7 @@ def _service_of(span: dict, parents: dict) -> str | None:
     return None
 
 
-def _url(span: dict) -> str:
+def _url(span: Span) -> str:
     attributes = span.get("attributes") or {}
     return str(attributes.get("url.full") or attributes.get("http.url") or "")
 
@@ -124,7 +128,7 @@ def _short_route(name: str) -> str:
     return f"{method} …/{'/'.join(parts[-2:])}" if route else name
 
 
-def from_spans(spans: list[dict]) -> Timeline:
+def from_spans(spans: list[Span]) -> Timeline:
     """Segments for the entry point's request, the queue waits, each delivery, its steps and HTTP calls."""
     by_id = {s["spanId"]: s for s in spans}
     kept: dict[str, tuple[str, str, str]] = {}  # span id -> (kind, label, note)
@@ -178,13 +182,13 @@ def from_spans(spans: list[dict]) -> Timeline:
     return Timeline(source="spans", segments=[seg for _, seg in sorted(segments, key=lambda p: p[0])])
 
 
-def _nearest(span: dict, kept: dict, by_id: dict) -> str | None:
+def _nearest(span: Span, kept: dict[str, tuple[str, str, str]], by_id: dict[str, Span]) -> str | None:
     """The closest ancestor of `span` that is drawn, or None."""
-    parent = by_id.get(span.get("parentId"))
+    parent = by_id.get(str(span.get("parentId")))
     while parent is not None:
         if parent["spanId"] in kept:
-            return parent["spanId"]
-        parent = by_id.get(parent.get("parentId"))
+            return str(parent["spanId"])
+        parent = by_id.get(str(parent.get("parentId")))
     return None
 
 
@@ -204,7 +208,10 @@ def from_history(events: list[JobEvent]) -> Timeline:
     if not events:
         return Timeline(source="none")
     origin = events[0].at
-    at = lambda e: (e.at - origin).total_seconds()  # noqa: E731
+
+    def at(e: JobEvent) -> float:
+        return (e.at - origin).total_seconds()
+
     segments: list[Segment] = []
     request_start: datetime | None = None
     sent: JobEvent | None = None

@@ -20,12 +20,12 @@ log = logging.getLogger(__name__)
 
 
 @signals.task_prerun.connect
-def _fresh_connections_before(**kwargs) -> None:
+def _fresh_connections_before(**kwargs: object) -> None:
     close_old_connections()
 
 
 @signals.task_postrun.connect
-def _fresh_connections_after(**kwargs) -> None:
+def _fresh_connections_after(**kwargs: object) -> None:
     close_old_connections()
 
 
@@ -46,8 +46,8 @@ def hand_back_running_deliveries(*, reason: str = "worker stopping") -> int:
 
 
 @signals.worker_shutting_down.connect
-def _on_shutting_down(**kwargs) -> None:
-    def later():
+def _on_shutting_down(**kwargs: object) -> None:
+    def later() -> None:
         # Deliveries that finish within the grace period end normally; what is left is handed back.
         threading.Event().wait(settings.WORKER_STOP_GRACE_SECONDS)
         hand_back_running_deliveries()

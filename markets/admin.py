@@ -108,9 +108,10 @@ class MarketFilter(admin.SimpleListFilter):
         return [(label, label) for label in labels]
 
     def queryset(self, request, queryset):
-        if not self.value():
+        value = self.value()
+        if not value:
             return queryset
-        market, _, language = self.value().partition("/")
+        market, _, language = value.partition("/")
         filters = Q(params__market=market)
         if language:
             filters &= Q(params__languageCode=language)

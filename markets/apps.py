@@ -6,4 +6,4 @@ class MarketsConfig(AppConfig):
     name = "markets"
 
     def ready(self):
-        from markets import handler  # noqa: F401  (registers the market-generation job handler)
+        from markets.generation import handler  # noqa: F401  (registers the market-generation job handler)

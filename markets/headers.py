@@ -1,12 +1,9 @@
 """What a request's promise headers say (SPEC §3 "Who may call"): `x-promise-audience` picks the IMS client pair,
 `x-promise-token` (with the caller's bearer) what the request acts with in Semrush. Shared by the entry points,
-re-authorisation and regeneration."""
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-from markets.producer import Generation, async_generation_enabled
+re-authorisation and regeneration; what the request then acts with is `semrush_generation` in
+markets/generation/producer.py."""
 from tokens import pairs
-from tokens.delegation import PROMISE_TOKEN_HEADER, request_credential, require_promise_token
+from tokens.delegation import PROMISE_TOKEN_HEADER, require_promise_token
 from tokens.exceptions import InvalidAudience, PromisePairRequired
 
 AUDIENCE_HEADER = "x-promise-audience"
@@ -41,19 +38,3 @@ def require_semrush_credential(request) -> None:
     unknown audience (400). Checked before anything else, as the original does; nothing is called."""
     require_promise_token(request.user, promise_token_header(request))
     promise_pair(request)
-
-
-@contextmanager
-def semrush_generation(request, *, generate_prompts: bool, pair: pairs.ClientPair | None = None,
-                       use_async: bool | None = None) -> Iterator[Generation]:
-    """What the request acts with in Semrush (the exchanged `x-promise-token`, else the caller's IMS bearer) and
-    how it wants prompts: the producer with the flag on and `generatePrompts: true`, else the old path. When
-    the request ends, a promise token IMS rotated for it that no job took is invalidated."""
-    pair = pair or promise_pair(request)
-    credential = request_credential(caller=request.user, header=promise_token_header(request), pair=pair)
-    if use_async is None:
-        use_async = async_generation_enabled() and generate_prompts
-    try:
-        yield Generation(use_async=use_async, credential=credential, pair=pair)
-    finally:
-        credential.release()

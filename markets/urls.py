@@ -3,5 +3,5 @@ from django.urls import include, path
 
 urlpatterns = [
     path("", include("markets.onboarding.urls")),
-    path("", include("markets.generation_urls")),
+    path("", include("markets.generation.urls")),
 ]

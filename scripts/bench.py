@@ -34,6 +34,7 @@ import urllib.request
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,6 +42,7 @@ PYTHON = sys.executable
 sys.path.insert(0, str(ROOT))  # benchmarks.settings and the product, imported below after django.setup()
 BIN = Path(PYTHON).parent
 _spec = importlib.util.spec_from_file_location("run_local", ROOT / "scripts" / "run_local.py")
+assert _spec is not None and _spec.loader is not None, "scripts/run_local.py is missing"
 run_local = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run_local)
 Failed, Runner, http_ok = run_local.Failed, run_local.Runner, run_local.http_ok
@@ -244,7 +246,7 @@ class Bench:
             result={"promptCount": 50, "projectId": "p", "published": True, "verdict": "ship"},
         )
         path = f"/v2/orgs/{b['org']}/brands/{b['brand']}/serenity/markets/generation/jobs/{job.id}"
-        auth = {"HTTP_AUTHORIZATION": f"Bearer {b['token']}"}
+        auth: dict[str, Any] = {"HTTP_AUTHORIZATION": f"Bearer {b['token']}"}
         client = Client(HTTP_HOST="127.0.0.1")
         first = client.get(path, **auth)
         if first.status_code != 200 or client.get("/bench/bare", **auth).status_code != 200:
@@ -281,9 +283,11 @@ class Bench:
             out = subprocess.run([*argv, url], capture_output=True, text=True, check=True).stdout
             if "Non-2xx or 3xx" in out:
                 raise Failed(f"wrk saw error answers from {url}:\n{out}")
-            rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-            p50 = re.search(r"^\s+50%\s+(\S+)", out, re.MULTILINE).group(1)
-            return rps, p50
+            rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
+            p50 = re.search(r"^\s+50%\s+(\S+)", out, re.MULTILINE)
+            if rps is None or p50 is None:
+                raise Failed(f"wrk's report from {url} was not understood:\n{out}")
+            return float(rps.group(1)), p50.group(1)
 
         subprocess.run([wrk, "-t1", "-c4", "-d2s", "-H", f"Authorization: Bearer {b['token']}", base + path],
                        capture_output=True, check=True)  # warm every gunicorn worker's JWKS cache and imports
@@ -386,7 +390,7 @@ class Bench:
         cpu = {name: used - cpu_before[name] for name, used in cpu_seconds(groups).items()}
         failed = AsyncJob.objects.exclude(status=JobStatus.COMPLETED).values_list("error_code", flat=True)
         if failed:
-            raise Failed(f"jobs did not complete: {sorted(set(failed))}")
+            raise Failed(f"jobs did not complete: {sorted(set(failed), key=str)}")
         span = AsyncJob.objects.aggregate(first=Min("started_at"), last=Max("ended_at"))
         wall = (span["last"] - span["first"]).total_seconds()
         ideal = math.ceil(queued / WORKER_THREADS) * DRS_LATENCY_MS / 1000
@@ -436,7 +440,7 @@ def machine() -> str:
     import psycopg
 
     with psycopg.connect(DATABASE_URL) as conn:
-        pg = conn.execute("SHOW server_version").fetchone()[0]
+        pg = (conn.execute("SHOW server_version").fetchone() or ("unknown",))[0]
     return (f"{os.cpu_count()} × {model}, {memory} GiB RAM, {platform.system()} {platform.release()}; "
             f"Python {platform.python_version()}, PostgreSQL {pg}")
 

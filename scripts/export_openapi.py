@@ -4,7 +4,7 @@
     .venv/bin/python scripts/export_openapi.py --check   # exit 1 when the committed file has drifted
 
 Run it after changing a view, a serializer or a route of the API, and commit the result with the change:
-tests/api/test_openapi.py fails while the two differ.
+tests/serenity/test_openapi.py fails while the two differ.
 """
 import argparse
 import difflib

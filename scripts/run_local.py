@@ -16,7 +16,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,6 +29,7 @@ STOP_GRACE_SECONDS = 15
 
 # Linux: ask the kernel to SIGTERM each child if this process dies without cleaning up (e.g. SIGKILL),
 # so an abrupt end never leaves a worker or the local SQS running. Resolved before any fork.
+_prctl: Callable[..., int] | None
 try:
     _prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
 except (OSError, AttributeError):
@@ -73,14 +76,13 @@ class Runner:
               env: dict | None = None) -> subprocess.Popen:
         """Start a long-running child in its own process group; its output is prefixed with `name`
         (or goes to `log_file` when it is too chatty for the terminal). `env` adds to the runner's variables."""
+        out: IO[bytes] | int = subprocess.PIPE
         if log_file:
             log_file.parent.mkdir(parents=True, exist_ok=True)
             out = log_file.open("wb")
-        else:
-            out = subprocess.PIPE
         proc = subprocess.Popen(argv, cwd=ROOT, env={**self.env, **(env or {})}, stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, preexec_fn=_child_setup)
-        if log_file:
+        if not isinstance(out, int):  # the log file: the child holds its own copy
             out.close()
         else:
             threading.Thread(target=self._pump, args=(name, proc.stdout), daemon=True).start()
@@ -96,9 +98,9 @@ class Runner:
                                 preexec_fn=_child_setup)
         # Listed while it runs, so Ctrl-C during a step stops the step too.
         self.children.append((name, proc))
-        out, err = proc.communicate()
+        raw, err = proc.communicate()
         self.children.remove((name, proc))
-        out = out.decode("utf-8", "replace")
+        out = raw.decode("utf-8", "replace")
         if not capture:
             for line in out.splitlines():
                 self.say(f"  {line}")

@@ -2,12 +2,17 @@
 an idle connection dropped during a DRS call of minutes): find out before writing, and retry the one write
 that met a dead connection, once, on a fresh one."""
 import logging
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 from django.db import InterfaceError, OperationalError, connection
 
 log = logging.getLogger(__name__)
 
 DISCONNECTED = (OperationalError, InterfaceError)
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def release_connection() -> None:
@@ -17,7 +22,7 @@ def release_connection() -> None:
         connection.close()
 
 
-def retry_once_on_disconnect(write, *args, **kwargs):
+def retry_once_on_disconnect(write: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     """Run `write`; if the connection turns out dead, close it and run `write` once more on a fresh one.
     Only for writes that are safe to repeat (conditional UPDATEs), and never inside a transaction (the
     caller's transaction is gone with the connection: that is for the caller to handle)."""

@@ -15,6 +15,7 @@ import hashlib
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -87,7 +88,8 @@ def charge(scope: str, ident: str, *, weight: int = 1) -> None:
     interval = rate.period / rate.limit
     if weight > rate.limit:
         raise Throttled(retry_after=rate.period)
-    params = {"key": _key(scope, ident), "now": time.time(), "increment": weight * interval, "period": rate.period}
+    params: dict[str, Any] = {"key": _key(scope, ident), "now": time.time(), "increment": weight * interval,
+                              "period": rate.period}
     with connection.cursor() as cursor:
         cursor.execute(SQL[connection.vendor], params)
         if cursor.fetchone() is not None:

@@ -123,6 +123,8 @@ class JsonFormatter(logging.Formatter):
         for key, value in vars(record).items():
             if key not in _STANDARD and key != "emf" and value is not None:
                 doc[key] = value
-        if record.exc_info or record.exc_text:
-            doc["exc"] = record.exc_text or self.formatException(record.exc_info)
+        if record.exc_text:
+            doc["exc"] = record.exc_text
+        elif record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
         return json.dumps(doc, default=str)

@@ -52,7 +52,9 @@ class ProblemSerializer(serializers.Serializer):
     error = serializers.CharField(help_text="The original service's token for the case, e.g. `sliceExists`, "
                                             "`unknownLanguage`, `invalidRequest`, `notFound`.")
     message = serializers.CharField(help_text="A sanitised sentence saying what went wrong.")
-    errors = ProblemFieldErrorSerializer(many=True, required=False, help_text="One entry per invalid field.")
+    # DRF's metaclass takes declared fields off the class, so this field does not replace Serializer.errors.
+    errors = ProblemFieldErrorSerializer(  # type: ignore[assignment]
+        many=True, required=False, help_text="One entry per invalid field.")
     requestId = serializers.CharField(required=False)
 
 

@@ -5,7 +5,7 @@ A view that takes one must resolve it through a caller-scoped selector (markets.
 the caller may not see answers exactly like absence. A *non-resource* parameter names no tenant data (a
 version, a key id of a simulator's published key set, a format).
 
-tests/api/test_routes.py walks the resolver and fails when a route introduces a parameter that is not
+tests/serenity/test_routes.py walks the resolver and fails when a route introduces a parameter that is not
 listed here, so a new id cannot reach production without someone deciding how it is scoped.
 """
 from dataclasses import dataclass

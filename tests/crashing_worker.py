@@ -17,8 +17,8 @@ django.setup()
 from django.conf import settings  # noqa: E402
 
 from jobs.handlers import JobContext  # noqa: E402
-from markets import handler  # noqa: E402
 from markets.clients.semrush import SemrushClient  # noqa: E402
+from markets.generation import handler  # noqa: E402
 from serenity.celery import app  # noqa: E402
 
 POINTS = ("after_claim", "after_drs_persisted", "after_write_before_checkpoint", "after_checkpoint_before_publish",

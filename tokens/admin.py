@@ -4,12 +4,14 @@ Never the ciphertext (nor anything decrypted): the page lists only the fields be
 created, rotated and deleted by the job services alone.
 """
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from tokens.models import PromiseGrant
 
 
 @admin.register(PromiseGrant)
-class PromiseGrantAdmin(admin.ModelAdmin):
+class PromiseGrantAdmin(admin.ModelAdmin[PromiseGrant]):
     list_display = ("job_id", "pair", "expires_at", "rotations", "updated_at")
     list_filter = ("pair",)
     search_fields = ("job_id",)
@@ -17,15 +19,15 @@ class PromiseGrantAdmin(admin.ModelAdmin):
     fields = ("job_id", "pair", "expires_at", "rotations", "created_at", "updated_at")
     readonly_fields = fields
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[PromiseGrant]:
         # The encrypted token is not even loaded: nothing on these pages can render it by mistake.
         return super().get_queryset(request).defer("ciphertext")
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: PromiseGrant | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: PromiseGrant | None = None) -> bool:
         return False

@@ -33,4 +33,4 @@ def rotate(ciphertext: str) -> str:
     return _current().rotate(ciphertext.encode()).decode()
 
 
-__all__ = ["seal", "unseal", "rotate", "InvalidToken"]
+__all__ = ["InvalidToken", "rotate", "seal", "unseal"]

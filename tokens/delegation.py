@@ -39,7 +39,7 @@ class PromiseTokenRequired(DomainError):
 
     status, code, title = 401, "PROMISE_TOKEN_REQUIRED", "x-promise-token is required"
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(f"Serenity proxy requires IMS authentication; send the {PROMISE_TOKEN_HEADER} header "
                          "instead", headers=WWW_AUTHENTICATE)
 
@@ -47,7 +47,7 @@ class PromiseTokenRequired(DomainError):
 class PromiseTokenRejected(DomainError):
     status, code, title = 401, "promise_token_rejected", "Invalid or expired promise token"
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(headers=WWW_AUTHENTICATE)
 
 

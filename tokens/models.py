@@ -15,5 +15,5 @@ class PromiseGrant(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"grant for job {self.job_id} ({self.pair})"

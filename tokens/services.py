@@ -8,6 +8,7 @@ with its job, in the same unit) and make every network call here outside them.
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
+from uuid import UUID
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -56,7 +57,7 @@ def promise_mint(*, bearer: str, pair: ClientPair) -> PromiseToken:
 
 # --- The grant --------------------------------------------------------------------------------------------
 
-def grant_store(*, job_id, pair: ClientPair, token: PromiseToken) -> PromiseGrant:
+def grant_store(*, job_id: UUID | str, pair: ClientPair, token: PromiseToken) -> PromiseGrant:
     """Create or replace the job's grant. Runs inside the caller's transaction.
 
     Raises InvalidPromiseToken for an untyped token and TokenAlreadyGranted when another job's grant holds
@@ -83,7 +84,7 @@ def grant_store(*, job_id, pair: ClientPair, token: PromiseToken) -> PromiseGran
     return grant
 
 
-def grant_load(job_id) -> LoadedGrant | None:
+def grant_load(job_id: UUID | str) -> LoadedGrant | None:
     """The job's pair, token and token fingerprint; None when it has no grant, or one no configured key
     can open (logged: such a grant can never be used, the job needs re-authorisation)."""
     grant = PromiseGrant.objects.filter(job_id=job_id).first()
@@ -97,11 +98,11 @@ def grant_load(job_id) -> LoadedGrant | None:
     return LoadedGrant(pair=get_pair(grant.pair), token=token, fingerprint=grant.fingerprint)
 
 
-def grant_exists(job_id) -> bool:
+def grant_exists(job_id: UUID | str) -> bool:
     return PromiseGrant.objects.filter(job_id=job_id).exists()
 
 
-def grant_rotate(*, job_id, expect_fingerprint: str, token: PromiseToken) -> bool:
+def grant_rotate(*, job_id: UUID | str, expect_fingerprint: str, token: PromiseToken) -> bool:
     """Replace the stored token after an exchange rotated it, only if the grant still holds the token
     that was exchanged (compare-and-swap on its fingerprint). True when stored. Callers also fence this
     on their lease, in the same transaction."""
@@ -119,7 +120,7 @@ def grant_rotate(*, job_id, expect_fingerprint: str, token: PromiseToken) -> boo
 class TakenGrant:
     """A grant already deleted, whose token is still to be invalidated at IMS (after the commit)."""
 
-    job_id: object
+    job_id: UUID | str
     loaded: LoadedGrant | None
 
     def invalidate(self) -> None:
@@ -127,7 +128,7 @@ class TakenGrant:
             promise_invalidate_quietly(pair=self.loaded.pair, token=self.loaded.token, job_id=self.job_id)
 
 
-def grant_take(job_id) -> TakenGrant:
+def grant_take(job_id: UUID | str) -> TakenGrant:
     """Delete the job's grant inside the caller's transaction and keep its token for `invalidate()`,
     which the caller runs after commit (a network call must not hold the transaction open). The one way
     a grant ends."""
@@ -144,7 +145,7 @@ def promise_exchange(*, pair: ClientPair, token: PromiseToken) -> ims.Exchanged:
     return ims.exchange(promise=token, pair=pair)
 
 
-def promise_invalidate_quietly(*, pair: ClientPair, token: PromiseToken, job_id=None) -> bool:
+def promise_invalidate_quietly(*, pair: ClientPair, token: PromiseToken, job_id: UUID | str | None = None) -> bool:
     """Best-effort invalidation at IMS: True when IMS confirmed, False (logged) otherwise."""
     try:
         ims.invalidate(promise=token, pair=pair)

@@ -1,5 +1,6 @@
 """The typed promise token. A bare string is never a promise token: it must say its type and lifetime."""
 from dataclasses import dataclass, field
+from typing import Any
 
 # The `token_type` IMS gives promise tokens; anything else offered as one is refused.
 PROMISE_TOKEN_TYPE = "promise_token"
@@ -20,7 +21,7 @@ class PromiseToken:
     token_type: str
     expires_in: int
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.promise_token, str) or not self.promise_token.strip():
             raise InvalidPromiseToken("promise_token must be a non-empty string")
         if self.token_type != PROMISE_TOKEN_TYPE:
@@ -31,18 +32,20 @@ class PromiseToken:
             raise InvalidPromiseToken(f"expires_in must be between 1 and {MAX_EXPIRES_IN} seconds")
 
     @classmethod
-    def parse(cls, value) -> "PromiseToken":
+    def parse(cls, value: object) -> "PromiseToken":
         """Build from a mapping `{promise_token, token_type, expires_in}`; anything else is refused."""
         if isinstance(value, PromiseToken):
             return value
         if not isinstance(value, dict):
             raise InvalidPromiseToken("a promise token must be a typed object, not a bare value")
-        expires_in = value.get("expires_in")
+        # The values go in as the mapping holds them: __post_init__ checks each one's type and refuses the rest.
+        fields: dict[str, Any] = {name: value.get(name) for name in ("promise_token", "token_type", "expires_in")}
+        expires_in = fields["expires_in"]
         if isinstance(expires_in, str) and expires_in.isdigit() and len(expires_in) <= 12:
-            expires_in = int(expires_in)
-        return cls(promise_token=value.get("promise_token"), token_type=value.get("token_type"), expires_in=expires_in)
+            fields["expires_in"] = int(expires_in)
+        return cls(**fields)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"promise_token": self.promise_token, "token_type": self.token_type, "expires_in": self.expires_in}
 
     def __str__(self) -> str:  # never the value

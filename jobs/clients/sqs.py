@@ -5,6 +5,7 @@ Celery does not do.
 """
 import json
 from functools import lru_cache
+from typing import Any
 
 import boto3
 from botocore.config import Config
@@ -17,7 +18,7 @@ AWSError = (BotoCoreError, ClientError)
 
 
 @lru_cache(maxsize=4)
-def _client(endpoint: str, region: str, key: str, secret: str, connect: float, read: float, attempts: int):
+def _client(endpoint: str, region: str, key: str, secret: str, connect: float, read: float, attempts: int) -> Any:
     # Bounded like the Celery transport's client (settings.SQS_*); reads here never long-poll (wait 0).
     kwargs = {"region_name": region, "config": Config(retries={"mode": "standard", "total_max_attempts": attempts},
                                                       connect_timeout=connect, read_timeout=read)}
@@ -28,7 +29,8 @@ def _client(endpoint: str, region: str, key: str, secret: str, connect: float, r
     return guard_boto3_client(boto3.client("sqs", **kwargs), "sqs")
 
 
-def client():
+def client() -> Any:
+    """The SQS client. Typed Any: boto3 builds its clients at run time and ships no types for them."""
     return _client(settings.AWS_ENDPOINT_URL, settings.AWS_REGION, settings.AWS_ACCESS_KEY_ID,
                    settings.AWS_SECRET_ACCESS_KEY, settings.SQS_CONNECT_TIMEOUT_SECONDS,
                    settings.SQS_READ_TIMEOUT_SECONDS, settings.SQS_MAX_ATTEMPTS)
@@ -47,11 +49,12 @@ def queues_reachable() -> bool:
     return all(queue_reachable(url) for url in (settings.MARKET_JOBS_QUEUE_URL, settings.MAINTENANCE_QUEUE_URL))
 
 
-def queue_attributes(url: str) -> dict:
-    return client().get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+def queue_attributes(url: str) -> dict[str, str]:
+    attributes: dict[str, str] = client().get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    return attributes
 
 
-def desired_attributes(dlq_arn: str) -> dict:
+def desired_attributes(dlq_arn: str) -> dict[str, str]:
     return {
         "VisibilityTimeout": str(settings.QUEUE_VISIBILITY_TIMEOUT_SECONDS),
         "MessageRetentionPeriod": str(4 * 24 * 3600),
@@ -102,11 +105,12 @@ def verify_queues() -> list[str]:
     return problems
 
 
-def receive(url: str, *, max_messages: int = 10, wait: int = 0, visibility: int = 60) -> list[dict]:
-    return client().receive_message(
+def receive(url: str, *, max_messages: int = 10, wait: int = 0, visibility: int = 60) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = client().receive_message(
         QueueUrl=url, MaxNumberOfMessages=max_messages, WaitTimeSeconds=wait, VisibilityTimeout=visibility,
         AttributeNames=["All"],
     ).get("Messages", [])
+    return messages
 
 
 def delete(url: str, receipt_handle: str) -> None:
@@ -128,10 +132,11 @@ def change_visibility_batch(url: str, receipt_handles: list[str], seconds: int) 
 
 
 def send_raw(url: str, body: str, *, delay: int = 0) -> str:
-    return client().send_message(QueueUrl=url, MessageBody=body, DelaySeconds=delay)["MessageId"]
+    message_id: str = client().send_message(QueueUrl=url, MessageBody=body, DelaySeconds=delay)["MessageId"]
+    return message_id
 
 
-def approximate_counts(url: str) -> dict:
+def approximate_counts(url: str) -> dict[str, int]:
     attrs = client().get_queue_attributes(
         QueueUrl=url,
         AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",

@@ -25,13 +25,15 @@ life); then the job's own record of deliveries that died without an outcome, so 
 re-sent here either, wherever its message happens to be; then the rest. While no worker is alive nothing is
 re-sent that may still have a message somewhere: it would only pile up copies for nobody.
 """
+import functools
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
+from django_stubs_ext import WithAnnotations
 
 from jobs import handlers, selectors
 from jobs.display import ago, checkpoints_line, stamp
@@ -156,8 +158,9 @@ def _consumer_findings(fleet: list[Consumers], counts: QueueCounts, *, running: 
     return findings
 
 
-def _running_jobs(running: list[AsyncJob], in_dlq: dict[str, list[DlqMessage]], *, workers: bool, actor: str,
-                  stuck_after: timedelta, now: datetime) -> list[Finding]:
+def _running_jobs(running: Sequence["WithAnnotations[AsyncJob, selectors.Activity]"],
+                  in_dlq: dict[str, list[DlqMessage]], *, workers: bool, actor: str, stuck_after: timedelta,
+                  now: datetime) -> list[Finding]:
     """One finding per IN_PROGRESS job that needs one: the first of the table that applies."""
     budget = timedelta(seconds=settings.SEMRUSH_WRITE_BUDGET_SECONDS)
     grace = timedelta(seconds=settings.JOB_ENQUEUE_GRACE_SECONDS)
@@ -252,7 +255,7 @@ def _dlq_messages(scan: DlqScan, in_dlq: dict[str, list[DlqMessage]], *, actor: 
             findings.append(Finding(
                 DLQ_MESSAGE_FOR_FINISHED_JOB, job_id, f"DLQ message {message.message_id}; {reason}",
                 "drop the DLQ message (job_redrive_dlq drops it too)",
-                lambda m=message, j=job, r=reason: operator.dlq_drop(scan, m, job=j, actor=actor, reason=r)))
+                functools.partial(operator.dlq_drop, scan, message, job=job, actor=actor, reason=reason)))
     for message in scan.messages:
         if message.job_id is None:
             findings.append(Finding(

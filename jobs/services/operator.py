@@ -3,6 +3,7 @@ conditional write (or a decision taken again at the moment of acting), so each i
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
@@ -22,23 +23,23 @@ log = logging.getLogger(__name__)
 
 # --- One job ---------------------------------------------------------------------------------------------
 
-def job_mark_failed(job_id, *, code: str, reason: str, actor: str) -> bool:
+def job_mark_failed(job_id: UUID | str, *, code: str, reason: str, actor: str) -> bool:
     """End an IN_PROGRESS job as FAILED (token invalidated, grant deleted). False if not running."""
     return job_finish(job_id, to=JobStatus.FAILED, event="marked_failed", actor=actor, detail=f"{code}: {reason}",
                       error=states.error_doc(code, reason))
 
 
-def job_release_stale_lease(job_id, *, actor: str) -> bool:
+def job_release_stale_lease(job_id: UUID | str, *, actor: str) -> bool:
     """Clear an expired lease on an IN_PROGRESS job (its worker died). Never touches a live lease."""
     return lease_release_stale(job_id, actor=actor)
 
 
-def job_requeue(job_id, *, actor: str) -> bool:
+def job_requeue(job_id: UUID | str, *, actor: str) -> bool:
     """Send a stuck job's message again. Only an IN_PROGRESS job without a live lease; an expired lease
     (its worker died) is cleared first, so the job reads as waiting again. True when sent."""
     job = AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS).first()
     lease = job.lease_state() if job else None
-    if lease in (None, "held"):
+    if job is None or lease == "held":
         return False
     if lease == "expired":
         lease_release_stale(job_id, actor=actor)
@@ -54,7 +55,7 @@ class Rerun:
     why_not: str = ""
 
 
-def job_rerun(job_id, *, actor: str) -> Rerun:
+def job_rerun(job_id: UUID | str, *, actor: str) -> Rerun:
     """Put a job that failed retryably (RETRIES_EXHAUSTED: an outage outlasted its attempts) back to work
     under the same id, with the credential it parked, resuming from its checkpoints (DRS is not called
     again for a persisted batch). For operators, once the outage is over.
@@ -86,7 +87,8 @@ def job_rerun(job_id, *, actor: str) -> Rerun:
     return Rerun(True)
 
 
-def jobs_sweep_unsent(*, grace_seconds: int | None = None, apply: bool = True, actor: str = "sweeper") -> list:
+def jobs_sweep_unsent(*, grace_seconds: int | None = None, apply: bool = True,
+                      actor: str = "sweeper") -> list[AsyncJob]:
     """Re-publish jobs whose message was never confirmed sent (a crash between commit and send, or a failed
     re-send). A duplicate is harmless (the lease). Returns the jobs found."""
     jobs = list(selectors.unsent_jobs(grace_seconds=grace_seconds))
@@ -148,7 +150,7 @@ def redrive_verdict(job: AsyncJob | None, *, named: bool = False, now: datetime 
     return RESEND, f"job is IN_PROGRESS with no live lease (attempts {job.attempts}, lost deliveries {lost})"
 
 
-def job_redrive(job_id: object, *, actor: str) -> bool:
+def job_redrive(job_id: UUID | str, *, actor: str) -> bool:
     """Publish a fresh message for a job whose message died in the DLQ, only when it is IN_PROGRESS with
     no live lease (decided again here, at the moment of sending). True when sent."""
     job = AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS).exclude(lease_state_q("held")).first()
@@ -224,7 +226,7 @@ def _carry_out(scan: DlqScan, item: RedriveItem, job: AsyncJob | None, actor: st
     if item.verdict == KEEP:
         return True
     if item.verdict == RESEND:
-        if not job_redrive(job.id, actor=actor):
+        if job is None or not job_redrive(job.id, actor=actor):
             return False  # its state changed since the scan, or the send failed: the DLQ copy stays
         scan.delete(item.message)
         return True
@@ -243,7 +245,7 @@ def dlq_drop(scan: DlqScan, message: DlqMessage, *, job: AsyncJob | None, actor:
 
 # --- Expired records ---------------------------------------------------------------------------------
 
-def job_purge(job_id, *, now=None) -> bool:
+def job_purge(job_id: UUID | str, *, now: datetime | None = None) -> bool:
     """Delete one expired, finished job record (its history goes with it) and its grant in one transaction,
     then invalidate its token at IMS (best effort, after commit: a network call must not hold the row lock).
     A job still IN_PROGRESS is never purged: a worker or a delayed retry may be on it; an operator finishes
@@ -260,7 +262,7 @@ def job_purge(job_id, *, now=None) -> bool:
     return True
 
 
-def grant_purge_orphan(job_id) -> bool:
+def grant_purge_orphan(job_id: UUID | str) -> bool:
     """End a grant whose job no longer exists (token invalidated, grant deleted). False if the job exists."""
     if AsyncJob.objects.filter(id=job_id).exists():
         return False
@@ -281,7 +283,7 @@ class PurgeItem:
 
 
 def jobs_purge_expired(*, apply: bool, expired_for: timedelta = timedelta(0), filters: JobFilter = JobFilter(),
-                       now=None) -> list[PurgeItem]:
+                       now: datetime | None = None) -> list[PurgeItem]:
     """The one purge loop (beat's daily task and `job_purge_expired`): every job record past its expiry by
     `expired_for`, then, when unfiltered, every grant whose job no longer exists. Dry run unless `apply`."""
     now = now or timezone.now()

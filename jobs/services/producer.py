@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -40,14 +41,14 @@ class Enqueued:
 
 # --- Publishing ------------------------------------------------------------------------------------------
 
-def _send(job_id, job_type: str, *, delay: int = 0) -> None:
+def _send(job_id: uuid.UUID | str, job_type: str, *, delay: int = 0) -> None:
     """Put `{jobId, type}` on the market-jobs queue. Raises whatever the transport raises.
 
     The trace goes along beside the body, never in it: W3C `traceparent` as SQS message attributes (for anything
     reading the queue or the DLQ), and as Celery headers (the worker's instrumentation continues the trace)."""
     outside_transaction("sqs.send")  # kombu's send is a network call like any other
     tracing.set_attributes(**{"job.id": job_id, "job.type": job_type})
-    options = {"queue": settings.MARKET_JOBS_QUEUE, "message_attributes": {
+    options: dict[str, Any] = {"queue": settings.MARKET_JOBS_QUEUE, "message_attributes": {
         name: {"DataType": "String", "StringValue": value} for name, value in tracing.inject().items()}}
     if delay:
         options["DelaySeconds"] = min(int(delay), 900)  # SQS's per-message delay limit
@@ -55,7 +56,7 @@ def _send(job_id, job_type: str, *, delay: int = 0) -> None:
         celery_app.send_task(RUN_TASK, kwargs=message_kwargs(job_id, job_type), **options)
 
 
-def job_publish(job_id, job_type: str, *, delay: int = 0, first: bool = False) -> bool:
+def job_publish(job_id: uuid.UUID | str, job_type: str, *, delay: int = 0, first: bool = False) -> bool:
     """Send the job's message and record that it went out. Returns True when sent.
 
     When the send fails: a job's `first` message (the producer's) ends the job FAILED ENQUEUE_FAILED and
@@ -84,13 +85,13 @@ def job_publish(job_id, job_type: str, *, delay: int = 0, first: bool = False) -
 
 def job_enqueue(
     *,
-    job_id,
+    job_id: uuid.UUID,
     job_type: str,
-    organization_id,
-    brand_id,
-    site_id,
+    organization_id: uuid.UUID,
+    brand_id: uuid.UUID | None,
+    site_id: uuid.UUID | None,
     user_id: str,
-    params: dict,
+    params: dict[str, Any],
     pair: ClientPair,
     obtain_token: Callable[[], PromiseToken],
 ) -> Enqueued:
@@ -158,9 +159,11 @@ def job_enqueue(
     return Enqueued(job_id=str(job_id), reused=False, sent=job_publish(job_id, job_type, first=True))
 
 
-def _write_fresh_job(existing, *, job_id, job_type, organization_id, brand_id, site_id, user_id, params):
+def _write_fresh_job(existing: AsyncJob | None, *, job_id: uuid.UUID, job_type: str, organization_id: uuid.UUID,
+                     brand_id: uuid.UUID | None, site_id: uuid.UUID | None, user_id: str,
+                     params: dict[str, Any]) -> None:
     now = timezone.now()
-    fresh = {
+    fresh: dict[str, Any] = {
         "job_type": job_type, "organization_id": organization_id, "brand_id": brand_id, "site_id": site_id,
         "user_id": user_id, "params": params, "phase": "queued", "checkpoints": {}, "result": None,
         "error": None, "error_code": None, "lease_token": None, "lease_expires_at": None, "attempts": 0,
@@ -178,7 +181,8 @@ def _write_fresh_job(existing, *, job_id, job_type, organization_id, brand_id, s
 
 # --- Re-authorisation --------------------------------------------------------------------------------------
 
-def job_reauthorize(*, job_id, user_id: str, pair: ClientPair, obtain_token: Callable[[], PromiseToken]) -> AsyncJob:
+def job_reauthorize(*, job_id: uuid.UUID | str, user_id: str, pair: ClientPair,
+                    obtain_token: Callable[[], PromiseToken]) -> AsyncJob:
     """Give a job awaiting re-authorisation a new credential and queue the same job id again.
 
     1. Only the requester (403), only a job FAILED with NEEDS_REAUTH (409).
@@ -227,7 +231,7 @@ def job_reauthorize(*, job_id, user_id: str, pair: ClientPair, obtain_token: Cal
     return job
 
 
-def claim_take(job_id, condition: Q) -> uuid.UUID | None:
+def claim_take(job_id: uuid.UUID | str, condition: Q) -> uuid.UUID | None:
     """Claim a finished job for the one request that will put it back to work: one conditional UPDATE,
     where the job matches `condition` and holds no live claim. The claim token, or None when another
     request holds a live claim or the job no longer matches. A claim expires (JOB_REAUTH_CLAIM_SECONDS),
@@ -242,5 +246,5 @@ def claim_take(job_id, condition: Q) -> uuid.UUID | None:
     return claim if taken == 1 else None
 
 
-def claim_release(job_id, claim) -> None:
+def claim_release(job_id: uuid.UUID | str, claim: uuid.UUID) -> None:
     AsyncJob.objects.filter(id=job_id, claim=claim).update(claim=None, claim_expires_at=None)

@@ -33,7 +33,7 @@ def active_deliveries() -> list[JobContext]:
         return list(_active)
 
 
-def job_run(job_id, message_type: str | None, *, worker: str = "") -> Outcome:
+def job_run(job_id: object, message_type: str | None, *, worker: str = "") -> Outcome:
     """Run one delivery of a job message `{jobId, type}`.
 
     1. Malformed id, missing job, or a job not IN_PROGRESS: drop the message (a duplicate delivery).
@@ -58,7 +58,7 @@ def job_run(job_id, message_type: str | None, *, worker: str = "") -> Outcome:
         context.job_id.reset(token)
 
 
-def _job_run(job_id, message_type, *, worker) -> Outcome:
+def _job_run(job_id: object, message_type: str | None, *, worker: str) -> Outcome:
     try:
         job_id = uuid.UUID(str(job_id))
     except ValueError:
@@ -152,7 +152,7 @@ def _exhausted(reason: str) -> JobFailed:
     return JobFailed(codes.RETRIES_EXHAUSTED, reason, retryable=True)
 
 
-def _fail(job_id, lease, exc: JobFailed, actor: str) -> Outcome:
+def _fail(job_id: uuid.UUID, lease: uuid.UUID | None, exc: JobFailed, actor: str) -> Outcome:
     """FAILED with the error's code (fenced on `lease` when there is one)."""
     moved = retry_once_on_disconnect(
         job_finish, job_id, lease_token=lease, to=JobStatus.FAILED, event="failed", actor=actor,

@@ -24,7 +24,7 @@ from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError,
 from botocore.exceptions import ReadTimeoutError as BotoReadTimeoutError
 from django.conf import settings
 
-from markets.codes import (  # noqa: F401  (re-exported: callers name outcomes as drs.X)
+from markets.codes import (
     DRS_GENERATION_TERMINAL,
     DRS_INVALID_TARGET,
     DRS_TRANSIENT,
@@ -193,7 +193,8 @@ def lambda_client(region: str | None = None, timeout: float | None = None):
 
 def _invoke_lambda(arn: str, payload: bytes, timeout: float) -> bytes:
     """Invoke the function once; return its payload bytes. Raises retryable DrsError for invoke failures."""
-    client = lambda_client(_FUNCTION_ARN.match(arn).group("region"), timeout)
+    arn_parts = _FUNCTION_ARN.match(arn)  # checked by _target: it matches
+    client = lambda_client(arn_parts.group("region") if arn_parts else None, timeout)
     try:
         with tracing.untraced():  # the payload is DRS's input: no trace context written into it
             response = client.invoke(FunctionName=arn, InvocationType="RequestResponse", Payload=payload)
@@ -255,7 +256,7 @@ def _unwrap(doc):
     if not (isinstance(doc, dict) and "statusCode" in doc and "ship_summary" not in doc):
         return doc
     try:
-        status = int(doc.get("statusCode"))
+        status = int(doc["statusCode"])
     except (TypeError, ValueError):
         raise _terminal("proxy statusCode is not a number") from None
     if status >= 300:
@@ -290,7 +291,9 @@ def parse_response(raw: bytes | str) -> DrsShip:
     if not isinstance(doc, dict):
         raise _terminal("payload is not a JSON object")
     summary = doc.get("ship_summary")
-    verdict = summary.get("verdict") if isinstance(summary, dict) else None
+    if not isinstance(summary, dict):
+        summary = {}
+    verdict = summary.get("verdict")
     if verdict == "ship":
         return _ship(doc, summary)
     if verdict == "held":
@@ -309,20 +312,20 @@ def _record(transport: str, duration_ms: float | None, *, error: DrsError | None
     """One EMF line per call (duration whenever DRS was invoked, failure only for a genuine failure) and
     one log line carrying the reason, which never becomes a metric dimension."""
     failed = error is not None and error.code not in _NOT_A_FAILURE
-    emitted = {}
+    emitted: dict[str, tuple[float, str]] = {}
     if duration_ms is not None:
         emitted["DRSInvokeDurationMs"] = (round(duration_ms, 1), metrics.MILLISECONDS)
     if failed:
         emitted["DRSInvokeFailure"] = (1, metrics.COUNT)
     if emitted:
-        metrics.emit(**emitted)
+        metrics.emit(breakdown=None, **emitted)
     fields = {"drs_transport": transport, "duration_ms": None if duration_ms is None else round(duration_ms, 1)}
     if ship is not None:
         log.info("DRS answered ship", extra={**fields, "drs_outcome": "ship", "prompt_count": len(ship.prompts)})
-    elif failed:
+    elif error is not None and failed:
         log.warning("DRS call failed", extra={**fields, "drs_outcome": error.code, "retryable": error.retryable,
                                               "reason": error.reason})
-    else:
+    elif error is not None:
         log.info("DRS declined to ship", extra={**fields, "drs_outcome": error.code, "retryable": error.retryable,
                                                "reason": error.reason})
 
@@ -364,4 +367,5 @@ def generate(params: dict, *, timeout: float | None = None) -> DrsShip:
     _record(transport, duration_ms, error=error, ship=ship)
     if error is not None:
         raise error
+    assert ship is not None  # parse_response returned it
     return ship

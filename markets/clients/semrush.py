@@ -52,8 +52,9 @@ class _Session:
         return self._pool.request(method, url, headers={**self._headers, **(headers or {})}, **kwargs)
 
 
-def _segment(value, name: str) -> str:
-    """One path segment: a non-empty id, percent-encoded. A missing id is a caller bug -> PermanentError."""
+def _segment(value: object, name: str) -> str:
+    """One path segment: a non-empty id, percent-encoded. A missing id is a caller bug -> PermanentError
+    (which is why the methods taking an id accept None: a brand not yet linked to Semrush has none)."""
     if not isinstance(value, str) or not value.strip():
         raise http.PermanentError(f"semrush: {name} is required")
     return quote(value, safe="")
@@ -127,7 +128,7 @@ class SemrushClient:
         _languages[base] = (time.monotonic(), items)
         return items
 
-    def brand_topics(self, *, workspace_id: str, domain: str, country: str) -> list[dict]:
+    def brand_topics(self, *, workspace_id: str | None, domain: str, country: str) -> list[dict]:
         """Raw catalogue items as Semrush returns them: [{"topic": str|None, "volume": any,
         "examplePrompts": [str|None, ...]}]. Nothing is filtered or ranked here; entries that are not
         objects are dropped. Read-only, safe to retry."""
@@ -174,7 +175,7 @@ class SemrushClient:
                 return project
         return None
 
-    def create_project(self, *, workspace_id: str, name: str, geo_target_id: int, language_code: str) -> dict:
+    def create_project(self, *, workspace_id: str | None, name: str, geo_target_id: int, language_code: str) -> dict:
         """Create the AI project for (geo target, language). If it already exists (a concurrent or
         earlier create: Semrush answers 409), the existing project is returned. Safe to retry."""
         path = f"/v1/workspaces/{_segment(workspace_id, 'workspace_id')}/ai-projects"
@@ -194,7 +195,7 @@ class SemrushClient:
 
     # -- tags -------------------------------------------------------------------------------------
 
-    def ensure_tags(self, *, workspace_id: str, wanted: dict[str, list[str]]) -> dict[tuple[str, str], str]:
+    def ensure_tags(self, *, workspace_id: str | None, wanted: dict[str, list[str]]) -> dict[tuple[str, str], str]:
         """Make sure every `root: value` tag exists in the workspace; returns {(root, value): tag_id}.
 
         Names match exactly (case-sensitive). Missing roots and values are created; a duplicate create
@@ -226,15 +227,16 @@ class SemrushClient:
 
     @staticmethod
     def _tags_from(body: dict, what: str) -> dict[str, tuple[str, dict[str, str]]]:
-        taxonomy = {}
+        taxonomy: dict[str, tuple[str, dict[str, str]]] = {}
         for root in _items(body, what):
             if not (isinstance(root, dict) and isinstance(root.get("id"), str) and isinstance(root.get("name"), str)):
                 raise http.PermanentError(f"{what}: tag without id or name")
-            values = {}
+            values: dict[str, str] = {}
             for value in root.get("values") or []:
-                if not isinstance(value, dict) or not isinstance(value.get("id"), str):
-                    raise http.PermanentError(f"{what}: tag value without id")
-                values[value.get("value")] = value["id"]
+                if not (isinstance(value, dict) and isinstance(value.get("id"), str)
+                        and isinstance(value.get("value"), str)):
+                    raise http.PermanentError(f"{what}: tag value without id or value")
+                values[value["value"]] = value["id"]
             taxonomy[root["name"]] = (root["id"], values)
         return taxonomy
 
@@ -294,7 +296,7 @@ class SemrushClient:
         raise http.PermanentError("semrush.list_prompts: too many pages")
 
     def write_prompts(
-        self, *, project_id: str, prompts: list[dict], user_id: str, at: datetime | None = None
+        self, *, project_id: str | None, prompts: list[dict], user_id: str, at: datetime | None = None
     ) -> list[str]:
         """Create `prompts` ([{"text", "tagIds"}]) in the project, in batches of PROMPT_BATCH_SIZE, each
         stamped createdBy/updatedBy = `user_id` and createdAt/updatedAt = `at` (default: now, UTC).
@@ -319,13 +321,13 @@ class SemrushClient:
             ]
             body = self._call(
                 client, "POST", path, what="semrush.write_prompts", json={"prompts": batch},
-                headers={"Idempotency-Key": _batch_key(project_id, user_id, batch)},
+                headers={"Idempotency-Key": _batch_key(str(project_id), user_id, batch)},
             )
             items = _items(body, "semrush.write_prompts")
             ids = [item.get("id") if isinstance(item, dict) else None for item in items]
             if len(ids) != len(batch) or not all(isinstance(i, str) and i for i in ids):
                 raise http.PermanentError("semrush.write_prompts: response does not list one id per prompt")
-            created += ids
+            created += [i for i in ids if isinstance(i, str)]  # all of them, as checked above
         return created
 
     # -- publish ----------------------------------------------------------------------------------

@@ -3,16 +3,19 @@
 Thin views: scope the caller, read the body (markets/onboarding/inputs.py), call one service, render. The
 bodies and answers are the original service's (its UI calls these), with this service's fields beside them.
 """
+from typing import Any
+
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from markets.generation_apis import PATH_IDS, parse_ids
-from markets.headers import require_semrush_credential, semrush_generation
+from markets.generation.producer import semrush_generation
+from markets.headers import require_semrush_credential
 from markets.models import Brand
 from markets.onboarding import schemas, services
 from markets.onboarding.inputs import activate_request, brand_request, market_request
+from markets.paths import PATH_IDS, parse_ids
 from markets.selectors import org_get_for_caller, serenity_brand_get_for_caller
 from serenity import limits
 from serenity.openapi import X_ERROR_HEADER, problem_response
@@ -154,6 +157,7 @@ class ActivationOutput(serializers.Serializer):
 
 def market_body(outcome: services.MarketOutcome) -> dict:
     if outcome.market is None:
+        assert outcome.problem is not None  # a market not made always says why
         return outcome.problem
     market = outcome.market
     body = {
@@ -181,7 +185,7 @@ def brand_body(brand: Brand) -> dict:
     return {
         "id": str(brand.id), "name": brand.name,
         "baseSiteId": str(brand.base_site_id) if brand.base_site_id else None,
-        "baseUrl": brand.base_site.base_url if brand.base_site_id else (brand.primary_url or None),
+        "baseUrl": brand.base_site.base_url if brand.base_site else (brand.primary_url or None),
         "semrushSubWorkspaceId": brand.semrush_workspace_id, "pendingSemrushProvisioning": None,
         "status": brand.status, "urls": [{"value": url} for url in brand.urls or []],
         "brandAliases": list(brand.aliases or []),
@@ -228,7 +232,7 @@ class BrandCreateApi(APIView):
             else:
                 created = services.brand_create(caller=request.user, org=org, request=brand_input, generation=None)
         except services.FirstMarketFailed as failed:
-            return problem_answer(failed.outcome.problem)
+            return problem_answer(market_body(failed.outcome))
         body = brand_body(created.brand)
         if created.market is not None:
             body["market"] = market_body(created.market)
@@ -250,7 +254,7 @@ class MarketCreateApi(APIView):
             outcome = services.market_create(caller=request.user, brand=brand, request=market_input,
                                              generation=generation)
         if outcome.market is None:
-            return problem_answer(outcome.problem)
+            return problem_answer(market_body(outcome))
         return Response(market_body(outcome), status=201)
 
 
@@ -269,7 +273,7 @@ class BrandActivateApi(APIView):
             activation = services.brand_activate(caller=request.user, brand=brand, request=activate_input,
                                                  generation=generation)
         brand.refresh_from_db()
-        body = {"brandId": str(brand.id), "status": brand.status}
+        body: dict[str, Any] = {"brandId": str(brand.id), "status": brand.status}
         if activation.all_live:
             body["baseSiteId"] = str(brand.base_site_id) if brand.base_site_id else None
         body["markets"] = [{"market": o.market_as_sent, "languageCode": o.language_as_sent, "status": o.status,

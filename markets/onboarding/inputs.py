@@ -6,6 +6,7 @@ sentence for every rule broken, in the original's order; the `errors` list names
 """
 import re
 from dataclasses import dataclass, field
+from typing import TypeGuard
 from urllib.parse import urlsplit
 
 from markets import geo
@@ -31,7 +32,7 @@ TEXT = rf"^[^\x00]*[^{WHITE_SPACE}\x00][^\x00]*$"
 _TEXT = re.compile(TEXT)
 
 
-def is_text(value) -> bool:
+def is_text(value: object) -> TypeGuard[str]:
     """The original's `hasText` (a string with something besides white space), and storable."""
     return isinstance(value, str) and _TEXT.fullmatch(value) is not None
 
@@ -121,7 +122,7 @@ def market_request(body: dict) -> MarketRequest:
         errors.append(_error("brandDomain", "brandDomain must be a domain name or URL, e.g. example.com"))
     if site_given and not UUID.fullmatch(body["siteId"].strip()):
         errors.append(_error("siteId", "siteId did not resolve to a site domain"))
-    if errors:
+    if errors or language_code is None:  # a missing language code is among the errors
         raise InvalidRequest(errors)
     country = geo.country_code(market)
     if country is None:
@@ -227,7 +228,7 @@ def _brand_urls(body: dict, errors: list) -> list[str]:
             if host_of(value) is None:
                 errors.append(_error(f"urls/{index}", "urls must hold domain names or http(s) URLs"))
             else:
-                urls.append(value.strip())
+                urls.append(str(value).strip())  # a string: it names a host
     for legacy in ("primaryUrl", "domain"):
         if legacy in body:
             if host_of(body[legacy]) is None:
@@ -271,7 +272,8 @@ def brand_request(body) -> BrandRequest:
         # must be one that can be. The languages are those of the catalogue as it stood (markets/data).
         if geo.country_code(market["market"]) is None:
             raise UnknownMarket(f"Unknown market '{market['market']}'")
-        if geo.language_in(list(geo.known_languages()), geo.language_tag(market["languageCode"])) is None:
+        tag = geo.language_tag(market["languageCode"])
+        if tag is None or geo.language_in(list(geo.known_languages()), tag) is None:
             raise UnknownLanguage(f"Language '{market['languageCode'].lower()}' not found")
     model_ids = body.get("semrushModelIds")
     primary = url_of(urls[0]) if urls else None

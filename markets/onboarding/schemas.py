@@ -2,6 +2,8 @@
 accepts, so schemathesis can hold the two to each other. Written as JSON Schema (drf-spectacular takes
 them as they are) because the original's rules (one of two fields, any case, a catalogue) are not a
 serializer's; registered as components by `register_components`, a postprocessing hook."""
+from typing import Any
+
 from markets import geo
 from markets.onboarding.inputs import BRAND_STATUSES, DOMAIN_OR_URL, MAX_ACTIVATE_MARKETS, PROFILE_FIELDS, TEXT
 
@@ -62,7 +64,7 @@ ACTIVATE = {
     },
 }
 
-CREATE_BRAND = {
+CREATE_BRAND: dict[str, Any] = {
     "type": "object",
     "description": "A brand (the original's `V2BrandInput` with `semrushMarket`, `semrushModelIds` and "
                    "`generatePrompts`); unknown fields are ignored. Created, or updated when the organization has "

@@ -5,20 +5,20 @@ Network calls (Semrush, the producer) happen after the rows they belong to are c
 transaction; a market whose Semrush project cannot be made is removed again, so a retry of the same slice
 is not answered 409, and a brand whose Semrush set-up failed on its creation is not left behind.
 """
-import contextvars
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from jobs.models import AsyncJob
 from markets import geo
 from markets.clients.semrush import SemrushClient
+from markets.deadlines import in_parallel, request_deadline
 from markets.exceptions import (
     BrandDemotionRefused,
     BrandExists,
@@ -30,7 +30,8 @@ from markets.exceptions import (
     SiteNotFound,
     UnknownLanguage,
 )
-from markets.jobid import generation_job_id
+from markets.generation.jobid import generation_job_id
+from markets.generation.producer import Generation, market_generation_enqueue
 from markets.models import Brand, Market, Organization, Site
 from markets.onboarding.inputs import (
     UUID,
@@ -42,8 +43,7 @@ from markets.onboarding.inputs import (
     market_request,
     semrush_work_errors,
 )
-from markets.producer import Generation, market_generation_enqueue
-from markets.sync_prompts import SyncBudget, sync_prompts_write
+from markets.onboarding.sync_prompts import SyncBudget, sync_prompts_write
 from serenity.auth import Caller
 from serenity.clients.http import ClientError
 from serenity.problems import DomainError, problem
@@ -52,11 +52,6 @@ log = logging.getLogger(__name__)
 
 # The least time worth starting a market with: a project lookup or creation, a publish and the producer.
 MARKET_MIN_SECONDS = 3.0
-
-
-def request_deadline() -> float:
-    """The `time.monotonic()` by which an entry point must have answered (REQUEST_DEADLINE_SECONDS)."""
-    return time.monotonic() + settings.REQUEST_DEADLINE_SECONDS
 
 
 @dataclass
@@ -127,7 +122,7 @@ def brand_create(*, caller: Caller, org: Organization, request: BrandRequest,
         if created:
             with transaction.atomic():
                 Brand.objects.filter(id=brand.id).delete()
-                if not request.base_site_id:  # the base site was made with the brand
+                if not request.base_site_id and brand.base_site_id:  # the base site was made with the brand
                     Site.objects.filter(id=brand.base_site_id).delete()
         raise
     return BrandCreated(brand=brand, market=outcome)
@@ -137,14 +132,15 @@ class FirstMarketFailed(Exception):
     """The first market of a new brand could not be made; `outcome.problem` says why (the answer)."""
 
     def __init__(self, outcome: MarketOutcome):
-        super().__init__(outcome.problem["code"])
+        super().__init__((outcome.problem or {}).get("code", ""))
         self.outcome = outcome
 
 
 def _brand_upsert(*, org: Organization, request: BrandRequest, user_id: str) -> tuple[Brand, bool]:
     """The brand row (created or updated by name) and its base site, in one transaction. Returns
     (brand, created)."""
-    fields = {"urls": request.urls, "profile": request.profile, "updated_by": user_id, "status": request.status}
+    fields: dict[str, Any] = {"urls": request.urls, "profile": request.profile, "updated_by": user_id,
+                              "status": request.status}
     if request.primary_url:
         fields.update(primary_url=request.primary_url, domain=request.domain)
     if request.aliases:
@@ -160,7 +156,7 @@ def _brand_upsert(*, org: Organization, request: BrandRequest, user_id: str) -> 
         with transaction.atomic():
             brand = Brand.objects.select_for_update().filter(organization=org, name=request.name).first()
             created = brand is None
-            if created:
+            if brand is None:
                 brand = Brand.objects.create(organization=org, name=request.name, display_name=request.name,
                                              **fields)
             else:
@@ -252,27 +248,6 @@ def markets_provision(*, caller: Caller, brand: Brand, requests: list[MarketRequ
                        limit=settings.MARKET_PROVISION_CONCURRENCY)
 
 
-def in_parallel(fn, items: list, *, limit: int) -> list:
-    """`[fn(item) for item in items]`, in order, up to `limit` at a time on threads of their own.
-
-    Each call runs in a copy of the caller's context (its request id stays on the log lines) and closes its
-    database connection when done. Inside a transaction the calls run one by one on this thread instead: a
-    thread of its own could not see the transaction's uncommitted rows. An exception propagates as it would
-    from the loop, once the calls already started have ended.
-    """
-    if limit <= 1 or len(items) <= 1 or connection.in_atomic_block:
-        return [fn(item) for item in items]
-
-    def run(item, context):
-        try:
-            return context.run(fn, item)
-        finally:
-            connection.close()
-
-    with ThreadPoolExecutor(max_workers=min(limit, len(items)), thread_name_prefix="provision") as pool:
-        return list(pool.map(run, items, [contextvars.copy_context() for _ in items]))
-
-
 def _market_provision(*, caller: Caller, brand: Brand, request: MarketRequest, site: Site | None,
                       generation: Generation, semrush: SemrushClient, budget: SyncBudget,
                       deadline: float) -> MarketOutcome:
@@ -352,7 +327,7 @@ def existing_market_handle(brand: Brand, country: str, language_code: str) -> di
     market = Market.objects.filter(brand=brand, country=country, language_code=language_code).first()
     if market is None:
         return {}
-    handle = {"marketId": str(market.id)}
+    handle: dict[str, Any] = {"marketId": str(market.id)}
     job_id = generation_job_id(brand.id, market.geo_target_id, market.language_code)
     status = AsyncJob.objects.filter(id=job_id).values_list("status", flat=True).first()
     if status is not None:

@@ -13,6 +13,7 @@ import random
 import threading
 import time
 from email.utils import parsedate_to_datetime
+from typing import Any, Protocol
 
 import httpx
 
@@ -121,8 +122,14 @@ def json_object(response: httpx.Response, what: str) -> dict:
     return body
 
 
+class Sender(Protocol):
+    """What `request` sends with: an httpx client, or a wrapper that adds headers or a deadline to it."""
+
+    def request(self, *args: Any, **kwargs: Any) -> httpx.Response: ...
+
+
 def request(
-    client: httpx.Client,
+    client: Sender,
     method: str,
     url: str,
     *,

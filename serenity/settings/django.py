@@ -2,10 +2,15 @@
 request limits and the admin's login limits."""
 from datetime import timedelta
 
+import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 
 from serenity import localsecrets
 from serenity.settings.environment import ENVIRONMENT, IS_LOCAL, VAR_DIR, env, required
+
+# Django's generic classes (`ModelAdmin[Brand]`, `Manager[Job]`) take type arguments at run time, as the type
+# checker reads them.
+django_stubs_ext.monkeypatch()
 
 _local = localsecrets.load_or_create(VAR_DIR / "local-secrets.json") if IS_LOCAL else {}
 

@@ -27,7 +27,7 @@ from serenity.settings.services import (
 JOB_LEASE_TTL_SECONDS = env.int("JOB_LEASE_TTL_SECONDS", default=930)
 # One delivery's whole budget: every call it makes gets its timeout from what is left of it.
 JOB_TASK_TIME_LIMIT_SECONDS = env.int("JOB_TASK_TIME_LIMIT_SECONDS", default=900)
-JOB_MAX_ATTEMPTS = env.int("JOB_MAX_ATTEMPTS", default=5)
+JOB_MAX_ATTEMPTS: int = env.int("JOB_MAX_ATTEMPTS", default=5)
 JOB_RETRY_BASE_SECONDS = env.int("JOB_RETRY_BASE_SECONDS", default=30)
 JOB_RETRY_MAX_SECONDS = env.int("JOB_RETRY_MAX_SECONDS", default=900)
 JOB_HEARTBEAT_SECONDS = env.int("JOB_HEARTBEAT_SECONDS", default=60)

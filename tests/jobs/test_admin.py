@@ -145,6 +145,15 @@ def test_job_detail_shows_parameters_checkpoints_lease_and_history_read_only(adm
     assert KNOWN_TOKEN not in html and JWT_SHAPED not in html
 
 
+def test_the_history_button_of_a_job_opens_the_admin_history_page(admin_client):
+    job = leased(expires_in=timedelta(minutes=3))
+
+    response = admin_client.get(reverse("admin:jobs_asyncjob_history", args=[job.id]))
+
+    assert response.status_code == 200
+    assert response.context["object"].pk == job.id
+
+
 def act(client, action: str, jobs, confirmed: bool = True, **fields):
     """Choose `action` for `jobs` in the list, then (when `confirmed`) press "Yes" on its confirmation page."""
     data = {"action": action, "_selected_action": [str(j.id) for j in jobs], **fields}
@@ -162,7 +171,7 @@ def test_every_action_asks_for_confirmation_first_and_changes_nothing_until_then
     response = act(admin_client, action, [zoo["abandoned"], zoo["running"]], confirmed=False)
 
     assert response.status_code == 200
-    assert [t.name for t in response.templates][0] == "admin/jobs/asyncjob/confirm_action.html"
+    assert response.templates[0].name == "admin/jobs/asyncjob/confirm_action.html"
     html = response.content.decode()
     assert "2 job(s) selected." in html and str(zoo["abandoned"].id) in html
     assert 'name="confirmed" value="yes"' in html and f'name="action" value="{action}"' in html
@@ -222,7 +231,7 @@ def test_mark_failed_with_a_bad_code_or_reason_shows_the_page_again_and_changes_
                                                                                         reason, error):
     response = act(admin_client, "mark_failed", [zoo["abandoned"]], code=code, reason=reason)
 
-    assert [t.name for t in response.templates][0] == "admin/jobs/asyncjob/confirm_action.html"
+    assert response.templates[0].name == "admin/jobs/asyncjob/confirm_action.html"
     assert error in response.content.decode()
     assert AsyncJob.objects.get(id=zoo["abandoned"].id).status == "IN_PROGRESS"
 

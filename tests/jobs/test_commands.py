@@ -62,7 +62,7 @@ def test_release_leases_apply_releases_exactly_what_the_dry_run_printed_and_a_se
     live.refresh_from_db()
     assert (stale.status, stale.lease_token, stale.lease_expires_at) == ("IN_PROGRESS", None, None)
     assert live.lease_token is not None
-    ((kind, actor, detail),) = events(stale, "lease_released")
+    ((_kind, actor, detail),) = events(stale, "lease_released")
     assert actor.startswith("cli:") and detail == "stale lease released"
     assert run("job_release_leases", "--apply") == ["No stale leases found: nothing to do."]
 
@@ -212,7 +212,7 @@ def test_redrive_dry_run_decides_per_message_and_leaves_the_dlq_and_the_jobs_as_
 
 
 def test_redrive_apply_resends_only_eligible_jobs_drops_the_rest_and_a_second_run_finds_nothing(dead_letters, queues):
-    jobs, missing = dead_letters
+    jobs, _missing = dead_letters
     printed = verdicts(run("job_redrive_dlq")[:-2])
 
     lines = run("job_redrive_dlq", "--apply")
@@ -223,7 +223,7 @@ def test_redrive_apply_resends_only_eligible_jobs_drops_the_rest_and_a_second_ru
     sent = sorted(m["kwargs"]["jobId"] for m in queues.drain())
     assert sent == sorted([str(jobs["waiting"].id), str(jobs["expired"].id)])
     for name in ("waiting", "expired"):
-        ((kind, actor, _),) = events(jobs[name], "redriven")
+        ((_kind, actor, _),) = events(jobs[name], "redriven")
         assert actor.startswith("cli:")
     for name in ("completed", "failed"):
         ((_, _, detail),) = events(jobs[name], "dlq_message_dropped")

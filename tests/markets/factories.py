@@ -1,8 +1,10 @@
-"""factory-boy factories for organizations, brands, sites and markets."""
+"""factory-boy factories for organizations, brands, sites, markets and market-generation jobs."""
 import factory
 
 from markets import geo
+from markets.constants import MARKET_GENERATION_JOB_TYPE
 from markets.models import Brand, Market, Organization, Site
+from tests.jobs.factories import AsyncJobFactory
 
 
 class OrganizationFactory(factory.django.DjangoModelFactory):
@@ -31,8 +33,7 @@ class BrandFactory(factory.django.DjangoModelFactory):
     @factory.post_generation
     def with_base_site(brand, create, extracted, **kwargs):
         if create and extracted is not False:
-            brand.base_site = Site.objects.create(organization=brand.organization, brand=brand,
-                                                  base_url=brand.primary_url)
+            brand.base_site = SiteFactory(organization=brand.organization, brand=brand, base_url=brand.primary_url)
             brand.save(update_fields=["base_site"])
 
 
@@ -52,3 +53,10 @@ class MarketFactory(factory.django.DjangoModelFactory):
     country = "FR"
     language_code = "fr"
     geo_target_id = factory.LazyAttribute(lambda m: geo.geo_target_id(m.country))
+
+
+class GenerationJobFactory(AsyncJobFactory):
+    """A market-generation job as the producer leaves it: queued, no lease."""
+
+    job_type = MARKET_GENERATION_JOB_TYPE
+    phase = "queued"

@@ -12,8 +12,8 @@ from jobs.exceptions import JobFailed, LeaseLost
 from jobs.handlers import JobContext
 from jobs.leases import lease_claim
 from jobs.models import AsyncJob
-from markets import handler as handler_module
-from markets.handler import MarketGenerationHandler
+from markets.generation import handler as handler_module
+from markets.generation.handler import MarketGenerationHandler
 from markets.models import Market
 from serenity.sandbox.drs import controls as drs_controls
 from serenity.sandbox.ims import controls as ims_controls
@@ -131,7 +131,7 @@ def test_ims_refusing_connections_for_two_deliveries_delays_the_job_but_it_compl
 ):
     settings.JOB_RETRY_BASE_SECONDS = 1
     reachable = settings.IMS_HOST
-    job, market = start_job(world)  # the entry point mints while IMS is still reachable
+    job, _market = start_job(world)  # the entry point mints while IMS is still reachable
     settings.IMS_HOST = f"http://127.0.0.1:{closed_port()}"
 
     wait_until(lambda: job.events.filter(kind="retry_scheduled").count() >= 2, timeout=30)
@@ -149,7 +149,7 @@ def test_ims_refusing_connections_for_two_deliveries_delays_the_job_but_it_compl
 def test_a_lost_exchange_answer_is_not_retried_in_place_and_ends_the_job_awaiting_reauthorisation(
     world, async_on, celery_worker, settings
 ):
-    from tests.api.conftest import Api
+    from tests.markets.generation.conftest import Api
 
     settings.JOB_RETRY_BASE_SECONDS = 1
     ims_controls.lose_next_exchange_answers(count=1, status=500)
@@ -174,7 +174,7 @@ def test_a_lost_exchange_answer_is_not_retried_in_place_and_ends_the_job_awaitin
 
 
 def test_the_public_answer_for_a_lost_rotation_is_the_usual_needs_reauth(world, async_on, settings, queues):
-    from markets.dto import job_dto
+    from markets.generation.dto import job_dto
 
     job, _market = start_job(world)
     AsyncJob.objects.filter(id=job.id).update(

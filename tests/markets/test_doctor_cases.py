@@ -241,8 +241,8 @@ def test_a_message_just_sent_with_no_worker_alive_is_no_consumer_and_apply_piles
 
     for output in (first, second):
         assert kinds(output) == no_consumer_anywhere()
-        assert "it holds ~1 waiting, 0 in flight, 0 delayed; 1 job(s) IN_PROGRESS" in [
-            line for line in output if line.startswith(MARKET_JOBS)][0]
+        assert "it holds ~1 waiting, 0 in flight, 0 delayed; 1 job(s) IN_PROGRESS" in next(
+            line for line in output if line.startswith(MARKET_JOBS))
         assert output.code == 1
     assert messages_in_queue() == 1
     assert job.events.filter(kind="requeued").count() == 0
@@ -258,7 +258,7 @@ def test_every_worker_sigkilled_mid_job_reads_0_alive_and_the_first_doctor_run_r
 
     assert (gauges["WorkersAlive"], gauges["JobMessagesWithoutConsumer"]) == (0, 1)
     assert kinds(output) == no_consumer_anywhere()
-    line = [line for line in output if line.startswith(MARKET_JOBS)][0]
+    line = next(line for line in output if line.startswith(MARKET_JOBS))
     assert "no live worker consumes it (last heartbeat" in line
     assert "it holds ~0 waiting, 1 in flight, 0 delayed; 1 job(s) IN_PROGRESS" in line
     assert output.code == 1

@@ -8,7 +8,7 @@ from jobs.exceptions import LeaseLost
 from jobs.handlers import JobContext
 from jobs.leases import lease_claim
 from jobs.models import AsyncJob
-from markets.handler import MarketGenerationHandler
+from markets.generation.handler import MarketGenerationHandler
 from serenity.sandbox.ims import ledger
 from serenity.sandbox.semrush import state as semrush
 from tests.markets.test_worker import start_job

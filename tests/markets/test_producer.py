@@ -6,11 +6,11 @@ import pytest
 from django.db import connection
 
 from jobs.models import AsyncJob
-from markets.jobid import generation_job_id
-from markets.models import Market
-from markets.producer import Generation, market_generation_enqueue
+from markets.generation.jobid import generation_job_id
+from markets.generation.producer import Generation, market_generation_enqueue
 from serenity.auth import verify_bearer
 from serenity.sandbox.ims import ledger
+from tests.markets.factories import MarketFactory
 from tokens import crypto
 from tokens.clients import ims as ims_client
 from tokens.delegation import RequestCredential
@@ -35,8 +35,8 @@ def market(world):
 
     project = SemrushClient(world.token).create_project(
         workspace_id=world.brand.semrush_workspace_id, name="DE", geo_target_id=2276, language_code="de")
-    return Market.objects.create(brand=world.brand, site=world.brand.base_site, country="DE", language_code="de",
-                                 geo_target_id=2276, semrush_project_id=project["id"])
+    return MarketFactory(brand=world.brand, site=world.brand.base_site, country="DE", language_code="de",
+                         geo_target_id=2276, semrush_project_id=project["id"])
 
 
 def enqueue(world, market, *, forwarded=None, pair="semrush"):

@@ -12,6 +12,7 @@ from markets.models import Brand, Market
 from serenity.sandbox.ims import ledger
 from serenity.sandbox.ims.sessions import issue_session_token
 from serenity.sandbox.semrush import state as semrush
+from tests.markets.factories import MarketFactory
 from tests.markets.test_worker import wait_terminal
 from tokens.clients import ims as ims_client
 from tokens.pairs import get_pair
@@ -50,7 +51,7 @@ def every_table_as_text() -> str:
     with connection.cursor() as cursor:
         rows = []
         for table in connection.introspection.table_names(cursor):
-            cursor.execute(f'SELECT * FROM "{table}"')  # noqa: S608 (table names from the database itself)
+            cursor.execute(f'SELECT * FROM "{table}"')  # table names from the database itself
             rows.extend(repr(row) for row in cursor.fetchall())
     return "\n".join(rows)
 
@@ -106,7 +107,7 @@ def test_a_session_caller_creates_a_brand_a_market_and_three_markets_all_complet
 
 @pytest.mark.parametrize("call", ["create_brand", "create_market", "activate", "regenerate"])
 def test_a_session_caller_without_a_promise_token_gets_401_naming_the_header(world, session, async_on, call):
-    existing = Market.objects.create(brand=world.brand, country="AT", language_code="de", geo_target_id=2040)
+    existing = MarketFactory(brand=world.brand, country="AT", language_code="de", geo_target_id=2040)
     path, body = {
         "create_brand": (f"/v2/orgs/{world.org.id}/brands", {"name": "Fjell", "urls": ["fjell.example"]}),
         "create_market": (world.url("markets"), {**world.brand_fields, "market": "FR", "languageCode": "fr"}),

@@ -112,7 +112,7 @@ def test_a_terminal_drs_answer_fails_the_job_with_its_code_and_never_publishes(
                                                                                "DRS_INVALID_TARGET")])
 def test_a_missing_or_malformed_drs_target_fails_terminally(world, async_on, celery_worker, settings, target, code):
     settings.DRS_PROMPT_GENERATION_FUNCTION = target
-    job, market = start_job(world)
+    job, _market = start_job(world)
     job = wait_terminal(job)
     assert (job.status, job.error_code) == ("FAILED", code)
     assert drs.call_count() == 0
@@ -145,7 +145,7 @@ def test_a_retryable_drs_failure_is_retried_and_then_completes(metric_lines, wor
                                                              switch):
     settings.JOB_RETRY_BASE_SECONDS = 1
     drs_controls.set_switch(switch, remaining=1)
-    job, market = start_job(world)
+    job, _market = start_job(world)
     job = wait_terminal(job)
     assert job.status == "COMPLETED", job.error
     assert job.attempts == 2 and drs.call_count() == 2

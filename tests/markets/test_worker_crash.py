@@ -80,7 +80,7 @@ def test_a_worker_killed_at_a_phase_boundary_is_recovered_without_duplicates(
 def test_a_message_that_keeps_killing_workers_lands_in_the_dlq(world, async_on, settings, queues):
     import json
 
-    job, market = start_job(world)
+    job, _market = start_job(world)
     client = queues.sqs.client()
     dlq_arn = client.get_queue_attributes(QueueUrl=queues.dlq_url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"]

@@ -65,7 +65,7 @@ def test_a_delivery_out_of_time_hands_the_job_back_and_a_redelivery_completes_it
 ):
     settings.JOB_TASK_TIME_LIMIT_SECONDS = 3
     drs_controls.set_latency(2500, remaining=1)  # leaves too little of the first delivery's budget to write
-    job, market = start_job(world)
+    job, _market = start_job(world)
 
     job = wait_terminal(job, timeout=30)
 

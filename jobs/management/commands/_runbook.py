@@ -21,7 +21,7 @@ from datetime import timedelta
 from typing import Any, TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError
-from django.core.management.base import BaseCommand, CommandError, OutputWrapper
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 from django.db import DatabaseError
 from django.utils import timezone
 
@@ -117,7 +117,7 @@ class RunbookCommand(BaseCommand):
     older_than_help = "only objects older than this (45s, 30m, 2h, 1d)"
     older_than_default: str | None = None
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         if self.mutates:
             parser.add_argument("--apply", action="store_true", help="act; without it this is a dry run that "
                                 "changes nothing")
@@ -148,7 +148,8 @@ class RunbookCommand(BaseCommand):
         """Run, then exit with the code the module docstring describes."""
         self.needs_attention = False
         if not options.get("stdout"):
-            self.stdout = OutputWrapper(QuietPipe(sys.stdout))
+            # OutputWrapper uses write, flush and isatty alone, which QuietPipe has; the stub asks for a whole TextIO.
+            self.stdout = OutputWrapper(QuietPipe(sys.stdout))  # type: ignore[arg-type]
         # SIGTERM unwinds like Ctrl-C, so context managers exit (a DLQ scan releases what it holds). Signal
         # handlers can only be set from the main thread; elsewhere the default stays.
         restore = interrupts.install()
@@ -179,17 +180,17 @@ class RunbookCommand(BaseCommand):
     def _name(self) -> str:
         return self.__class__.__module__.rsplit(".", 1)[-1]
 
-    def handle(self, *args, **options):
+    def handle(self, *args: str, **options: Any) -> None:
         self.apply = bool(options.get("apply"))
         self.now = timezone.now()
         self.actor = cli_actor()
         self.run(options)
 
-    def run(self, options):
+    def run(self, options: dict[str, Any]) -> None:
         raise NotImplementedError
 
     # -- parsing ------------------------------------------------------------------------------------------
-    def job_filter(self, options) -> JobFilter:
+    def job_filter(self, options: dict[str, Any]) -> JobFilter:
         code = options.get("code")
         if code is not None and not ERROR_CODE.match(code):
             raise UsageError(f"--code must be an error code like NEEDS_REAUTH, got {code!r}.")
@@ -205,12 +206,12 @@ class RunbookCommand(BaseCommand):
             self.needs_attention = True
             self.stdout.write(f"job {job_id}  not found (purged after expiry, or never created)")
 
-    def older_than(self, options) -> timedelta:
+    def older_than(self, options: dict[str, Any]) -> timedelta:
         value = options.get("older_than")
         return parse_duration(value) if value else timedelta(0)
 
     # -- output -------------------------------------------------------------------------------------------
-    def item(self, subject, action: str, detail: str = "", done: bool | None = None, why_not: str = "") -> None:
+    def item(self, subject: object, action: str, detail: str = "", done: bool | None = None, why_not: str = "") -> None:
         """One line per object: `<subject>  <action>  <detail>  [dry run | done | skipped: why]`."""
         if not self.apply or done is None:
             outcome = "dry run" if self.mutates and not self.apply else ""
@@ -228,7 +229,7 @@ class RunbookCommand(BaseCommand):
             line += f"  [{outcome}]"
         self.stdout.write(line)
 
-    def summary(self, found: int, noun: str, *, done: int | None = None, verb: str = "changed") -> None:
+    def summary(self, found: int, noun: str, *, done: int, verb: str = "changed") -> None:
         if found == 0:
             self.stdout.write(f"No {noun} found: nothing to do.")
         elif not self.apply:

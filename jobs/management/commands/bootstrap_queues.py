@@ -1,6 +1,8 @@
 """Create (on a local SQS) or verify (in a deployment) the market-jobs queue, its DLQ and the readiness flag."""
+from typing import Any
+
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from jobs import readiness
 from jobs.clients import sqs
@@ -18,21 +20,21 @@ class Command(BaseCommand):
     # Talks to SQS only: the checks (and a database) are not needed to bootstrap a queue.
     requires_system_checks = []
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         mode = parser.add_mutually_exclusive_group()
         mode.add_argument("--local", dest="local", action="store_true", default=None,
                           help="Create the queues and set the readiness parameter (local SQS only).")
         mode.add_argument("--verify", dest="local", action="store_false",
                           help="Only check the queues; change nothing.")
 
-    def handle(self, *args, local=None, **options):
+    def handle(self, *args: str, local: bool | None = None, **options: Any) -> None:
         local = settings.IS_LOCAL if local is None else local
         if local:
             self._create()
         else:
             self._verify()
 
-    def _create(self):
+    def _create(self) -> None:
         # Creating queues and declaring the consumer ready belong to the environment's provisioning in AWS;
         # from here they are only for a local endpoint (moto), never for the real service.
         if not settings.IS_LOCAL and not settings.AWS_ENDPOINT_URL:
@@ -52,7 +54,7 @@ class Command(BaseCommand):
         self.stdout.write(f"readiness parameter set: {settings.READINESS_PARAMETER} = true")
         self.stdout.write(self.style.SUCCESS("queues bootstrapped"))
 
-    def _verify(self):
+    def _verify(self) -> None:
         problems = sqs.verify_queues()
         if problems:
             listed = "\n".join(f"  - {problem}" for problem in problems)

@@ -1,4 +1,6 @@
 """`manage.py doctor`: reconcile the job table with the queue and the DLQ; fix what is safe to fix."""
+from typing import Any
+
 from jobs.management.commands._runbook import RunbookCommand
 from jobs.services import doctor
 
@@ -19,7 +21,7 @@ class Command(RunbookCommand):
     filters = ("older_than",)
     older_than_help = "call a waiting job with a sent message stuck after this long without activity"
 
-    def run(self, options):
+    def run(self, options: dict[str, Any]) -> None:
         stuck_after = self.older_than(options) if options.get("older_than") else None
         diagnosis = doctor.doctor_run(apply=self.apply, actor=self.actor, stuck_after=stuck_after)
         for note in diagnosis.notes:

@@ -1,9 +1,15 @@
 """`manage.py job_inspect`: everything an operator needs about a job, in one read-only report."""
+from typing import Any
+
+from django.core.management.base import CommandParser
+from django_stubs_ext import WithAnnotations
+
 from jobs import display, handlers, selectors
 from jobs.clients import sqs
 from jobs.display import ago, stamp
-from jobs.dlq import DlqScan, queue_counts
+from jobs.dlq import DlqMessage, DlqScan, queue_counts
 from jobs.management.commands._runbook import RunbookCommand, UsageError
+from jobs.models import AsyncJob
 
 
 class Command(RunbookCommand):
@@ -17,11 +23,11 @@ class Command(RunbookCommand):
     filters = ("job", "older_than", "status", "code")
     older_than_help = "only jobs created at least this long ago (45s, 30m, 2h, 1d)"
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         super().add_arguments(parser)
         parser.add_argument("--limit", type=int, default=20, help="show at most this many jobs (default 20)")
 
-    def run(self, options):
+    def run(self, options: dict[str, Any]) -> None:
         filters = self.job_filter(options)
         older_than = self.older_than(options)
         if not (filters.narrows or older_than):
@@ -38,7 +44,7 @@ class Command(RunbookCommand):
                 self.stdout.write(f"job {job_id}  {line}")
         self.stdout.write(f"{len(jobs)} job(s) shown.")
 
-    def queues(self):
+    def queues(self) -> tuple[dict[str, list[DlqMessage]] | None, str]:
         try:
             with DlqScan(hold_seconds=30) as scan:
                 dlq = scan.by_job()
@@ -50,14 +56,15 @@ class Command(RunbookCommand):
                 f"{q.get('Delayed', 0)} delayed (not searched: a receive there counts towards maxReceiveCount)")
         return dlq, line
 
-    def dlq_lines(self, dlq, job_id) -> list[str]:
+    def dlq_lines(self, dlq: dict[str, list[DlqMessage]] | None, job_id: str) -> list[str]:
         if dlq is None:
             return []
         return [f"in DLQ: message {m.message_id}, sent {stamp(m.sent_at)}, received {m.receive_count} times "
                 f"(operators' reads included; the job's attempts say how often workers ran it)"
                 for m in dlq.get(job_id, [])]
 
-    def show(self, job, dlq, queue_line):
+    def show(self, job: "WithAnnotations[AsyncJob, selectors.Activity]", dlq: dict[str, list[DlqMessage]] | None,
+             queue_line: str) -> None:
         now = self.now
         w = self.stdout.write
         w(f"job {job.id}  {job.job_type}  {job.status}  phase {job.phase}")

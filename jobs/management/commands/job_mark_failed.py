@@ -1,4 +1,7 @@
 """`manage.py job_mark_failed`: end IN_PROGRESS jobs as FAILED with a code and a reason."""
+from typing import Any
+
+from django.core.management.base import CommandParser
 
 from jobs import services as job_services
 from jobs.codes import ERROR_CODE, OPERATOR_FAILED
@@ -18,7 +21,7 @@ class Command(RunbookCommand):
     )
     filters = ()
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         super().add_arguments(parser)
         parser.add_argument("--job", action="append", default=[], metavar="JOB_ID", required=True,
                             help="the job to fail (repeat for several)")
@@ -26,7 +29,7 @@ class Command(RunbookCommand):
                             help=f"the error code to record (default {OPERATOR_FAILED})")
         parser.add_argument("--reason", required=True, help="a short reason, shown to operators and in the UI's error")
 
-    def run(self, options):
+    def run(self, options: dict[str, Any]) -> None:
         code, reason = options["code"], (options["reason"] or "").strip()
         if not ERROR_CODE.match(code or ""):
             raise UsageError(f"--code must be an error code like OPERATOR_FAILED, got {code!r}.")

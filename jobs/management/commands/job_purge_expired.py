@@ -1,4 +1,6 @@
 """`manage.py job_purge_expired`: delete job records past their expiry, with their grants."""
+from typing import Any
+
 from django.conf import settings
 
 from jobs import services as job_services
@@ -15,7 +17,7 @@ class Command(RunbookCommand):
     filters = ("job", "older_than", "status", "code")
     older_than_help = "only records that expired at least this long ago (45s, 30m, 2h, 1d)"
 
-    def run(self, options):
+    def run(self, options: dict[str, Any]) -> None:
         items = job_services.jobs_purge_expired(apply=self.apply, expired_for=self.older_than(options),
                                                 filters=self.job_filter(options), now=self.now)
         for item in items:

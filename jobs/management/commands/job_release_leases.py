@@ -1,4 +1,6 @@
 """`manage.py job_release_leases`: clear expired leases on IN_PROGRESS jobs."""
+from typing import Any
+
 from jobs import selectors
 from jobs import services as job_services
 from jobs.display import ago, stamp
@@ -15,7 +17,7 @@ class Command(RunbookCommand):
     filters = ("job", "older_than")
     older_than_help = "only leases that expired at least this long ago (45s, 30m, 2h, 1d)"
 
-    def run(self, options):
+    def run(self, options: dict[str, Any]) -> None:
         filters = self.job_filter(options)
         self.report_missing(filters)
         jobs = list(selectors.jobs_with_stale_lease(expired_for=self.older_than(options), filters=filters,

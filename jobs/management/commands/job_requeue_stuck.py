@@ -1,4 +1,6 @@
 """`manage.py job_requeue_stuck`: send a fresh message for IN_PROGRESS jobs nothing is working on."""
+from typing import Any
+
 from django.conf import settings
 
 from jobs import selectors
@@ -20,7 +22,7 @@ class Command(RunbookCommand):
     older_than_help = "only jobs with no activity for at least this long (45s, 30m, 2h, 1d)"
     older_than_default = duration_text(settings.JOB_STUCK_AFTER_SECONDS)
 
-    def run(self, options):
+    def run(self, options: dict[str, Any]) -> None:
         filters = self.job_filter(options)
         self.report_missing(filters)
         named = set(filters.job_ids)

@@ -1,4 +1,6 @@
 """`manage.py job_rerun`: put jobs that failed retryably back to work once an outage is over."""
+from typing import Any
+
 from jobs import selectors
 from jobs import services as job_services
 from jobs.display import ago
@@ -17,7 +19,7 @@ class Command(RunbookCommand):
     filters = ("job", "older_than", "code")
     older_than_help = "only jobs that ended at least this long ago (45s, 30m, 2h, 1d)"
 
-    def run(self, options):
+    def run(self, options: dict[str, Any]) -> None:
         filters = self.job_filter(options)
         self.report_missing(filters)
         qs = selectors.jobs_filtered(filters).filter(status=JobStatus.FAILED, error__retryable=True,

@@ -1,5 +1,6 @@
 """`manage.py job_sweep_unsent`: re-publish jobs whose message never went out (same service as beat)."""
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 
@@ -20,7 +21,7 @@ class Command(RunbookCommand):
     older_than_help = "grace period after the job's last change (45s, 30m, 2h, 1d)"
     older_than_default = duration_text(settings.JOB_ENQUEUE_GRACE_SECONDS)
 
-    def run(self, options):
+    def run(self, options: dict[str, Any]) -> None:
         grace = int(self.older_than(options) / timedelta(seconds=1))
         jobs = job_services.jobs_sweep_unsent(grace_seconds=grace, apply=self.apply, actor=self.actor)
         sent = set(AsyncJob.objects.filter(id__in=[j.id for j in jobs], message_sent_at__isnull=False)

@@ -1,5 +1,6 @@
 """`manage.py worker_readiness`: the worker's readiness probe (its container's health check)."""
 import json
+from typing import Any
 
 from django.core.management.base import BaseCommand
 
@@ -15,7 +16,7 @@ class Command(BaseCommand):
         "fails), so a broker hiccup never takes the API out of the load balancer."
     )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: str, **options: Any) -> None:
         checks = {"database": "ok" if database_reachable() else "unreachable",
                   "broker": "ok" if sqs.queues_reachable() else "unreachable"}
         ready = all(v == "ok" for v in checks.values())

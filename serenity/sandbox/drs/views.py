@@ -47,7 +47,8 @@ def _credential_free(value):
 
 def _respond(body: dict, outcome: str | None):
     """(response, outcome label) for one valid request body and the switch that applies, if any."""
-    num_prompts = body.get("num_prompts") if isinstance(body.get("num_prompts"), int) else 0
+    requested = body.get("num_prompts")
+    num_prompts = requested if isinstance(requested, int) else 0
     if outcome == SwitchKind.HELD:
         return _json(generator.held(num_prompts)), outcome
     if outcome == SwitchKind.GATE_ERROR_RETRYABLE:

@@ -30,8 +30,8 @@ class PromiseRecordAdmin(ReadOnlyAdmin):
     # The digest is shown only as its fingerprint, the same name the ledger uses.
     list_display = ["fingerprint", "pair", "user_id", "state", "expires_at", "created_at", "ended_at"]
     list_filter = ["state", "pair"]
-    fields = ["fingerprint", "pair", "user_id", "org_ids", "state", "expires_at", "created_at", "ended_at"]
-    readonly_fields = fields
+    fields = readonly_fields = ("fingerprint", "pair", "user_id", "org_ids", "state", "expires_at", "created_at",
+                                "ended_at")
 
 
 @admin.register(Switch)

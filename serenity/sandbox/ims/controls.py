@@ -2,6 +2,7 @@
 every process that serves or calls it."""
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.utils import timezone
 
@@ -42,7 +43,7 @@ def lose_next_mint_answers(count: int = 1, status: int = 500, stall_seconds: flo
     _arm(Switch.MINT, count, status, mode=Switch.LOSE, stall_seconds=stall_seconds)
 
 
-def set_latency(ms: int) -> None:
+def set_latency(ms: object) -> None:
     """Every IMS call (mint, exchange, validate, invalidate) waits `ms` milliseconds first; 0 turns it off."""
     if isinstance(ms, bool) or not isinstance(ms, int) or not 0 <= ms <= 120_000:
         raise ValueError("ms must be an integer between 0 and 120000")
@@ -67,7 +68,7 @@ def reset() -> None:
 def state() -> dict:
     """Armed switches: `{"mint": {"remaining", "status"}, "exchange": {...}}` (absent when disarmed), with
     `mode` and `stallSeconds` for a switch that loses answers, and `latencyMs` when a latency is set."""
-    out = {}
+    out: dict[str, Any] = {}
     for s in Switch.objects.filter(remaining__gt=0).exclude(name=Switch.LATENCY).order_by("name"):
         out[s.name] = {"remaining": s.remaining, "status": s.status}
         if s.mode == Switch.LOSE:

@@ -64,8 +64,10 @@ def _pem(key: rsa.RSAPrivateKey) -> str:
 def _parse(kid: str, pem: str) -> rsa.RSAPrivateKey:
     key = _parsed.get(kid)
     if key is None:
-        key = serialization.load_pem_private_key(pem.encode(), password=None)
-        _parsed[kid] = key
+        loaded = serialization.load_pem_private_key(pem.encode(), password=None)
+        if not isinstance(loaded, rsa.RSAPrivateKey):
+            raise ValueError(f"signing key {kid} is not an RSA key")
+        _parsed[kid] = key = loaded
     return key
 
 

@@ -199,7 +199,7 @@ def normalise(domain: str, country: str) -> tuple[str, str]:
 def generate(domain: str, country: str) -> list[dict]:
     """The generated catalogue for (domain, country): same input, same list, every time."""
     domain, country = normalise(domain, country)
-    rng = random.Random(hashlib.sha256(f"{domain}|{country}".encode()).digest())  # noqa: S311 (not security)
+    rng = random.Random(hashlib.sha256(f"{domain}|{country}".encode()).digest())  # repeatable, not secret
     bank = BANKS[language_for(country)]
     brand = brand_name(domain)
     combos = [(form, subject) for form in bank["topics"] for subject in bank["subjects"]]

@@ -18,7 +18,7 @@ from serenity.sandbox.semrush.models import (
 FAILURE_STATUSES = (429, 500, 502, 503, 504)
 
 
-def set_latency(ms: int) -> None:
+def set_latency(ms: object) -> None:
     """Delay every API call by `ms` milliseconds before it is served (0 turns it off)."""
     if not isinstance(ms, int) or isinstance(ms, bool) or ms < 0:
         raise ValueError("latency must be a non-negative integer of milliseconds")
@@ -70,7 +70,7 @@ def take_failure(method: str, path: str) -> FailureRule | None:
     return None
 
 
-def set_catalogue(*, domain: str, country: str, items: list[dict]) -> None:
+def set_catalogue(*, domain: str, country: str, items: object) -> None:
     """Serve exactly `items` (possibly empty) as the catalogue of (domain, country)."""
     if not isinstance(items, list):
         raise ValueError("items must be a list")

@@ -43,7 +43,7 @@ def workspace_touch(workspace_id: str) -> Workspace:
     return workspace
 
 
-def workspace_create(*, name: str, parent_id: str, workspace_id: str | None = None) -> Workspace:
+def workspace_create(*, name: object, parent_id: object, workspace_id: str | None = None) -> Workspace:
     if not isinstance(name, str) or not name.strip():
         raise Invalid("`name` must be a non-empty string")
     if not isinstance(parent_id, str) or not parent_id.strip():

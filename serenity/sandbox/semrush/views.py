@@ -266,7 +266,8 @@ def prompts(request, semrushProjectId):
 def publish(request, semrushProjectId):
     """POST /v1/ai-projects/{id}/publish -> {published: true, publishedAt}. Idempotent."""
     published = services.project_publish(project_id=semrushProjectId)
-    return JsonResponse({"published": True, "publishedAt": published.published_at.isoformat()})
+    published_at = published.published_at.isoformat() if published.published_at else None
+    return JsonResponse({"published": True, "publishedAt": published_at})
 
 
 # -- inspection and switches (no bearer: local tooling only) ------------------------------------

@@ -1,25 +1,35 @@
-"""Regeneration (SPEC §12): the one shared producer, run again for an existing market."""
+"""Generation services behind the API: re-authorising a job that awaits a fresh credential (SPEC §7) and
+regenerating an existing market's prompts with the one shared producer (SPEC §12)."""
 import logging
 
+from jobs import services as job_services
+from jobs.models import AsyncJob
+from markets.deadlines import request_deadline
 from markets.exceptions import (
     BrandNotActive,
     GenerationDisabled,
     GenerationUnavailable,
+    JobNotFound,
     MarketNotFound,
     NoCatalogueSeeds,
     SemrushUnavailable,
 )
-from markets.models import Brand, Market
-from markets.onboarding.services import request_deadline
-from markets.producer import (
+from markets.generation.producer import (
     Generation,
     NotEnqueued,
     ProducerRefused,
     async_generation_enabled,
     market_generation_produce,
 )
+from markets.models import Brand, Market
+from serenity import limits
 from serenity.auth import Caller
+from serenity.clients.http import ClientError
+from tokens.delegation import forwarded_promise, request_credential
 from tokens.exceptions import CredentialUnavailable, InvalidForwardedToken
+from tokens.pairs import ClientPair
+from tokens.services import promise_mint
+from tokens.types import InvalidPromiseToken
 
 log = logging.getLogger(__name__)
 
@@ -63,3 +73,36 @@ def market_regenerate(*, caller: Caller, brand: Brand, market_id, generation: Ge
         log.warning("prompt generation not regenerated", extra={"market_id": str(market.id),
                                                                 "reason": refused.reason.value})
         raise _REFUSALS[refused.reason]() from None
+
+
+def generation_job_reauthorize(*, caller: Caller, job: AsyncJob, header: str | None, pair: ClientPair) -> AsyncJob:
+    """Give a job awaiting re-authorisation a fresh credential and queue the same job again (SPEC §7).
+
+    `job` is one the caller may see (read through job_get_for_caller). Steps:
+    1. A malformed typed `x-promise-token` is refused before anything else happens.
+    2. Charged once the caller may see the job: a stranger never spends anyone's budget.
+    3. The claim: of concurrent calls one wins, the others get 409 at once and obtain nothing.
+    4. Only the winner, outside any transaction, obtains the credential: the promise token IMS rotated for the
+       forwarded one, or one minted from the caller's IMS bearer. If IMS does not issue it, the claim is given
+       back and the job still awaits re-authorisation (502).
+    """
+    forwarded_promise(header)
+    limits.charge_user(limits.REAUTH, caller)
+    limits.charge_org(limits.ORG_REAUTH, job.organization_id)
+
+    def obtain_token():
+        credential = request_credential(caller=caller, header=header, pair=pair)
+        return credential.take_promise() or promise_mint(bearer=credential.mint_bearer, pair=pair)
+
+    try:
+        return job_services.job_reauthorize(job_id=job.id, user_id=caller.user_id, pair=pair,
+                                            obtain_token=obtain_token)
+    except ClientError as exc:
+        log.warning("re-authorisation credential not issued",
+                    extra={"job_id": str(job.id), "reason": type(exc).__name__, "status": exc.status})
+        raise CredentialUnavailable("The job still awaits re-authorisation; try again.") from None
+    except InvalidPromiseToken as exc:
+        raise InvalidForwardedToken(str(exc)) from None
+    except AsyncJob.DoesNotExist:
+        # Purged between the scoped read and the row lock.
+        raise JobNotFound() from None

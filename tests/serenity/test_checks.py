@@ -24,7 +24,7 @@ def test_the_default_timeouts_nest():
 ])
 def test_a_broken_nesting_fails_the_check_with_a_clear_message(settings, setting, value, message):
     setattr(settings, setting, value)
-    with pytest.raises(SystemCheckError, match="serenity.E001") as raised:
+    with pytest.raises(SystemCheckError, match=r"serenity\.E001") as raised:
         call_command("check")
     assert message in str(raised.value)
 
@@ -51,7 +51,7 @@ def test_a_receive_limit_not_above_the_attempt_budget_fails_the_check(settings, 
     settings.JOB_MAX_ATTEMPTS = 5
     settings.MARKET_JOBS_MAX_RECEIVE_COUNT = receive_count
 
-    with pytest.raises(SystemCheckError, match="serenity.E004") as raised:
+    with pytest.raises(SystemCheckError, match=r"serenity\.E004") as raised:
         call_command("check")
 
     assert f"MARKET_JOBS_MAX_RECEIVE_COUNT={receive_count} must be greater than JOB_MAX_ATTEMPTS=5" in str(raised.value)

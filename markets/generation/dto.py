@@ -1,4 +1,5 @@
-"""What callers may see of a generation job: the token-safe DTO, its public error sentences, problem details.
+"""What callers may see of a generation job: the poll's token-safe DTO (its public error sentences come from
+markets/codes.py), and the 202 bodies of re-authorisation and regeneration.
 
 Everything here is an explicit allow-list. A field is shown because it is named below, never because it is
 stored: the job's parameters, checkpoints, lease and internal error text stay in the database, the logs and
@@ -9,6 +10,7 @@ from rest_framework import serializers
 
 from jobs.models import AsyncJob, JobStatus
 from markets import codes
+from markets.constants import MARKET_GENERATION_JOB_TYPE
 
 # The keys of a completed job's result that callers may see (SPEC §5: the outcome of a shipped market).
 PUBLIC_RESULT_KEYS = ("promptCount", "projectId", "published", "verdict")
@@ -80,7 +82,7 @@ _TIMESTAMP = serializers.DateTimeField()
 def job_dto(job: AsyncJob) -> dict:
     """The token-safe representation of a job, as the poll endpoint answers it: GenerationJobSerializer's
     fields, built directly (the poll is the hottest path; a serializer instance per request costs more than
-    the query). tests/api/test_poll_fast_path.py holds the two to the same output."""
+    the query). tests/markets/generation/test_poll_fast_path.py holds the two to the same output."""
     return {
         "jobId": str(job.id),
         "jobType": job.job_type,
@@ -104,3 +106,19 @@ def reauth_accepted(job: AsyncJob) -> dict:
     """The 202 body. The status is the one the re-authorisation set; what happens next is for polling to
     tell (a fast worker may already have moved the job on)."""
     return ReauthAcceptedSerializer({"jobId": job.id, "jobType": job.job_type, "status": JobStatus.IN_PROGRESS}).data
+
+
+class RegenerationAcceptedSerializer(serializers.Serializer):
+    """The 202 of a regeneration: the market's generation job, queued (or already running: `reused`)."""
+
+    jobId = serializers.UUIDField()
+    jobType = serializers.ChoiceField(choices=[MARKET_GENERATION_JOB_TYPE])
+    status = serializers.ChoiceField(choices=[JobStatus.IN_PROGRESS.value])
+    reused = serializers.BooleanField(help_text="True when a job of this market was already running: nothing "
+                                                "new was queued, poll that job.")
+
+
+def regeneration_accepted(handle: dict) -> dict:
+    """The 202 body of a regeneration, from the producer's handle `{jobId, status, reused}`."""
+    return {"jobId": handle["jobId"], "jobType": MARKET_GENERATION_JOB_TYPE, "status": JobStatus.IN_PROGRESS.value,
+            "reused": handle["reused"]}

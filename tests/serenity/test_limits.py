@@ -87,7 +87,7 @@ def test_a_stranger_never_spends_an_organizations_budget(tenant):
 
 @pytest.mark.parametrize(("requests", "limit"), [(30, 10), (90, 60), (30, 60), (90, 10)])
 def test_concurrent_calls_past_a_users_limit_get_exactly_the_excess_refused(tenant, requests, limit):
-    from tests.api.conftest import make_job
+    from tests.markets.generation.conftest import make_job
 
     tenant["rates"](reauth=f"{limit}/day")
     job = make_job(org=tenant["org"], brand=tenant["brand"], site=tenant["brand"].base_site,
@@ -131,7 +131,7 @@ def test_an_activation_spends_one_per_market_and_one_that_would_overspend_is_ref
 
 
 def test_re_authorisations_are_limited_per_organization_too(tenant):
-    from tests.api.conftest import make_job
+    from tests.markets.generation.conftest import make_job
 
     tenant["rates"](org_reauth="2/day")
     job = make_job(org=tenant["org"], brand=tenant["brand"], site=tenant["brand"].base_site,

@@ -11,6 +11,7 @@ from jobs.models import AsyncJob, JobStatus
 from markets.codes import NEEDS_REAUTH
 from markets.constants import MARKET_GENERATION_JOB_TYPE
 from markets.models import Brand, Organization, Site
+from tests.markets.factories import BrandFactory, GenerationJobFactory, OrganizationFactory, SiteFactory
 
 CALLER_ORG = "CALLER0000000000000000@AdobeOrg"
 OTHER_ORG = "OTHER00000000000000000@AdobeOrg"
@@ -22,8 +23,7 @@ SECRET = "PLANTED-SECRET-7f3a9c"
 
 
 def make_org(ims_org_id: str) -> Organization:
-    return Organization.objects.create(ims_org_id=ims_org_id, name=ims_org_id.split("@")[0].title(),
-                                       is_serenity_active=True)
+    return OrganizationFactory(ims_org_id=ims_org_id, name=ims_org_id.split("@")[0].title())
 
 
 def make_brand(org: Organization, name: str, *, base_site: bool = True, workspace_token: str | None = None) -> Brand:
@@ -34,13 +34,8 @@ def make_brand(org: Organization, name: str, *, base_site: bool = True, workspac
         from markets.clients.semrush import SemrushClient
 
         workspace = SemrushClient(workspace_token).create_workspace(name=name, parent_id="serenity")
-    brand = Brand.objects.create(organization=org, name=name, domain=f"{name.lower()}.example",
-                                 primary_url=f"https://{name.lower()}.example", status=Brand.Status.ACTIVE,
-                                 semrush_workspace_id=workspace)
-    if base_site:
-        brand.base_site = Site.objects.create(organization=org, brand=brand, base_url=brand.primary_url)
-        brand.save(update_fields=["base_site"])
-    return brand
+    return BrandFactory(organization=org, name=name, domain=f"{name.lower()}.example", aliases=[],
+                        semrush_workspace_id=workspace, with_base_site=base_site)
 
 
 def make_job(*, org: Organization, brand: Brand | None, site: Site | None, **fields) -> AsyncJob:
@@ -61,7 +56,7 @@ def make_job(*, org: Organization, brand: Brand | None, site: Site | None, **fie
         "updated_at": now,
     }
     values.update(fields)
-    return AsyncJob.objects.create(**values)
+    return GenerationJobFactory(**values)
 
 
 def needs_reauth_fields() -> dict:
@@ -87,7 +82,7 @@ class World:
         self.other_org = make_org(OTHER_ORG)
         self.other_brand = make_brand(self.other_org, "Foreign")
         self.third_org = make_org(THIRD_ORG)
-        self.third_site = Site.objects.create(organization=self.third_org, base_url="https://third.example")
+        self.third_site = SiteFactory(organization=self.third_org, base_url="https://third.example")
 
     @property
     def site(self) -> Site:

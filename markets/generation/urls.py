@@ -5,8 +5,7 @@ instead of falling through to the router's 404.
 """
 from django.urls import path
 
-from markets.generation_apis import GenerationJobDetailApi, GenerationJobReauthApi
-from markets.regeneration_apis import MarketRegenerateApi
+from markets.generation.apis import GenerationJobDetailApi, GenerationJobReauthApi, MarketRegenerateApi
 
 JOB = "orgs/<str:orgId>/brands/<str:brandId>/serenity/markets/generation/jobs/<str:jobId>"
 MARKET = "orgs/<str:orgId>/brands/<str:brandId>/serenity/markets/<str:marketId>"

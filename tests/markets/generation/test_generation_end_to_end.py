@@ -7,7 +7,7 @@ from django.test import Client
 
 from markets.models import Market
 from serenity.sandbox.semrush import state as semrush
-from tests.api.conftest import CALLER_ORG, REQUESTER, Api, make_brand, make_org
+from tests.markets.generation.conftest import CALLER_ORG, REQUESTER, Api, make_brand, make_org
 
 
 def poll_until(api: Api, org_id, brand_id, job_id, *, status: str, timeout: float = 30.0) -> dict:

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from markets.clients.semrush import SemrushClient
-from markets.intent import IntentClassifier, KeywordIntentClassifier, brand_needles, prompt_type
+from markets.generation.seeds import example_prompts, rank_topics
 from markets.models import Brand, Market
-from markets.seeds import example_prompts, rank_topics
+from markets.onboarding.intent import IntentClassifier, KeywordIntentClassifier, brand_needles, prompt_type
 from serenity.auth import Caller
 from serenity.clients.http import ClientError, TransientError
 

@@ -7,8 +7,8 @@ from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
 from markets.codes import PROMPT_GENERATION_HELD
-from markets.generation_apis import ID_MESSAGES
-from tests.api.conftest import SECRET, job_path, make_job, needs_reauth_fields
+from markets.paths import ID_MESSAGES
+from tests.markets.generation.conftest import SECRET, job_path, make_job, needs_reauth_fields
 
 
 def iso(dt) -> str:

@@ -1,4 +1,4 @@
-"""Hooks of the schemathesis run (tests/api/test_contract_fuzzing.py), loaded through SCHEMATHESIS_HOOKS.
+"""Hooks of the schemathesis run (tests/serenity/test_contract_fuzzing.py), loaded through SCHEMATHESIS_HOOKS.
 
 A `siteId` in a createMarket body must name a site of the brand, which no generator can guess: a generated
 UUID is replaced by the id of the brand's site (SERENITY_FUZZ_SITE_ID), as the UI only ever sends the id of a

@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from jobs.models import AsyncJob
-from tests.api.conftest import CALLER_ORG, OTHER_ORG, REQUESTER, Api, make_job, needs_reauth_fields
+from tests.markets.generation.conftest import CALLER_ORG, OTHER_ORG, REQUESTER, Api, make_job, needs_reauth_fields
 from tokens.clients import ims as ims_client
 from tokens.models import PromiseGrant
 from tokens.pairs import get_pair

@@ -19,10 +19,10 @@ from django.conf import settings
 from django.test import Client
 
 from serenity.sandbox.ims import keys
-from tests.api.conftest import CALLER_ORG, Api, make_brand, make_org
-from tests.test_settings import manage, production_env
+from tests.markets.generation.conftest import CALLER_ORG, Api, make_brand, make_org
+from tests.serenity.test_settings import manage, production_env
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # --- No implicit environment ------------------------------------------------------------------------------
@@ -219,7 +219,7 @@ def test_tokens_sent_in_any_part_of_a_request_to_any_route_reach_no_log_line(tmp
     from urllib.parse import quote
 
     from serenity.sandbox.ims.sessions import issue_session_token
-    from tests.api.conftest import make_job
+    from tests.markets.generation.conftest import make_job
     from tokens.clients import ims as ims_client
     from tokens.pairs import get_pair
 

@@ -18,9 +18,9 @@ import pytest
 from openapi_spec_validator import validate
 from openapi_spec_validator.readers import read_from_filename
 
-from markets.jobid import generation_job_id
-from markets.models import Market
-from tests.api.conftest import CALLER_ORG, REQUESTER, make_brand, make_job, make_org, needs_reauth_fields
+from markets.generation.jobid import generation_job_id
+from tests.markets.factories import MarketFactory
+from tests.markets.generation.conftest import CALLER_ORG, REQUESTER, make_brand, make_job, make_org, needs_reauth_fields
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "docs" / "openapi.yaml"
@@ -38,8 +38,7 @@ def world(sims, bearer, settings, queues):
     token = bearer(user_id=REQUESTER, org_ids=[CALLER_ORG])
     org = make_org(CALLER_ORG)
     brand = make_brand(org, "Fuzzed", workspace_token=token)
-    market = Market.objects.create(brand=brand, site=brand.base_site, country="FR", language_code="fr",
-                                   geo_target_id=2250)
+    market = MarketFactory(brand=brand, site=brand.base_site, country="FR", language_code="fr", geo_target_id=2250)
     job = make_job(org=org, brand=brand, site=brand.base_site, id=generation_job_id(brand.id, 2250, "fr"),
                    **needs_reauth_fields())
     return {"token": token, "org": org, "brand": brand, "market": market, "job": job}
@@ -65,7 +64,7 @@ phases.coverage.enabled = false
          "--header", f"Authorization: Bearer {world['token']}", "--max-examples", "10", "--seed", "20261130", "--max-response-time", "25",
          "--workers", "2", "--no-color", "--report", "har", "--report-har-path", str(tmp_path / "run.har"),  "--request-timeout", "30", "--output-truncate", "false"],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
-        env={**os.environ, "SCHEMATHESIS_HOOKS": "tests.api.schemathesis_hooks",
+        env={**os.environ, "SCHEMATHESIS_HOOKS": "tests.serenity.schemathesis_hooks",
              "SERENITY_FUZZ_SITE_ID": str(world["brand"].base_site_id), "PYTHONPATH": str(ROOT)})
 
     assert result.returncode == 0, result.stdout[-20000:] + result.stderr[-5000:]

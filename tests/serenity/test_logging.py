@@ -100,7 +100,7 @@ def test_metrics_go_to_stdout_and_log_lines_to_stderr():
            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"}
     code = ("import django; django.setup(); import logging; from serenity import metrics; "
             "metrics.emit(StuckInProgressJobs=(3, metrics.COUNT)); logging.getLogger('jobs').warning('ordinary')")
-    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], env=env,
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], env=env,
                           capture_output=True, text=True, timeout=60)
 
     (emf,) = [json.loads(line) for line in done.stdout.splitlines()]

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from jobs.models import JobStatus
-from tests.api.conftest import SECRET, Api, make_job, needs_reauth_fields
+from tests.markets.generation.conftest import SECRET, Api, make_job, needs_reauth_fields
 from tokens.clients import ims as ims_client
 from tokens.pairs import get_pair
 from tokens.services import grant_load, grant_store

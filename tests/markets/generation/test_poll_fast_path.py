@@ -7,11 +7,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from markets.dto import JOB_DTO_FIELDS, GenerationJobSerializer, job_dto
-from markets.selectors import JobNotFound, job_get_for_caller
+from markets.exceptions import JobNotFound
+from markets.generation.dto import JOB_DTO_FIELDS, GenerationJobSerializer, job_dto
+from markets.generation.selectors import job_get_for_caller
 from serenity.auth import Caller
-from tests.api.conftest import CALLER_ORG, OTHER_ORG, REQUESTER, THIRD_ORG, make_job, needs_reauth_fields
-from tests.api.test_generation_scoping import MATRIX, place_job
+from tests.markets.generation.conftest import CALLER_ORG, OTHER_ORG, REQUESTER, THIRD_ORG, make_job, needs_reauth_fields
+from tests.markets.generation.test_generation_scoping import MATRIX, place_job
 
 
 @pytest.mark.parametrize("fields", [

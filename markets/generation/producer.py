@@ -1,25 +1,29 @@
-"""The one producer of market-generation jobs, shared by the three entry points (SPEC §4).
+"""The one producer of market-generation jobs, shared by the three entry points and regeneration (SPEC §4), and
+what a request acts with in Semrush (`semrush_generation`).
 
 It never fails the entry point: every refusal or failure is logged with its reason and answered with
 `None` (no handle for that market).
 """
 import enum
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.conf import settings
 
 from jobs import readiness
 from jobs import services as job_services
+from markets import headers
 from markets.clients.semrush import SemrushClient
 from markets.constants import MARKET_GENERATION_JOB_TYPE
-from markets.jobid import generation_job_id
+from markets.generation.jobid import generation_job_id
+from markets.generation.seeds import seeds_from_catalogue
 from markets.models import Brand, Market
-from markets.seeds import seeds_from_catalogue
 from serenity.auth import Caller
 from serenity.clients.http import ClientError
 from tokens import pairs
-from tokens.delegation import RequestCredential
+from tokens.delegation import RequestCredential, request_credential
 from tokens.services import TokenAlreadyGranted, promise_mint
 from tokens.types import InvalidPromiseToken
 
@@ -105,7 +109,7 @@ def market_generation_produce(*, caller: Caller, brand: Brand, market: Market, g
     pair = generation.pair
     if not readiness.consumer_ready():
         raise ProducerRefused(NotEnqueued.CONSUMER_NOT_READY)
-    if pair.name != pairs.SEMRUSH:
+    if pair is None or pair.name != pairs.SEMRUSH:
         raise ProducerRefused(NotEnqueued.PROMISE_PAIR_REQUIRED)
     try:
         items = SemrushClient(generation.credential.semrush_bearer, deadline=deadline).brand_topics(
@@ -157,3 +161,19 @@ def market_generation_enqueue(*, caller: Caller, brand: Brand, market: Market, g
         level = logging.INFO if refused.reason == NotEnqueued.CONSUMER_NOT_READY else logging.WARNING
         log.log(level, "prompt generation not enqueued", extra=extra)
         return None
+
+
+@contextmanager
+def semrush_generation(request, *, generate_prompts: bool, pair: pairs.ClientPair | None = None,
+                       use_async: bool | None = None) -> Iterator[Generation]:
+    """What the request acts with in Semrush (the exchanged `x-promise-token`, else the caller's IMS bearer) and
+    how it wants prompts: the producer with the flag on and `generatePrompts: true`, else the old path. When
+    the request ends, a promise token IMS rotated for it that no job took is invalidated."""
+    pair = pair or headers.promise_pair(request)
+    credential = request_credential(caller=request.user, header=headers.promise_token_header(request), pair=pair)
+    if use_async is None:
+        use_async = async_generation_enabled() and generate_prompts
+    try:
+        yield Generation(use_async=use_async, credential=credential, pair=pair)
+    finally:
+        credential.release()

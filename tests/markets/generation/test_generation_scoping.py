@@ -7,10 +7,11 @@ import uuid
 
 import pytest
 
-from markets.models import Site
-from markets.selectors import JobNotFound, job_get_for_caller
+from markets.exceptions import JobNotFound
+from markets.generation.selectors import job_get_for_caller
 from serenity.auth import Caller
-from tests.api.conftest import CALLER_ORG, REQUESTER, make_job, needs_reauth_fields
+from tests.markets.factories import SiteFactory
+from tests.markets.generation.conftest import CALLER_ORG, REQUESTER, make_job, needs_reauth_fields
 
 ORGS = ("same org", "other org")
 BRANDS = ("same brand", "other brand")
@@ -75,7 +76,7 @@ def test_a_job_without_a_site_is_decided_by_org_and_brand_ownership_alone(world,
 
 
 def test_a_job_whose_site_no_longer_exists_is_denied(world, api):
-    gone = Site.objects.create(organization=world.org, base_url="https://gone.example")
+    gone = SiteFactory(organization=world.org, base_url="https://gone.example")
     job = make_job(org=world.org, brand=world.brand, site=gone)
     gone.delete()
 
@@ -111,7 +112,7 @@ def test_a_path_the_caller_may_not_use_answers_the_missing_job_404(world, api, c
 
 
 def test_a_caller_without_any_organization_sees_nothing(world, bearer):
-    from tests.api.conftest import Api
+    from tests.markets.generation.conftest import Api
 
     job = make_job(org=world.org, brand=world.brand, site=world.site)
     stranger = Api(bearer(user_id=REQUESTER, org_ids=[]))

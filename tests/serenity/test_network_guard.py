@@ -18,7 +18,7 @@ def test_an_http_client_call_inside_a_transaction_is_refused_before_anything_is_
     sent = []
     client = httpx.Client(transport=httpx.MockTransport(lambda request: sent.append(request) or httpx.Response(200)))
 
-    refused = pytest.raises(NetworkCallInTransaction, match="probe.call: network call inside a database transaction")
+    refused = pytest.raises(NetworkCallInTransaction, match=r"probe\.call: network call inside a database transaction")
     with refused, transaction.atomic():
         http.request(client, "GET", "http://ims.example/", what="probe.call")
 

@@ -1,0 +1,119 @@
+"""HTTP interface of generation jobs: poll a job and re-authorise one that awaits a fresh credential (SPEC §7);
+regenerate a market's prompts (SPEC §12). Each view parses the request, calls one selector or service, and
+renders; their OpenAPI descriptions are in markets/generation/schemas.py.
+
+Poll and re-authorisation read the job through `job_get_for_caller`, the one scoping rule of the product, so
+any job the caller may not see answers exactly like a job that does not exist. Regeneration is scoped and
+gated like the entry points; a market that does not exist and one of another brand answer the same 404.
+"""
+import hashlib
+
+from django.http import HttpResponse, HttpResponseNotModified
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema
+from rest_framework import status as http
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from jobs.models import JobStatus
+from markets import constants
+from markets.generation import schemas, services
+from markets.generation.dto import JOB_DTO_FIELDS, job_dto, reauth_accepted, regeneration_accepted
+from markets.generation.producer import semrush_generation
+from markets.generation.selectors import job_get_for_caller
+from markets.headers import promise_token_header, require_semrush_credential, semrush_pair
+from markets.paths import parse_ids
+from markets.selectors import serenity_brand_get_for_caller
+from serenity import limits
+from tokens.delegation import require_promise_token
+
+GENERATION_JOB_TYPES = (constants.MARKET_GENERATION_JOB_TYPE,)
+
+# How long a poller should wait before asking again, by the phase the job last reached. Generation is one
+# DRS call of up to 300 s, so polling it every other second only burns requests; writing and publishing
+# take seconds, so the UI should notice the end quickly.
+RETRY_AFTER_SECONDS = {
+    constants.PHASE_QUEUED: 10,
+    constants.PHASE_GENERATING: 15,
+    constants.PHASE_GENERATED: 5,
+    constants.PHASE_WRITING: 3,
+    constants.PHASE_WRITTEN: 2,
+    constants.PHASE_PUBLISHED: 2,
+}
+DEFAULT_RETRY_AFTER_SECONDS = 5
+
+
+def retry_after_seconds(phase: str) -> int:
+    return RETRY_AFTER_SECONDS.get(phase, DEFAULT_RETRY_AFTER_SECONDS)
+
+
+def etag_for(content: bytes) -> str:
+    """A strong validator over the exact bytes served: any visible change (status, updatedAt, a public
+    message) changes it, and nothing invisible does."""
+    return '"' + hashlib.sha256(content).hexdigest()[:32] + '"'
+
+
+def if_none_match(header: str | None, etag: str) -> bool:
+    """RFC 9110 §13.1.2: weak comparison against a list of entity tags, or `*`."""
+    if not header:
+        return False
+    tags = [tag.strip() for tag in header.split(",")]
+    return "*" in tags or etag in {tag.removeprefix("W/") for tag in tags}
+
+
+class GenerationJobDetailApi(APIView):
+    """Poll a generation job. Reads one row; never calls anything external."""
+
+    @extend_schema(**schemas.POLL)
+    def get(self, request, orgId: str, brandId: str, jobId: str):
+        org_id, brand_id, job_id = parse_ids(orgId=orgId, brandId=brandId, jobId=jobId)
+        job = job_get_for_caller(caller=request.user, org_id=org_id, brand_id=brand_id, job_id=job_id,
+                                 allowed_types=GENERATION_JOB_TYPES, fields=JOB_DTO_FIELDS)
+        # Rendered once: the same bytes are hashed for the ETag and served.
+        content = JSONRenderer().render(job_dto(job))
+        etag = etag_for(content)
+        # Private: the body is per caller. no-cache: any cache must revalidate, which If-None-Match makes cheap.
+        headers = {"ETag": etag, "Cache-Control": "private, no-cache", "Vary": "Authorization"}
+        if job.status == JobStatus.IN_PROGRESS:
+            headers["Retry-After"] = str(retry_after_seconds(job.phase))
+        if if_none_match(request.headers.get("If-None-Match"), etag):
+            not_modified = HttpResponseNotModified()
+            for name, value in headers.items():
+                not_modified[name] = value
+            return not_modified
+        return HttpResponse(content, content_type="application/json", headers=headers)
+
+
+class GenerationJobReauthApi(APIView):
+    """Give a job awaiting re-authorisation a fresh credential and queue the same job again."""
+
+    @extend_schema(**schemas.REAUTHORIZE)
+    def post(self, request, orgId: str, brandId: str, jobId: str):
+        org_id, brand_id, job_id = parse_ids(orgId=orgId, brandId=brandId, jobId=jobId)
+        pair = semrush_pair(request, purpose="Re-authentication")
+        header = promise_token_header(request)
+        require_promise_token(request.user, header)
+        job = job_get_for_caller(caller=request.user, org_id=org_id, brand_id=brand_id, job_id=job_id,
+                                 allowed_types=GENERATION_JOB_TYPES)
+        job = services.generation_job_reauthorize(caller=request.user, job=job, header=header, pair=pair)
+        return Response(reauth_accepted(job), status=http.HTTP_202_ACCEPTED)
+
+
+class MarketRegenerateApi(APIView):
+    """Queue the generation job of an existing market again."""
+
+    @extend_schema(**schemas.REGENERATE)
+    def post(self, request, orgId: str, brandId: str, marketId: str):
+        org_id, brand_id, market_id = parse_ids(orgId=orgId, brandId=brandId, marketId=marketId)
+        pair = semrush_pair(request, purpose="Regeneration")
+        require_semrush_credential(request)
+        brand = serenity_brand_get_for_caller(request.user, org_id, brand_id)
+        limits.charge_entry_point(request.user, brand.organization_id, markets=1)  # once the brand is in sight
+        with semrush_generation(request, generate_prompts=True, pair=pair, use_async=True) as generation:
+            handle = services.market_regenerate(caller=request.user, brand=brand, market_id=market_id,
+                                                generation=generation)
+        poll = reverse("generation-job-detail", kwargs={"orgId": str(org_id), "brandId": str(brand_id),
+                                                        "jobId": handle["jobId"]})
+        return Response(regeneration_accepted(handle), status=http.HTTP_202_ACCEPTED,
+                        headers={"Location": request.build_absolute_uri(poll)})
