@@ -5,19 +5,23 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+from urllib.parse import urlencode
 
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import BooleanField, Case, Q, QuerySet, Value, When
 from django.http import HttpRequest
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django_stubs_ext import WithAnnotations
 
-from jobs import codes, display, handlers, selectors
+from jobs import charts, codes, display, dlq, handlers, selectors, timeline
 from jobs import services as job_services
+from jobs.clients import sqs
 from jobs.display import ago
 from jobs.dlq import dlq_job_ids
 from jobs.models import AsyncJob
@@ -108,6 +112,38 @@ class AttentionFilter(admin.SimpleListFilter):
         return queryset
 
 
+class StateFilter(admin.SimpleListFilter):
+    """Where live work is now, as the overview counts it (selectors.job_state_q)."""
+
+    title = "state now"
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
+        return [(state, state.replace("_", " ")) for state in selectors.JOB_STATES]
+
+    def queryset(self, request: HttpRequest, queryset: Jobs) -> Jobs:
+        state = self.value()
+        if state in selectors.JOB_STATES:
+            return queryset.filter(selectors.job_state_q(state))
+        return queryset
+
+
+class OutcomeFilter(admin.SimpleListFilter):
+    """How a finished job ended, as the overview's chart colours it (selectors.OUTCOMES)."""
+
+    title = "outcome"
+    parameter_name = "outcome"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
+        return [(name, name.replace("_", " ")) for name in selectors.OUTCOMES]
+
+    def queryset(self, request: HttpRequest, queryset: Jobs) -> Jobs:
+        outcome = self.value()
+        if outcome in selectors.OUTCOMES:
+            return queryset.filter(selectors.OUTCOMES[outcome])
+        return queryset
+
+
 class MarkFailedForm(forms.Form):
     """What "mark failed" asks for on its confirmation page."""
 
@@ -124,7 +160,8 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
     list_display: tuple[str, ...] = ("id", "job_type", "status", "error_code", "attempts", "lease", "last_activity",
                                      "message_sent", "dlq", "age")
     list_filter: ClassVar[tuple[type[admin.SimpleListFilter] | str, ...]] = (
-        AttentionFilter, "status", "job_type", "error_code", "attempts", LeaseStateFilter, AgeFilter, "brand_id")
+        AttentionFilter, StateFilter, OutcomeFilter, "status", "job_type", "error_code", "attempts", LeaseStateFilter,
+        AgeFilter, "brand_id")
     search_fields = ("id", "brand_id")
     ordering = ("-created_at",)
     list_per_page = 50
@@ -132,6 +169,7 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
     actions = ["release_stale_lease", "requeue", "rerun", "mark_failed"]
     fieldsets = [
         (None, {"fields": ("id", "job_type", "status", "phase", "error_view", "result_view")}),
+        ("Timeline", {"fields": ("timeline_view",)}),
         ("Owner", {"fields": ("organization_id", "brand_id", "site_id", "user_id", "about")}),
         ("Lease", {"fields": ("lease_view", "lease_epoch", "attempts", "lost_deliveries")}),
         ("Checkpoints", {"fields": ("checkpoints_view",)}),
@@ -142,8 +180,8 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
     ]
     readonly_fields = ("id", "job_type", "status", "phase", "error_view", "result_view", "organization_id",
                        "brand_id", "site_id", "user_id", "about", "lease_view", "lease_epoch", "attempts",
-                       "lost_deliveries", "checkpoints_view", "events_view", "params_view", "created_at",
-                       "updated_at", "started_at", "message_sent_at", "ended_at", "expires_at")
+                       "lost_deliveries", "timeline_view", "checkpoints_view", "events_view", "params_view",
+                       "created_at", "updated_at", "started_at", "message_sent_at", "ended_at", "expires_at")
 
     def get_queryset(self, request: HttpRequest) -> Jobs:
         """Each row with its last activity and whether its message is in the DLQ (None: DLQ unreadable)."""
@@ -220,13 +258,71 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
     def events_view(self, job: Job) -> str:
         # A table of our own rather than an inline: an inline prints each row's str(), which holds the raw
         # detail, and every value here must go through the redaction first.
-        rows = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", (
-            (f"{e.at:%Y-%m-%d %H:%M:%S}", e.kind, e.actor or "-", display.redacted(e.detail))
+        rows = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", (
+            (f"{e.at:%Y-%m-%d %H:%M:%S}", e.kind, e.actor or "-", display.redacted(e.detail), e.trace_id or "-")
             for e in selectors.job_events(job.id)))
         if not rows:
             return "none"
-        return format_html("<table><thead><tr><th>at (UTC)</th><th>event</th><th>actor</th><th>detail</th></tr>"
-                           "</thead><tbody>{}</tbody></table>", rows)
+        return format_html("<table><thead><tr><th>at (UTC)</th><th>event</th><th>actor</th><th>detail</th>"
+                           "<th>trace</th></tr></thead><tbody>{}</tbody></table>", rows)
+
+    @admin.display(description="waterfall")
+    def timeline_view(self, job: Job) -> str:
+        """Where the job's time went, from its kept spans or else its history (jobs/timeline.py), as SVG."""
+        drawn = timeline.job_timeline(job.id)
+        if not drawn.segments:
+            return "nothing recorded yet"
+        return render_to_string("admin/jobs/asyncjob/waterfall.html",
+                                {"timeline": drawn, "chart": charts.waterfall(drawn)})
+
+    # -- the operator overview -----------------------------------------------------------------------------------
+    def get_urls(self) -> list[URLPattern]:
+        return [path("overview/", self.admin_site.admin_view(self.overview_view), name="jobs_asyncjob_overview"),
+                *super().get_urls()]
+
+    def overview_view(self, request: HttpRequest) -> TemplateResponse:
+        """The fleet at a glance: outcomes per hour (24 hours, 7 days), live work now, the queues, the workers,
+        the organizations waiting most. Four queries and two SQS reads; every figure links to the job list
+        filtered to exactly what it counts."""
+        now = timezone.now()
+        jobs_url = reverse("admin:jobs_asyncjob_changelist")
+        this_hour = now.replace(minute=0, second=0, microsecond=0)
+        start = this_hour - timedelta(hours=24 * 7 - 1)
+        counted = selectors.outcomes_per_hour(since=start)
+        hours: list[tuple[str, dict[str, tuple[int, str]]]] = []
+        for i in range(24 * 7):
+            hour = start + timedelta(hours=i)
+            span = {"ended_at__gte": hour.isoformat(), "ended_at__lt": (hour + timedelta(hours=1)).isoformat()}
+            hours.append((f"{hour:%Y-%m-%d %H:%M}", {
+                outcome: (counted[(hour, outcome)], f"{jobs_url}?{urlencode({'outcome': outcome, **span})}")
+                for outcome in selectors.OUTCOMES if counted.get((hour, outcome))}))
+        day_start = this_hour - timedelta(hours=23)
+        states = selectors.job_state_counts(now=now)
+        ttl = selectors.worker_ttl()
+        queues: dlq.QueueCounts | None
+        try:
+            queues = dlq.queue_counts("queue", "dlq")
+        except sqs.AWSError:
+            queues = None
+        context = {
+            **self.admin_site.each_context(request), "opts": self.model._meta, "title": "Jobs overview",
+            "now": now,
+            "day": charts.hourly_bars(hours[-24:]), "week": charts.hourly_bars(hours),
+            "totals": [(outcome, outcome.replace("_", " "), sum(c.get(outcome, (0, ""))[0] for _, c in hours[-24:]),
+                        f"{jobs_url}?{urlencode({'outcome': outcome, 'ended_at__gte': day_start.isoformat()})}")
+                       for outcome in selectors.OUTCOMES],
+            "states": [(state.replace("_", " "), states[state], f"{jobs_url}?state={state}")
+                       for state in selectors.JOB_STATES],
+            "queues": None if queues is None else [
+                ("market-jobs queue", dlq.total(queues["queue"]), f"{jobs_url}?status=IN_PROGRESS"),
+                ("DLQ", dlq.total(queues["dlq"]), f"{jobs_url}?attention=dlq")],
+            "workers": [(w.worker, ", ".join(w.queue_names), w.beat_at, ago(w.beat_at), w.beat_at > now - ttl)
+                        for w in selectors.workers_seen()],
+            "running_url": f"{jobs_url}?state=running",
+            "organizations": [(org, n, f"{jobs_url}?{urlencode({'state': 'waiting', 'organization_id': org})}")
+                              for org, n in selectors.organizations_waiting(now=now)],
+        }
+        return TemplateResponse(request, "admin/jobs/asyncjob/overview.html", context)
 
     @admin.display(description="parameters")
     def params_view(self, job: Job) -> str:

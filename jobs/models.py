@@ -133,6 +133,9 @@ class JobEvent(models.Model):
     kind = models.CharField(max_length=32)
     actor = models.CharField(max_length=128, blank=True)
     detail = models.CharField(max_length=500, blank=True)
+    # The trace the event happened in (32 hex digits; "" outside any trace): the request that created or
+    # re-authorised the job, the delivery that ran it. The admin draws the job's waterfall from these traces.
+    trace_id = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
         ordering = ["at", "id"]

@@ -11,8 +11,8 @@ from typing import TypedDict
 from uuid import UUID
 
 from django.conf import settings
-from django.db.models import Count, Q, QuerySet
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models import Case, CharField, Count, Q, QuerySet, Value, When
+from django.db.models.functions import Coalesce, Greatest, TruncHour
 from django.utils import timezone
 from django_stubs_ext import WithAnnotations
 
@@ -196,3 +196,60 @@ def unsent_jobs(*, grace_seconds: int | None = None) -> "QuerySet[AsyncJob]":
                                         else grace_seconds)
     return AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, message_sent_at__isnull=True,
                                    lease_token__isnull=True, updated_at__lte=cutoff).order_by("created_at")
+
+
+# --- the operator overview (jobs/admin.py) -----------------------------------------------------------------------
+
+# How a finished job ended, as the overview charts it; each name is also the admin's `outcome` filter.
+OUTCOMES = {
+    "completed": Q(status=JobStatus.COMPLETED),
+    "failed": Q(status=JobStatus.FAILED) & ~Q(error_code=NEEDS_REAUTH),
+    "needs_reauth": Q(status=JobStatus.FAILED, error_code=NEEDS_REAUTH),
+    "cancelled": Q(status=JobStatus.CANCELLED),
+}
+JOB_STATES = ("running", "waiting", "stuck", "awaiting_reauth")
+
+
+def job_state_q(state: str, *, now: datetime | None = None) -> Q:
+    """Jobs `running` (a live lease, not stuck), `waiting` (no live lease, not stuck: queued, or between
+    retries), `stuck` (what the probe counts) or `awaiting_reauth` (FAILED NEEDS_REAUTH, not expired). The first
+    three need `with_activity`; the four never overlap."""
+    now = now or timezone.now()
+    if state == "running":
+        return Q(status=JobStatus.IN_PROGRESS) & lease_state_q("held", now=now) & ~stuck_q(now=now)
+    if state == "waiting":
+        return Q(status=JobStatus.IN_PROGRESS) & ~lease_state_q("held", now=now) & ~stuck_q(now=now)
+    if state == "stuck":
+        return stuck_q(now=now)
+    if state == "awaiting_reauth":
+        return Q(status=JobStatus.FAILED, error_code=NEEDS_REAUTH, expires_at__gt=now)
+    raise ValueError(f"unknown job state {state!r}")
+
+
+def job_state_counts(*, now: datetime | None = None) -> dict[str, int]:
+    """How many jobs are in each of JOB_STATES now: one query."""
+    now = now or timezone.now()
+    return with_activity(AsyncJob.objects.all()).aggregate(
+        **{state: Count("id", filter=job_state_q(state, now=now)) for state in JOB_STATES})
+
+
+def outcomes_per_hour(*, since: datetime) -> dict[tuple[datetime, str], int]:
+    """`{(hour, outcome): count}` of the jobs that ended since `since`, by the hour they (last) ended: one
+    query. A job counts once, by its latest ending (a re-authorised job that then completed is `completed`)."""
+    outcome = Case(*(When(q, then=Value(name)) for name, q in OUTCOMES.items()), output_field=CharField())
+    rows = (AsyncJob.objects.filter(ended_at__gte=since).exclude(status=JobStatus.IN_PROGRESS)
+            .annotate(hour=TruncHour("ended_at"), outcome=outcome).values("hour", "outcome")
+            .annotate(n=Count("id")).order_by())
+    return {(row["hour"], row["outcome"]): row["n"] for row in rows}
+
+
+def organizations_waiting(*, limit: int = 10, now: datetime | None = None) -> list[tuple[str, int]]:
+    """`[(organization id, waiting jobs)]`, the most first: one query."""
+    rows = (with_activity(AsyncJob.objects.all()).filter(job_state_q("waiting", now=now))
+            .values("organization_id").annotate(n=Count("id")).order_by("-n", "organization_id")[:limit])
+    return [(str(row["organization_id"]), row["n"]) for row in rows]
+
+
+def workers_seen(*, limit: int = 50) -> list[WorkerHeartbeat]:
+    """The worker processes with a heartbeat row, the most recent beat first: one query."""
+    return list(WorkerHeartbeat.objects.order_by("-beat_at", "worker")[:limit])

@@ -20,6 +20,7 @@ from uuid import UUID
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobEvent, JobStatus
+from serenity import tracing
 
 TERMINAL = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED})
 
@@ -72,10 +73,12 @@ def transition(
         qs = qs.filter(lease_token=lease_token)
     moved = qs.update(**values) == 1
     if moved:
-        JobEvent.objects.create(job_id=job_id, kind=event, actor=actor, detail=detail[:500], at=now)
+        JobEvent.objects.create(job_id=job_id, kind=event, actor=actor, detail=detail[:500], at=now,
+                                trace_id=tracing.current_trace_id())
     return moved
 
 
 def record(job_id: UUID | str, kind: str, *, actor: str = "", detail: str = "") -> None:
     """Append an event that is not a status change (lease claim/loss, retry, checkpoint)."""
-    JobEvent.objects.create(job_id=job_id, kind=kind, actor=actor, detail=detail[:500])
+    JobEvent.objects.create(job_id=job_id, kind=kind, actor=actor, detail=detail[:500],
+                            trace_id=tracing.current_trace_id())

@@ -9,6 +9,7 @@ from jobs import probe
 from jobs.outcomes import record_outcome
 from jobs.services import jobs_purge_expired, jobs_sweep_unsent
 from jobs.services.runner import job_run
+from serenity import tracing
 
 log = logging.getLogger(__name__)
 
@@ -19,6 +20,7 @@ def run_job_task(jobId: str, type: str | None = None) -> str:  # the message's o
     worker = f"{socket.gethostname()}:{threading.get_ident()}"
     outcome = job_run(jobId, type, worker=worker)
     record_outcome(outcome, job_id=jobId)
+    tracing.set_attributes(**{"job.outcome": str(outcome)})
     return str(outcome)
 
 

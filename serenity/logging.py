@@ -8,6 +8,8 @@ import logging
 import re
 from datetime import UTC, datetime
 
+from opentelemetry import trace
+
 from serenity import context
 
 REDACTED = "[REDACTED]"
@@ -93,9 +95,15 @@ class NoMetrics(logging.Filter):
 
 
 class ContextFilter(logging.Filter):
+    """Adds the request id, the job id and the trace id (32 hex digits, as in the job's history and the
+    trace store) to every record."""
+
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = getattr(record, "request_id", None) or context.request_id.get()
         record.job_id = getattr(record, "job_id", None) or context.job_id.get()
+        span = trace.get_current_span().get_span_context()
+        record.trace_id = getattr(record, "trace_id", None) or (format(span.trace_id, "032x") if span.is_valid
+                                                                else None)
         return True
 
 

@@ -169,3 +169,61 @@ def workers_alive(db):
 
     return WorkerHeartbeat.objects.create(
         worker="planted-host:1", queues=f",{settings.MARKET_JOBS_QUEUE},{settings.MAINTENANCE_QUEUE},")
+
+
+def _test_span_processor():
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class TestSpanProcessor(SpanProcessor):
+        """Hands each ended span to the test's exporter while a test asks for spans (the provider keeps its
+        span processors for the whole process; this one is added once and switched per test)."""
+
+        exporter = None
+
+        def on_end(self, span):
+            exporter = self.exporter
+            if exporter is not None:
+                exporter.export([span])
+
+    return TestSpanProcessor()
+
+
+_test_spans = None
+
+
+@pytest.fixture
+def spans(request):
+    """Every span ended while the test runs, from any thread (the worker's included), as the product exports
+    it: through serenity.tracing's scrubbing exporter, into an in-memory exporter. `spans.get_finished_spans()`."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from serenity.tracing import ScrubbingExporter
+
+    global _test_spans
+    if _test_spans is None:
+        _test_spans = _test_span_processor()
+        trace.get_tracer_provider().add_span_processor(_test_spans)
+    memory = InMemorySpanExporter()
+    _test_spans.exporter = ScrubbingExporter(memory)
+    yield memory
+    _test_spans.exporter = None
+
+
+@pytest.fixture
+def span_file(tmp_path, settings):
+    """Spans ended while the test runs appended to a span file, as `make run` keeps them (through the scrubbing
+    exporter), and the admin reading that file. Returns its path."""
+    from opentelemetry import trace
+
+    from serenity.tracing import JsonLinesExporter, ScrubbingExporter
+
+    global _test_spans
+    if _test_spans is None:
+        _test_spans = _test_span_processor()
+        trace.get_tracer_provider().add_span_processor(_test_spans)
+    path = tmp_path / "spans.jsonl"
+    settings.TRACES_FILE = str(path)
+    _test_spans.exporter = ScrubbingExporter(JsonLinesExporter(path))
+    yield path
+    _test_spans.exporter = None

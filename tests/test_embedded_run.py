@@ -33,6 +33,7 @@ class EmbeddedRun:
     """`scripts/run_local.py` in its own process group, its output collected line by line."""
 
     def __init__(self, var_dir: Path):
+        self.var_dir = var_dir
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         # Only what a newcomer's shell would have: no DATABASE_URL (SQLite under var/), no test settings.
@@ -164,6 +165,43 @@ def test_the_readme_walkthrough_takes_a_market_to_completed_with_its_prompts_pub
 
     assert job["result"]["verdict"] == "ship"
     assert_completed_with_prompts(walkthrough, job)
+    # Its trace is kept in var/ for the admin's waterfall: the request and the worker's delivery, one trace.
+    request, delivery = spans_of(walkthrough, handle["jobId"])
+    assert request["traceId"] == delivery["traceId"]
+    assert delivery["attributes"]["job.outcome"] == "completed"
+    assert walkthrough.http.headers["Authorization"].split()[1] not in (walkthrough.run.var_dir / "traces" /
+                                                                         "spans.jsonl").read_text()
+    # Every line the worker logged about the job names that trace.
+    worker_lines = [json_or_none(line.split("| ", 1)[1]) for line in walkthrough.run.lines
+                    if line.startswith("worker") and "| {" in line]
+    about_job = [line for line in worker_lines if line and line.get("job_id") == handle["jobId"]]
+    assert about_job and {line.get("trace_id") for line in about_job} == {delivery["traceId"]}
+
+
+def json_or_none(line: str) -> dict | None:
+    """A line of the span file, or None for the last line while a process is still writing it."""
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+def spans_of(walk: Walkthrough, job_id: str) -> tuple[dict, dict]:
+    """The entry point's request span and the delivery span of `job_id` in the run's span file (each process
+    writes its spans within about a second)."""
+    path = walk.run.var_dir / "traces" / "spans.jsonl"
+    deadline = time.monotonic() + 20
+    while True:
+        spans = [parsed for line in (path.read_text().splitlines() if path.exists() else [])
+                 if (parsed := json_or_none(line))]
+        mine = [s for s in spans if s["attributes"].get("job.id") == job_id]
+        requests = [s for s in mine if s["kind"] == "SERVER"]
+        deliveries = [s for s in mine if s["kind"] == "CONSUMER"]
+        if requests and deliveries:
+            return requests[0], deliveries[0]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no request and delivery spans of {job_id} in {path}")
+        time.sleep(0.5)
 
 
 def test_three_markets_activated_at_once_all_complete(walkthrough):

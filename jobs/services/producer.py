@@ -19,6 +19,7 @@ from jobs.exceptions import NotAwaitingReauth, NotRequester
 from jobs.messages import RUN_TASK, message_kwargs
 from jobs.models import AsyncJob, JobStatus
 from jobs.services.endings import job_finish
+from serenity import tracing
 from serenity.celery import app as celery_app
 from serenity.clients.guard import outside_transaction, require_no_transaction
 from tokens import services as grants
@@ -41,12 +42,18 @@ class Enqueued:
 # --- Publishing ------------------------------------------------------------------------------------------
 
 def _send(job_id: uuid.UUID | str, job_type: str, *, delay: int = 0) -> None:
-    """Put `{jobId, type}` on the market-jobs queue. Raises whatever the transport raises."""
+    """Put `{jobId, type}` on the market-jobs queue. Raises whatever the transport raises.
+
+    The trace goes along beside the body, never in it: W3C `traceparent` as SQS message attributes (for anything
+    reading the queue or the DLQ), and as Celery headers (the worker's instrumentation continues the trace)."""
     outside_transaction("sqs.send")  # kombu's send is a network call like any other
-    options: dict[str, Any] = {"queue": settings.MARKET_JOBS_QUEUE}
+    tracing.set_attributes(**{"job.id": job_id, "job.type": job_type})
+    options: dict[str, Any] = {"queue": settings.MARKET_JOBS_QUEUE, "message_attributes": {
+        name: {"DataType": "String", "StringValue": value} for name, value in tracing.inject().items()}}
     if delay:
         options["DelaySeconds"] = min(int(delay), 900)  # SQS's per-message delay limit
-    celery_app.send_task(RUN_TASK, kwargs=message_kwargs(job_id, job_type), **options)
+    with tracing.contained():
+        celery_app.send_task(RUN_TASK, kwargs=message_kwargs(job_id, job_type), **options)
 
 
 def job_publish(job_id: uuid.UUID | str, job_type: str, *, delay: int = 0, first: bool = False) -> bool:
@@ -106,6 +113,7 @@ def job_enqueue(
     grant holds the token (nothing written, the token left to its owner), and client errors from the mint.
     """
     require_no_transaction("job_enqueue")
+    tracing.set_attributes(**{"job.id": job_id, "job.type": job_type, "organization.id": organization_id})
     existing = AsyncJob.objects.filter(id=job_id).first()
     if existing is not None and existing.status == JobStatus.IN_PROGRESS:
         return Enqueued(job_id=str(job_id), reused=True, sent=False)
@@ -191,6 +199,7 @@ def job_reauthorize(*, job_id: uuid.UUID | str, user_id: str, pair: ClientPair,
     """
     require_no_transaction("job_reauthorize")
     job = AsyncJob.objects.get(id=job_id)
+    tracing.set_attributes(**{"job.id": job.id, "job.type": job.job_type, "organization.id": job.organization_id})
     if not job.user_id or job.user_id != user_id:
         raise NotRequester()
     if job.status != JobStatus.FAILED or job.error_code != codes.NEEDS_REAUTH:

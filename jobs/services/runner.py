@@ -17,7 +17,7 @@ from jobs.models import AsyncJob, JobStatus
 from jobs.outcomes import COMPLETED, Outcome
 from jobs.services.endings import job_finish
 from jobs.services.producer import job_publish
-from serenity import context
+from serenity import context, tracing
 from serenity.db import retry_once_on_disconnect
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,8 @@ def _job_run(job_id: object, message_type: str | None, *, worker: str) -> Outcom
         states.record(job_id, "delivery_dropped", actor=worker, detail="lease held by another delivery")
         return Outcome("dropped", "lease_held")
     job.refresh_from_db()
+    tracing.set_attributes(**{"job.id": job.id, "job.type": job.job_type, "organization.id": job.organization_id,
+                              "job.attempt": job.attempts})
     ctx = JobContext(job, lease, worker=worker)
     if retries.budget_spent_before_run(job.attempts):
         return _fail(job_id, lease, _exhausted("attempts exhausted by earlier deliveries (repeated crashes)"), worker)

@@ -32,7 +32,7 @@ from markets.codes import (
     PROMPT_GENERATION_GATE_RETRYABLE,
     PROMPT_GENERATION_HELD,
 )
-from serenity import metrics
+from serenity import metrics, tracing
 from serenity.clients.guard import guard_boto3_client, outside_transaction
 from serenity.clients.http import pooled_client
 
@@ -198,7 +198,8 @@ def _invoke_lambda(arn: str, payload: bytes, timeout: float) -> bytes:
     arn_parts = _FUNCTION_ARN.match(arn)  # checked by _target: it matches
     client = lambda_client(arn_parts.group("region") if arn_parts else None, timeout)
     try:
-        response = client.invoke(FunctionName=arn, InvocationType="RequestResponse", Payload=payload)
+        with tracing.untraced():  # the payload is DRS's input: no trace context written into it
+            response = client.invoke(FunctionName=arn, InvocationType="RequestResponse", Payload=payload)
         body = response["Payload"].read() if response.get("Payload") is not None else b""
     except (BotoReadTimeoutError, ConnectTimeoutError) as exc:
         raise _transient(f"lambda invoke timed out ({type(exc).__name__})") from None

@@ -25,6 +25,7 @@ from markets import codes
 from markets import constants as c
 from markets.clients import drs
 from markets.clients.semrush import SemrushClient
+from serenity import tracing
 from serenity.clients.http import ClientError, PermanentError, ReauthRequired, TransientError
 from serenity.db import release_connection
 from tokens import services as grants
@@ -101,11 +102,15 @@ class MarketGenerationHandler:
         semrush = SemrushSession(self, ctx)
         if ctx.job.checkpoints.get("written") is None:
             ctx.require_time(phase_minimum(), before="writing")
-            self.write(ctx, semrush.client(), prompts)
+            client = semrush.client()
+            with tracing.span("semrush.write", prompts=len(prompts)):
+                self.write(ctx, client, prompts)
         project_id = ctx.job.checkpoints["projectId"]
         if not ctx.job.checkpoints.get("published"):
             ctx.require_time(phase_minimum(), before="publishing")
-            self.publish(ctx, semrush.client(), project_id)
+            client = semrush.client()
+            with tracing.span("semrush.publish"):
+                self.publish(ctx, client, project_id)
         return {"promptCount": ctx.job.checkpoints["written"], "projectId": project_id, "published": True,
                 "verdict": "ship"}
 
@@ -114,7 +119,7 @@ class MarketGenerationHandler:
         ctx.checkpoint(phase=c.PHASE_GENERATING)
         release_connection()  # no connection held idle while DRS works
         try:
-            with ctx.heartbeat():
+            with ctx.heartbeat(), tracing.span("drs.generate"):
                 ship = drs.generate(ctx.job.params, timeout=ctx.remaining())
         except drs.DrsError as exc:
             log.info("DRS did not ship", extra={"code": exc.code, "reason": exc.reason})
@@ -148,7 +153,8 @@ class MarketGenerationHandler:
             raise self.needs_reauth("The job has no usable stored credential.")
         in_doubt = ctx.job.checkpoints.get(EXCHANGE_IN_DOUBT) == loaded.fingerprint
         try:
-            exchanged = grants.promise_exchange(pair=loaded.pair, token=loaded.token)
+            with tracing.span("ims.exchange"):
+                exchanged = grants.promise_exchange(pair=loaded.pair, token=loaded.token)
         except (NeedsReauth, InvalidPromiseToken):
             if in_doubt:
                 raise self.needs_reauth("IMS refused the promise token: lost rotation (an earlier exchange's "

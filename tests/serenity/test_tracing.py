@@ -1,0 +1,83 @@
+"""What leaves the process as a span: scrubbed copies (no token, no query string), whole lines in the span
+file, and no trace started by a bare client call."""
+import json
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from serenity.tracing import JsonLinesExporter, ScrubbingExporter, sampler
+
+JWT = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ1c2VyLTEifQ.c2lnbmF0dXJlLXZhbHVl"
+PROMISE = "promise-value-0f9e8d7c6b5a"
+
+
+@pytest.fixture
+def exported():
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(sampler=sampler())
+    provider.add_span_processor(SimpleSpanProcessor(ScrubbingExporter(memory)))
+    yield provider.get_tracer("test"), memory
+    provider.shutdown()
+
+
+def test_an_exported_span_keeps_no_token_and_no_query_string(exported):
+    tracer, memory = exported
+    with tracer.start_as_current_span(f"POST /token?access_token={JWT}", kind=SpanKind.SERVER) as span:
+        span.set_attributes({"url.full": f"https://ims.example/ims/token/v4?access_token={JWT}&x=1",
+                             "http.target": f"/v2/orgs/1?token={PROMISE}", "url.query": f"promise_token={PROMISE}",
+                             "note": f"Bearer {JWT}", "job.id": "8f2c", "job.attempt": 2})
+        span.add_event("exception", {"exception.message": f"refused promise_token={PROMISE} for Bearer {JWT}"})
+        span.set_status(Status(StatusCode.ERROR, f"exchange failed: token={PROMISE}"))
+
+    [span] = memory.get_finished_spans()
+    text = json.dumps({"name": span.name, "attributes": dict(span.attributes), "status": span.status.description,
+                       "events": [dict(e.attributes) for e in span.events]})
+    assert JWT not in text and PROMISE not in text
+    assert span.attributes["url.full"] == "https://ims.example/ims/token/v4"
+    assert span.attributes["http.target"] == "/v2/orgs/1"
+    assert span.attributes["url.query"] == ""
+    assert (span.attributes["job.id"], span.attributes["job.attempt"]) == ("8f2c", 2)
+
+
+def test_no_trace_starts_with_a_bare_client_call_but_a_requests_calls_are_kept(exported):
+    tracer, memory = exported
+    with tracer.start_as_current_span("SELECT", kind=SpanKind.CLIENT) as heartbeat_query:
+        assert not heartbeat_query.is_recording()
+    with tracer.start_as_current_span("GET /v2/…", kind=SpanKind.SERVER), \
+            tracer.start_as_current_span("SELECT", kind=SpanKind.CLIENT):
+        pass
+
+    assert [(s.name, s.kind) for s in memory.get_finished_spans()] == [("SELECT", SpanKind.CLIENT),
+                                                                      ("GET /v2/…", SpanKind.SERVER)]
+
+
+def test_a_callers_trace_is_continued_even_when_the_caller_did_not_sample_it(exported):
+    from opentelemetry import propagate
+
+    tracer, memory = exported
+    unsampled = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"}
+    with tracer.start_as_current_span("POST /v2/…", context=propagate.extract(unsampled), kind=SpanKind.SERVER):
+        pass
+
+    [request] = memory.get_finished_spans()
+    assert format(request.context.trace_id, "032x") == "0af7651916cd43dd8448eb211c80319c"
+
+
+def test_the_span_file_gets_one_whole_line_per_span_from_each_writer(tmp_path):
+    path = tmp_path / "traces" / "spans.jsonl"
+    providers = []
+    for _ in range(2):  # two processes' exporters on the same file
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(ScrubbingExporter(JsonLinesExporter(path))))
+        providers.append(provider)
+    for i in range(10):
+        with providers[i % 2].get_tracer("test").start_as_current_span(f"step {i}", attributes={"n": i}):
+            pass
+
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line["name"] for line in lines] == [f"step {i}" for i in range(10)]
+    assert {line["attributes"]["n"] for line in lines} == set(range(10))
+    assert all(len(line["traceId"]) == 32 and len(line["spanId"]) == 16 for line in lines)
