@@ -1,5 +1,6 @@
 #!/usr/bin/env python
 """Django's command-line utility for the Serenity market provisioning service."""
+
 import os
 import sys
 

@@ -1,5 +1,6 @@
 """The product's routes, plus `/bench/bare` (the cheapest authenticated DRF view on the same settings) and
 `/bench/bare-query` (the same with one `SELECT 1`)."""
+
 from django.db import connection
 from django.urls import path
 from rest_framework.response import Response

@@ -4,6 +4,7 @@ For every task it appends one JSON line to $BENCH_WORKER_METER: the thread's CPU
 Semrush, DRS or the database costs none), its wall time and the SQL statements it sent. The lease heartbeat
 runs in its own thread and is not counted (it fires only during calls longer than its interval).
 """
+
 import json
 import os
 import threading
@@ -41,8 +42,14 @@ def _stop(task_id=None, task=None, retval=None, **kwargs):
     cpu0, wall0, statements, wrapper = meter
     wrapper.__exit__(None, None, None)
     _current.meter = None
-    line = json.dumps({"task": task.name if task else "", "outcome": str(retval),
-                       "cpu_ms": (time.thread_time() - cpu0) * 1000, "wall_ms": (time.perf_counter() - wall0) * 1000,
-                       "sql": statements[0]})
+    line = json.dumps(
+        {
+            "task": task.name if task else "",
+            "outcome": str(retval),
+            "cpu_ms": (time.thread_time() - cpu0) * 1000,
+            "wall_ms": (time.perf_counter() - wall0) * 1000,
+            "sql": statements[0],
+        }
+    )
     with _write_lock, open(os.environ["BENCH_WORKER_METER"], "a") as out:
         out.write(line + "\n")

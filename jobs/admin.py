@@ -1,6 +1,7 @@
 """Django admin for async jobs: read-only views an operator can filter, and actions that call the same
 services as the runbook commands. No token is ever rendered: parameters, errors and the event history
 are shown redacted, checkpoints summarised, and grants are not part of the job's page."""
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta
@@ -95,15 +96,16 @@ class AttentionFilter(admin.SimpleListFilter):
     parameter_name = "attention"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
-        return [("any", "any of these"),
-                ("stuck", f"stuck (quiet for {settings.JOB_STUCK_AFTER_SECONDS // 60} min)"),
-                ("dead", "worker presumed dead"),
-                ("dlq", "message in the DLQ")]
+        return [
+            ("any", "any of these"),
+            ("stuck", f"stuck (quiet for {settings.JOB_STUCK_AFTER_SECONDS // 60} min)"),
+            ("dead", "worker presumed dead"),
+            ("dlq", "message in the DLQ"),
+        ]
 
     def queryset(self, request: HttpRequest, queryset: Jobs) -> Jobs:
         now = timezone.now()
-        kinds = {"stuck": selectors.stuck_q(now=now), "dead": selectors.presumed_dead_q(now=now),
-                 "dlq": Q(in_dlq=True)}
+        kinds = {"stuck": selectors.stuck_q(now=now), "dead": selectors.presumed_dead_q(now=now), "dlq": Q(in_dlq=True)}
         if self.value() == "any":
             return queryset.filter(kinds["stuck"] | kinds["dead"] | kinds["dlq"])
         kind = self.value()
@@ -147,21 +149,47 @@ class OutcomeFilter(admin.SimpleListFilter):
 class MarkFailedForm(forms.Form):
     """What "mark failed" asks for on its confirmation page."""
 
-    code = forms.RegexField(regex=codes.ERROR_CODE, initial=codes.OPERATOR_FAILED, max_length=64,
-                            help_text="an error code, like OPERATOR_FAILED",
-                            error_messages={"invalid": "An error code is upper case, like OPERATOR_FAILED."})
-    reason = forms.CharField(max_length=300, widget=forms.TextInput(attrs={"size": 60}),
-                             help_text="why, for the job's history and its user (at most 300 characters)")
+    code = forms.RegexField(
+        regex=codes.ERROR_CODE,
+        initial=codes.OPERATOR_FAILED,
+        max_length=64,
+        help_text="an error code, like OPERATOR_FAILED",
+        error_messages={"invalid": "An error code is upper case, like OPERATOR_FAILED."},
+    )
+    reason = forms.CharField(
+        max_length=300,
+        widget=forms.TextInput(attrs={"size": 60}),
+        help_text="why, for the job's history and its user (at most 300 characters)",
+    )
 
 
 @admin.register(AsyncJob)
 class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
     # Typed as sequences of any length: the markets admin extends both.
-    list_display: tuple[str, ...] = ("id", "job_type", "status", "error_code", "attempts", "lease", "last_activity",
-                                     "message_sent", "dlq", "age")
+    list_display: tuple[str, ...] = (
+        "id",
+        "job_type",
+        "status",
+        "error_code",
+        "attempts",
+        "lease",
+        "last_activity",
+        "message_sent",
+        "dlq",
+        "age",
+    )
     list_filter: ClassVar[tuple[type[admin.SimpleListFilter] | str, ...]] = (
-        AttentionFilter, StateFilter, OutcomeFilter, "status", "job_type", "error_code", "attempts", LeaseStateFilter,
-        AgeFilter, "brand_id")
+        AttentionFilter,
+        StateFilter,
+        OutcomeFilter,
+        "status",
+        "job_type",
+        "error_code",
+        "attempts",
+        LeaseStateFilter,
+        AgeFilter,
+        "brand_id",
+    )
     search_fields = ("id", "brand_id")
     ordering = ("-created_at",)
     list_per_page = 50
@@ -175,19 +203,44 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
         ("Checkpoints", {"fields": ("checkpoints_view",)}),
         ("History", {"fields": ("events_view",)}),
         ("Parameters", {"fields": ("params_view",)}),
-        ("Times", {"fields": ("created_at", "updated_at", "started_at", "message_sent_at", "ended_at",
-                              "expires_at")}),
+        ("Times", {"fields": ("created_at", "updated_at", "started_at", "message_sent_at", "ended_at", "expires_at")}),
     ]
-    readonly_fields = ("id", "job_type", "status", "phase", "error_view", "result_view", "organization_id",
-                       "brand_id", "site_id", "user_id", "about", "lease_view", "lease_epoch", "attempts",
-                       "lost_deliveries", "timeline_view", "checkpoints_view", "events_view", "params_view",
-                       "created_at", "updated_at", "started_at", "message_sent_at", "ended_at", "expires_at")
+    readonly_fields = (
+        "id",
+        "job_type",
+        "status",
+        "phase",
+        "error_view",
+        "result_view",
+        "organization_id",
+        "brand_id",
+        "site_id",
+        "user_id",
+        "about",
+        "lease_view",
+        "lease_epoch",
+        "attempts",
+        "lost_deliveries",
+        "timeline_view",
+        "checkpoints_view",
+        "events_view",
+        "params_view",
+        "created_at",
+        "updated_at",
+        "started_at",
+        "message_sent_at",
+        "ended_at",
+        "expires_at",
+    )
 
     def get_queryset(self, request: HttpRequest) -> Jobs:
         """Each row with its last activity and whether its message is in the DLQ (None: DLQ unreadable)."""
         ids = dlq_job_ids()
-        in_dlq = Value(None, output_field=BooleanField()) if ids is None else Case(
-            When(id__in=list(ids), then=Value(True)), default=Value(False), output_field=BooleanField())
+        in_dlq = (
+            Value(None, output_field=BooleanField())
+            if ids is None
+            else Case(When(id__in=list(ids), then=Value(True)), default=Value(False), output_field=BooleanField())
+        )
         return selectors.with_activity(super().get_queryset(request)).annotate(in_dlq=in_dlq)
 
     # -- read-only: every change goes through an action that calls a service ---------------------------------
@@ -251,20 +304,30 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
         summary = display.checkpoints_summary(job.checkpoints)
         if not summary:
             return "none"
-        return format_html("<table>{}</table>", format_html_join(
-            "", "<tr><th>{}</th><td>{}</td></tr>", ((k, v) for k, v in summary.items())))
+        return format_html(
+            "<table>{}</table>",
+            format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", ((k, v) for k, v in summary.items())),
+        )
 
     @admin.display(description="events")
     def events_view(self, job: Job) -> str:
         # A table of our own rather than an inline: an inline prints each row's str(), which holds the raw
         # detail, and every value here must go through the redaction first.
-        rows = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", (
-            (f"{e.at:%Y-%m-%d %H:%M:%S}", e.kind, e.actor or "-", display.redacted(e.detail), e.trace_id or "-")
-            for e in selectors.job_events(job.id)))
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (f"{e.at:%Y-%m-%d %H:%M:%S}", e.kind, e.actor or "-", display.redacted(e.detail), e.trace_id or "-")
+                for e in selectors.job_events(job.id)
+            ),
+        )
         if not rows:
             return "none"
-        return format_html("<table><thead><tr><th>at (UTC)</th><th>event</th><th>actor</th><th>detail</th>"
-                           "<th>trace</th></tr></thead><tbody>{}</tbody></table>", rows)
+        return format_html(
+            "<table><thead><tr><th>at (UTC)</th><th>event</th><th>actor</th><th>detail</th>"
+            "<th>trace</th></tr></thead><tbody>{}</tbody></table>",
+            rows,
+        )
 
     @admin.display(description="waterfall")
     def timeline_view(self, job: Job) -> str:
@@ -272,13 +335,16 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
         drawn = timeline.job_timeline(job.id)
         if not drawn.segments:
             return "nothing recorded yet"
-        return render_to_string("admin/jobs/asyncjob/waterfall.html",
-                                {"timeline": drawn, "chart": charts.waterfall(drawn)})
+        return render_to_string(
+            "admin/jobs/asyncjob/waterfall.html", {"timeline": drawn, "chart": charts.waterfall(drawn)}
+        )
 
     # -- the operator overview -----------------------------------------------------------------------------------
     def get_urls(self) -> list[URLPattern]:
-        return [path("overview/", self.admin_site.admin_view(self.overview_view), name="jobs_asyncjob_overview"),
-                *super().get_urls()]
+        return [
+            path("overview/", self.admin_site.admin_view(self.overview_view), name="jobs_asyncjob_overview"),
+            *super().get_urls(),
+        ]
 
     def overview_view(self, request: HttpRequest) -> TemplateResponse:
         """The fleet at a glance: outcomes per hour (24 hours, 7 days), live work now, the queues, the workers,
@@ -293,9 +359,16 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
         for i in range(24 * 7):
             hour = start + timedelta(hours=i)
             span = {"ended_at__gte": hour.isoformat(), "ended_at__lt": (hour + timedelta(hours=1)).isoformat()}
-            hours.append((f"{hour:%Y-%m-%d %H:%M}", {
-                outcome: (counted[(hour, outcome)], f"{jobs_url}?{urlencode({'outcome': outcome, **span})}")
-                for outcome in selectors.OUTCOMES if counted.get((hour, outcome))}))
+            hours.append(
+                (
+                    f"{hour:%Y-%m-%d %H:%M}",
+                    {
+                        outcome: (counted[(hour, outcome)], f"{jobs_url}?{urlencode({'outcome': outcome, **span})}")
+                        for outcome in selectors.OUTCOMES
+                        if counted.get((hour, outcome))
+                    },
+                )
+            )
         day_start = this_hour - timedelta(hours=23)
         states = selectors.job_state_counts(now=now)
         ttl = selectors.worker_ttl()
@@ -305,33 +378,59 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
         except sqs.AWSError:
             queues = None
         context = {
-            **self.admin_site.each_context(request), "opts": self.model._meta, "title": "Jobs overview",
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Jobs overview",
             "now": now,
-            "day": charts.hourly_bars(hours[-24:]), "week": charts.hourly_bars(hours),
-            "totals": [(outcome, outcome.replace("_", " "), sum(c.get(outcome, (0, ""))[0] for _, c in hours[-24:]),
-                        f"{jobs_url}?{urlencode({'outcome': outcome, 'ended_at__gte': day_start.isoformat()})}")
-                       for outcome in selectors.OUTCOMES],
-            "states": [(state.replace("_", " "), states[state], f"{jobs_url}?state={state}")
-                       for state in selectors.JOB_STATES],
-            "queues": None if queues is None else [
+            "day": charts.hourly_bars(hours[-24:]),
+            "week": charts.hourly_bars(hours),
+            "totals": [
+                (
+                    outcome,
+                    outcome.replace("_", " "),
+                    sum(c.get(outcome, (0, ""))[0] for _, c in hours[-24:]),
+                    f"{jobs_url}?{urlencode({'outcome': outcome, 'ended_at__gte': day_start.isoformat()})}",
+                )
+                for outcome in selectors.OUTCOMES
+            ],
+            "states": [
+                (state.replace("_", " "), states[state], f"{jobs_url}?state={state}") for state in selectors.JOB_STATES
+            ],
+            "queues": None
+            if queues is None
+            else [
                 ("market-jobs queue", dlq.total(queues["queue"]), f"{jobs_url}?status=IN_PROGRESS"),
-                ("DLQ", dlq.total(queues["dlq"]), f"{jobs_url}?attention=dlq")],
-            "workers": [(w.worker, ", ".join(w.queue_names), w.beat_at, ago(w.beat_at), w.beat_at > now - ttl)
-                        for w in selectors.workers_seen()],
+                ("DLQ", dlq.total(queues["dlq"]), f"{jobs_url}?attention=dlq"),
+            ],
+            "workers": [
+                (w.worker, ", ".join(w.queue_names), w.beat_at, ago(w.beat_at), w.beat_at > now - ttl)
+                for w in selectors.workers_seen()
+            ],
             "running_url": f"{jobs_url}?state=running",
-            "organizations": [(org, n, f"{jobs_url}?{urlencode({'state': 'waiting', 'organization_id': org})}")
-                              for org, n in selectors.organizations_waiting(now=now)],
+            "organizations": [
+                (org, n, f"{jobs_url}?{urlencode({'state': 'waiting', 'organization_id': org})}")
+                for org, n in selectors.organizations_waiting(now=now)
+            ],
         }
         return TemplateResponse(request, "admin/jobs/asyncjob/overview.html", context)
 
     @admin.display(description="parameters")
     def params_view(self, job: Job) -> str:
-        return format_html('<pre style="max-height:30em;overflow:auto">{}</pre>',
-                           display.params_for_display(job.params))
+        return format_html(
+            '<pre style="max-height:30em;overflow:auto">{}</pre>', display.params_for_display(job.params)
+        )
 
     # -- actions: each shows a confirmation page first ---------------------------------------------------------
-    def _confirmation(self, request: HttpRequest, queryset: Jobs, *, action: str, title: str, explains: str,
-                      form: forms.Form | None = None) -> TemplateResponse | None:
+    def _confirmation(
+        self,
+        request: HttpRequest,
+        queryset: Jobs,
+        *,
+        action: str,
+        title: str,
+        explains: str,
+        form: forms.Form | None = None,
+    ) -> TemplateResponse | None:
         """The page between choosing an action and carrying it out: the selected jobs as they are now, what
         the action does (and to which of them), and the action's inputs. None once the operator confirmed
         (and the inputs are valid): the action then runs."""
@@ -339,10 +438,17 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
             return None
         jobs = list(queryset.order_by("-created_at"))
         context = {
-            **self.admin_site.each_context(request), "opts": self.model._meta, "title": title,
-            "explains": explains, "action": action, "form": form, "ids": [str(j.id) for j in jobs],
-            "rows": [(j.id, j.status, j.error_code or "-", j.lease_state(), ago(j.last_activity_at))
-                     for j in jobs[:CONFIRMATION_ROWS]],
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": title,
+            "explains": explains,
+            "action": action,
+            "form": form,
+            "ids": [str(j.id) for j in jobs],
+            "rows": [
+                (j.id, j.status, j.error_code or "-", j.lease_state(), ago(j.last_activity_at))
+                for j in jobs[:CONFIRMATION_ROWS]
+            ],
             "more": max(0, len(jobs) - CONFIRMATION_ROWS),
         }
         return TemplateResponse(request, "admin/jobs/asyncjob/confirm_action.html", context)
@@ -356,25 +462,36 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
 
     @admin.action(description="Release stale lease (expired leases only)", permissions=["operate"])
     def release_stale_lease(self, request: HttpRequest, queryset: Jobs) -> TemplateResponse | None:
-        page = self._confirmation(request, queryset, action="release_stale_lease", title="Release stale leases",
-                                  explains="Clears the lease of each selected job that is IN_PROGRESS with an "
-                                  "expired lease (its worker died). A live lease is never touched. No message is "
-                                  "sent: re-enqueue afterwards, or let the doctor do it.")
+        page = self._confirmation(
+            request,
+            queryset,
+            action="release_stale_lease",
+            title="Release stale leases",
+            explains="Clears the lease of each selected job that is IN_PROGRESS with an "
+            "expired lease (its worker died). A live lease is never touched. No message is "
+            "sent: re-enqueue afterwards, or let the doctor do it.",
+        )
         if page:
             return page
         ids = list(queryset.values_list("id", flat=True))
         done = sum(job_services.job_release_stale_lease(i, actor=admin_actor(request)) for i in ids)
-        self._report(request, "Released the stale lease of", done, len(ids),
-                     "not IN_PROGRESS, or the lease is live or absent")
+        self._report(
+            request, "Released the stale lease of", done, len(ids), "not IN_PROGRESS, or the lease is live or absent"
+        )
         return None
 
     @admin.action(description="Re-enqueue (IN_PROGRESS without a live lease)", permissions=["operate"])
     def requeue(self, request: HttpRequest, queryset: Jobs) -> TemplateResponse | None:
-        page = self._confirmation(request, queryset, action="requeue", title="Re-enqueue jobs",
-                                  explains="Sends a fresh message for each selected job that is IN_PROGRESS with no "
-                                  "live lease (an expired lease is released first); the worker resumes at the "
-                                  "job's last checkpoint. Others are skipped. A job whose message is in the DLQ "
-                                  "kept failing: read its history first.")
+        page = self._confirmation(
+            request,
+            queryset,
+            action="requeue",
+            title="Re-enqueue jobs",
+            explains="Sends a fresh message for each selected job that is IN_PROGRESS with no "
+            "live lease (an expired lease is released first); the worker resumes at the "
+            "job's last checkpoint. Others are skipped. A job whose message is in the DLQ "
+            "kept failing: read its history first.",
+        )
         if page:
             return page
         ids = list(queryset.values_list("id", flat=True))
@@ -382,14 +499,20 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
         self._report(request, "Re-enqueued", done, len(ids), "not IN_PROGRESS, a live lease, or the send failed")
         return None
 
-    @admin.action(description="Re-run (FAILED with a retryable error, with its parked credential)",
-                  permissions=["operate"])
+    @admin.action(
+        description="Re-run (FAILED with a retryable error, with its parked credential)", permissions=["operate"]
+    )
     def rerun(self, request: HttpRequest, queryset: Jobs) -> TemplateResponse | None:
-        page = self._confirmation(request, queryset, action="rerun", title="Re-run failed jobs",
-                                  explains="Puts each selected job that FAILED with a retryable error (such as "
-                                  "RETRIES_EXHAUSTED after an outage) back to IN_PROGRESS under the same id, with "
-                                  "the credential it kept, and sends its message; it resumes from its checkpoints. "
-                                  "Run it once the outage is over. Others are skipped.")
+        page = self._confirmation(
+            request,
+            queryset,
+            action="rerun",
+            title="Re-run failed jobs",
+            explains="Puts each selected job that FAILED with a retryable error (such as "
+            "RETRIES_EXHAUSTED after an outage) back to IN_PROGRESS under the same id, with "
+            "the credential it kept, and sends its message; it resumes from its checkpoints. "
+            "Run it once the outage is over. Others are skipped.",
+        )
         if page:
             return page
         ids = list(queryset.values_list("id", flat=True))
@@ -401,10 +524,16 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
     @admin.action(description="Mark failed (asks for a code and a reason)", permissions=["operate"])
     def mark_failed(self, request: HttpRequest, queryset: Jobs) -> TemplateResponse | None:
         form = MarkFailedForm(request.POST if request.POST.get("confirmed") == "yes" else None)
-        page = self._confirmation(request, queryset, action="mark_failed", title="Mark jobs failed", form=form,
-                                  explains="Ends each selected IN_PROGRESS job as FAILED with the code and reason "
-                                  "below; its credential is invalidated and deleted. Its user sees the reason. "
-                                  "Finished jobs are skipped. This cannot be undone.")
+        page = self._confirmation(
+            request,
+            queryset,
+            action="mark_failed",
+            title="Mark jobs failed",
+            form=form,
+            explains="Ends each selected IN_PROGRESS job as FAILED with the code and reason "
+            "below; its credential is invalidated and deleted. Its user sees the reason. "
+            "Finished jobs are skipped. This cannot be undone.",
+        )
         if page:
             return page
         code, reason = form.cleaned_data["code"], form.cleaned_data["reason"].strip()

@@ -5,6 +5,7 @@ checkpoint that rewrote the whole document would send that batch again on every 
 sends the changed keys alone and lets the database merge them, on PostgreSQL (jsonb `||` and `-`) as on
 SQLite (json_set, json_remove). Top-level keys are replaced, never merged deeper; a None value removes its key.
 """
+
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -45,8 +46,15 @@ class MergedCheckpoints(Func):
             params = (*params, *(_path(key) for key in self.drops))
         return sql, params
 
-    def as_sql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, function: str | None = None,
-               template: str | None = None, arg_joiner: str | None = None, **extra: Any) -> "_AsSqlType":
+    def as_sql(
+        self,
+        compiler: SQLCompiler,
+        connection: BaseDatabaseWrapper,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra: Any,
+    ) -> "_AsSqlType":
         raise NotImplementedError(f"checkpoint merge is not written for {connection.vendor}")
 
 

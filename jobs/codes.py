@@ -3,6 +3,7 @@
 Imports nothing from `jobs`: the API, the admin and the runbooks all read codes from here (and each job
 type's own codes from its app, e.g. markets/codes.py).
 """
+
 import re
 
 UNKNOWN_JOB_TYPE = "UNKNOWN_JOB_TYPE"  # no handler registered for the job's stored type

@@ -3,6 +3,7 @@
 A job's parameters must never carry a token, but what an operator sees stays token-free even if one ever
 did: secret-named keys are masked and token-shaped strings replaced, at any depth.
 """
+
 import json
 import re
 from datetime import datetime

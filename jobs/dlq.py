@@ -1,6 +1,7 @@
 """Reading the market-jobs DLQ (a held, released-on-exit scan) and the queues' counts, for the operator
 services, the doctor and job_inspect. Nothing here re-sends or decides: `DlqScan.delete` removes one message
 when the operator services (services/operator.py, redrive and drop) have dealt with it."""
+
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,8 +39,10 @@ def _message(raw: dict[str, Any]) -> DlqMessage:
     decoded = decode_job_message(raw.get("Body", ""))
     sent = attrs.get("SentTimestamp")
     return DlqMessage(
-        message_id=raw["MessageId"], receipt_handle=raw["ReceiptHandle"],
-        job_id=decoded[0] if decoded else None, job_type=decoded[1] if decoded else None,
+        message_id=raw["MessageId"],
+        receipt_handle=raw["ReceiptHandle"],
+        job_id=decoded[0] if decoded else None,
+        job_type=decoded[1] if decoded else None,
         sent_at=datetime.fromtimestamp(int(sent) / 1000, UTC) if sent else None,
         receive_count=int(attrs.get("ApproximateReceiveCount", 0)),
         task=task_name(raw.get("Body", "")),
@@ -76,14 +79,12 @@ class DlqScan:
         except BaseException:
             self._release()  # what was received so far must not stay held for the whole hold
             raise
-        self.messages = sorted(self._seen.values(),
-                               key=lambda m: (m.sent_at or datetime.min.replace(tzinfo=UTC)))
+        self.messages = sorted(self._seen.values(), key=lambda m: m.sent_at or datetime.min.replace(tzinfo=UTC))
         return self
 
     def _receive(self) -> int:
         """One receive; records every message it returned. Returns how many were new to this scan."""
-        batch = sqs.receive(self.url, max_messages=min(10, self.limit - len(self._seen)),
-                            visibility=self.hold_seconds)
+        batch = sqs.receive(self.url, max_messages=min(10, self.limit - len(self._seen)), visibility=self.hold_seconds)
         fresh = 0
         for raw in batch:
             message = _message(raw)
@@ -104,12 +105,13 @@ class DlqScan:
         held = [m for m in self._seen.values() if m.message_id not in self._settled]
         with interrupts.deferred():
             for start in range(0, len(held), 10):
-                batch = held[start:start + 10]
+                batch = held[start : start + 10]
                 try:
                     unchanged = sqs.change_visibility_batch(self.url, [m.receipt_handle for m in batch], 0)
                 except sqs.AWSError as error:  # they reappear on their own when the hold ends
-                    log.warning("DLQ messages not released", extra={"count": len(batch),
-                                                                    "reason": type(error).__name__})
+                    log.warning(
+                        "DLQ messages not released", extra={"count": len(batch), "reason": type(error).__name__}
+                    )
                     continue
                 if unchanged:
                     log.warning("DLQ messages not released", extra={"count": len(unchanged)})

@@ -4,6 +4,7 @@ Every attempt error is a `JobError` with a `code` and a `message` (the stored, o
 `JobFailed` ends the job FAILED, `RetryLater` keeps it IN_PROGRESS for a delayed retry, `LeaseLost` stops
 a delivery that no longer owns the job.
 """
+
 from serenity.problems import DomainError
 
 

@@ -3,6 +3,7 @@
 
 Apps register their handler at start-up (e.g. markets.apps); `jobs` knows nothing of what they do.
 """
+
 import contextlib
 import enum
 import logging
@@ -108,8 +109,12 @@ class JobContext:
 
     def _fenced(self) -> "QuerySet[AsyncJob]":
         """The job row, only while this delivery's lease is the job's lease and has not expired."""
-        return AsyncJob.objects.filter(id=self.job.id, status=JobStatus.IN_PROGRESS, lease_token=self.lease_token,
-                                       lease_expires_at__gt=timezone.now())
+        return AsyncJob.objects.filter(
+            id=self.job.id,
+            status=JobStatus.IN_PROGRESS,
+            lease_token=self.lease_token,
+            lease_expires_at__gt=timezone.now(),
+        )
 
     def _merged(self, values: dict[str, Any]) -> dict[str, Any]:
         """The job's checkpoints with `values` merged in; a None value removes its key."""
@@ -154,10 +159,13 @@ class JobContext:
 
         def store() -> bool:
             with transaction.atomic():
-                fenced = self._fenced().update(checkpoints=MergedCheckpoints(checkpoint_values),
-                                               updated_at=timezone.now()) == 1
-                stored = fenced and grants.grant_rotate(job_id=self.job.id, expect_fingerprint=exchanged.fingerprint,
-                                                        token=rotated)
+                fenced = (
+                    self._fenced().update(checkpoints=MergedCheckpoints(checkpoint_values), updated_at=timezone.now())
+                    == 1
+                )
+                stored = fenced and grants.grant_rotate(
+                    job_id=self.job.id, expect_fingerprint=exchanged.fingerprint, token=rotated
+                )
                 if fenced and not stored:
                     transaction.set_rollback(True)
             return stored
@@ -187,8 +195,9 @@ class JobContext:
                     lost.append(exc)
                     return
                 except Exception as exc:  # a DB hiccup: keep beating; the fenced writes after still decide
-                    log.warning("lease heartbeat failed",
-                                extra={"job_id": str(self.job.id), "reason": type(exc).__name__})
+                    log.warning(
+                        "lease heartbeat failed", extra={"job_id": str(self.job.id), "reason": type(exc).__name__}
+                    )
                 finally:
                     connection.close()  # held only for the beat itself, not for the minutes between beats
 

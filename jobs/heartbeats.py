@@ -12,6 +12,7 @@ A Celery consumer bootstep (registered in jobs.apps), so it runs in every worker
 - a warm stop deletes the row (the worker takes no more messages from then on); a killed worker's row stays
   and ages out: it counts as dead after WORKER_SILENT_HEARTBEATS missed beats (jobs/selectors.py).
 """
+
 import logging
 import os
 import socket
@@ -41,8 +42,9 @@ def worker_name() -> str:
 def heartbeat_write(worker: str, queues: list[str], *, started_at: datetime) -> None:
     """Record that `worker` is alive now and consumes `queues` (insert or update its row)."""
     WorkerHeartbeat.objects.update_or_create(
-        worker=worker, defaults={"queues": "," + ",".join(sorted(queues)) + ",", "started_at": started_at,
-                                 "beat_at": timezone.now()})
+        worker=worker,
+        defaults={"queues": "," + ",".join(sorted(queues)) + ",", "started_at": started_at, "beat_at": timezone.now()},
+    )
 
 
 def heartbeat_forget(worker: str) -> None:

@@ -13,6 +13,7 @@ The handler is installed by the runbook commands only (`install`); elsewhere (th
 process, a worker) `deferred()` does nothing. Signal handlers run in the main thread, so only the main thread
 defers.
 """
+
 import signal
 import threading
 from collections.abc import Callable
@@ -72,8 +73,9 @@ class deferred:  # lower case: used like a function, `with interrupts.deferred()
         if self._counted:
             _state.depth += 1
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if not self._counted:
             return
         _state.depth -= 1

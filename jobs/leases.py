@@ -4,6 +4,7 @@ A lease is (token, expiry). Claiming is one conditional UPDATE on a job that is 
 lease; every later write of the delivery names the token (jobs/handlers.py, JobContext), so a delivery
 whose lease was taken over updates zero rows and stops.
 """
+
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,8 +20,9 @@ from jobs.models import AsyncJob, JobStatus
 from jobs.selectors import CRASH_LOOP_LOST_DELIVERIES
 
 
-def lease_claim(job_id: UUID | str, *, worker: str = "", ttl: int | None = None,
-                fair_to: UUID | None = None) -> uuid.UUID | None:
+def lease_claim(
+    job_id: UUID | str, *, worker: str = "", ttl: int | None = None, fair_to: UUID | None = None
+) -> uuid.UUID | None:
     """Take the lease if the job is IN_PROGRESS and its lease is absent or expired; count the attempt.
 
     With `fair_to` (the job's organization id) the claim also obeys the fairness rule (JOB_ORG_FAIR_SHARE):
@@ -43,8 +45,9 @@ def lease_claim(job_id: UUID | str, *, worker: str = "", ttl: int | None = None,
 def _claim(job_id: UUID | str, *, worker: str, ttl: int | None, rule: Q | None = None) -> uuid.UUID | None:
     now = timezone.now()
     token = uuid.uuid4()
-    claimable = (AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS)
-                 .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now)))
+    claimable = AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS).filter(
+        Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now)
+    )
     if rule is not None:
         claimable = claimable.filter(rule)
     claimed = claimable.update(
@@ -72,10 +75,13 @@ def waiting_jobs(now: datetime) -> QuerySet[AsyncJob]:
     """Jobs waiting for a worker: IN_PROGRESS, no live lease, their message out and receivable by now (not a
     retry or a held-back delivery still in its delay), and not in a crash loop (nothing re-sends those
     without an operator)."""
-    return (AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, message_sent_at__isnull=False,
-                                    lost_deliveries__lt=CRASH_LOOP_LOST_DELIVERIES)
-            .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now))
-            .filter(Q(runnable_at__isnull=True) | Q(runnable_at__lte=now)))
+    return (
+        AsyncJob.objects.filter(
+            status=JobStatus.IN_PROGRESS, message_sent_at__isnull=False, lost_deliveries__lt=CRASH_LOOP_LOST_DELIVERIES
+        )
+        .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now))
+        .filter(Q(runnable_at__isnull=True) | Q(runnable_at__lte=now))
+    )
 
 
 def share_rule(organization_id: UUID, *, share: int, now: datetime) -> Q:
@@ -83,7 +89,7 @@ def share_rule(organization_id: UUID, *, share: int, now: datetime) -> Q:
     another organization is waiting. Claims of one organization racing at the same instant each count only
     the others' committed leases, so the share can be passed by the few that race; the next claims see it."""
     # At the share: a `share`-th running generation exists (OFFSET share-1 LIMIT 1: no count of them all).
-    at_share = Exists(running_jobs(now).filter(organization_id=organization_id).order_by()[share - 1:share])
+    at_share = Exists(running_jobs(now).filter(organization_id=organization_id).order_by()[share - 1 : share])
     others_waiting = Exists(waiting_jobs(now).exclude(organization_id=organization_id))
     return ~at_share | ~others_waiting
 
@@ -93,10 +99,21 @@ def poorer_organization_waiting(organization_id: UUID, *, now: datetime) -> bool
     one, at its share, waits. Organizations above their share with as many running as each other all go on,
     so every worker stays busy when every organization has work (the shares even out as jobs end)."""
     mine = running_jobs(now).filter(organization_id=organization_id).count()
-    others = list(waiting_jobs(now).exclude(organization_id=organization_id).order_by()
-                  .values_list("organization_id", flat=True).distinct()[:1000])
-    theirs = dict(running_jobs(now).filter(organization_id__in=others).order_by().values("organization_id")
-                  .annotate(n=Count("id")).values_list("organization_id", "n"))
+    others = list(
+        waiting_jobs(now)
+        .exclude(organization_id=organization_id)
+        .order_by()
+        .values_list("organization_id", flat=True)
+        .distinct()[:1000]
+    )
+    theirs = dict(
+        running_jobs(now)
+        .filter(organization_id__in=others)
+        .order_by()
+        .values("organization_id")
+        .annotate(n=Count("id"))
+        .values_list("organization_id", "n")
+    )
     return any(theirs.get(org, 0) < mine for org in others)
 
 
@@ -104,8 +121,11 @@ def lease_free(job_id: UUID | str) -> bool:
     """True when the job is IN_PROGRESS and nobody holds its lease: after a failed claim, the fairness rule
     held it back rather than another delivery holding it."""
     now = timezone.now()
-    return (AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS)
-            .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now)).exists())
+    return (
+        AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS)
+        .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now))
+        .exists()
+    )
 
 
 def lease_release(job_id: UUID | str, lease_token: UUID, *, reason: str = "", **fields: Any) -> bool:

@@ -1,5 +1,6 @@
 """The job message on the wire: the task it calls, its body `{jobId, type}` (ids only, never a token), and
 how to read one back from a raw SQS body."""
+
 import base64
 import binascii
 import json

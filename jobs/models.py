@@ -1,4 +1,5 @@
 """Asynchronous jobs (`async_jobs`) and their event history. Status changes go through jobs/states.py."""
+
 from datetime import datetime, timedelta
 
 from django.conf import settings

@@ -2,6 +2,7 @@
 
 The runner returns an Outcome; the task logs it and counts it here. Nothing parses it back from a string.
 """
+
 import logging
 from dataclasses import dataclass
 from typing import Literal
@@ -13,8 +14,14 @@ log = logging.getLogger(__name__)
 Kind = Literal["completed", "failed", "retry", "dropped", "stopped", "held"]
 
 # One EMF count per kind (namespace SpacecatSerenityMarketWorker, dimension Environment only).
-METRIC_BY_KIND = {"completed": "JobsCompleted", "failed": "JobsFailed", "retry": "JobsRetried",
-                  "dropped": "JobsDropped", "stopped": "JobsStopped", "held": "JobsHeldBack"}
+METRIC_BY_KIND = {
+    "completed": "JobsCompleted",
+    "failed": "JobsFailed",
+    "retry": "JobsRetried",
+    "dropped": "JobsDropped",
+    "stopped": "JobsStopped",
+    "held": "JobsHeldBack",
+}
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ Every gauge goes out with an explicit 0 when there is nothing to count, and a ga
 left out of the line, never sent as 0: a missing data point alarms as "no data", a false 0 would hide the
 problem. Nothing at all goes out when the database cannot be read.
 """
+
 import logging
 from datetime import datetime
 
@@ -35,13 +36,17 @@ def run_probe(*, now: datetime | None = None) -> dict[str, int] | None:
     except Exception as exc:  # any failure to read means "unknown", which must never look like 0
         log.error("job probe query failed; no metrics emitted", extra={"reason": type(exc).__name__})
         return None
-    values = {"StuckInProgressJobs": counts.stuck_in_progress, "NeedsReauthBacklog": counts.needs_reauth_backlog,
-              "WorkersAlive": counts.workers_alive}
+    values = {
+        "StuckInProgressJobs": counts.stuck_in_progress,
+        "NeedsReauthBacklog": counts.needs_reauth_backlog,
+        "WorkersAlive": counts.workers_alive,
+    }
     try:
         queues = queue_counts("queue", "maintenance")
     except sqs.AWSError as exc:
-        log.error("job probe could not read the queues; queue metrics not emitted",
-                  extra={"reason": type(exc).__name__})
+        log.error(
+            "job probe could not read the queues; queue metrics not emitted", extra={"reason": type(exc).__name__}
+        )
     else:
         values["JobMessagesWithoutConsumer"] = 0 if counts.workers_alive else total(queues["queue"])
         values["MaintenanceQueueDepth"] = queues["maintenance"].get("Visible", 0)
@@ -49,13 +54,15 @@ def run_probe(*, now: datetime | None = None) -> dict[str, int] | None:
     if counts.stuck_in_progress:
         log.warning("jobs stuck in progress", extra={"count": counts.stuck_in_progress})
     if not counts.workers_alive:
-        log.warning("no worker alive on the market-jobs queue",
-                    extra={"messages": values.get("JobMessagesWithoutConsumer")})
+        log.warning(
+            "no worker alive on the market-jobs queue", extra={"messages": values.get("JobMessagesWithoutConsumer")}
+        )
     return values
 
 
 def needs_a_human(values: dict[str, int]) -> bool:
     """Whether what the probe saw is something an operator must act on: stuck jobs, no worker alive, or a queue
     that could not be read. (Jobs awaiting re-authorisation wait for their users, not for an operator.)"""
-    return bool(values["StuckInProgressJobs"] or not values["WorkersAlive"]
-                or "JobMessagesWithoutConsumer" not in values)
+    return bool(
+        values["StuckInProgressJobs"] or not values["WorkersAlive"] or "JobMessagesWithoutConsumer" not in values
+    )

@@ -4,6 +4,7 @@ The SSM parameter must be exactly `true` (case-sensitive); missing, unreadable o
 not ready. The answer is cached per process for READINESS_CACHE_SECONDS, errors included, so an SSM
 outage costs one slow call a minute, not one per request.
 """
+
 import logging
 import threading
 import time

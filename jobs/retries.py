@@ -8,6 +8,7 @@ The runner asks two questions, at two moments:
 - after a retryable failure (`retry_decision`): N >= JOB_MAX_ATTEMPTS means this was the last attempt:
   the job is exhausted; otherwise retry after an exponential backoff.
 """
+
 import math
 from dataclasses import dataclass
 

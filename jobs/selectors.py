@@ -5,6 +5,7 @@ of `updated_at` (every claim, checkpoint, release and status change touches it) 
 (every publish sets it), so a job an operator just re-enqueued is not "quiet" again until the threshold
 passes once more: that is what makes the runbooks safe to run twice.
 """
+
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TypedDict
@@ -128,30 +129,38 @@ def jobs_filtered(filters: JobFilter = JobFilter(), qs: "QuerySet[AsyncJob] | No
     return qs
 
 
-def jobs_with_stale_lease(*, expired_for: timedelta = timedelta(0), filters: JobFilter = JobFilter(),
-                          now: datetime | None = None) -> "QuerySet[AsyncJob]":
+def jobs_with_stale_lease(
+    *, expired_for: timedelta = timedelta(0), filters: JobFilter = JobFilter(), now: datetime | None = None
+) -> "QuerySet[AsyncJob]":
     """IN_PROGRESS jobs whose lease expired at least `expired_for` ago (their worker is gone)."""
     now = now or timezone.now()
-    qs = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, lease_token__isnull=False,
-                                 lease_expires_at__lte=now - expired_for)
+    qs = AsyncJob.objects.filter(
+        status=JobStatus.IN_PROGRESS, lease_token__isnull=False, lease_expires_at__lte=now - expired_for
+    )
     return jobs_filtered(filters, qs).order_by("lease_expires_at", "id")
 
 
-def jobs_stuck(*, quiet_for: timedelta, filters: JobFilter = JobFilter(),
-               now: datetime | None = None) -> "QuerySet[WithAnnotations[AsyncJob, Activity]]":
+def jobs_stuck(
+    *, quiet_for: timedelta, filters: JobFilter = JobFilter(), now: datetime | None = None
+) -> "QuerySet[WithAnnotations[AsyncJob, Activity]]":
     """IN_PROGRESS jobs with no live lease and no activity for at least `quiet_for`."""
     now = now or timezone.now()
     qs = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exclude(lease_state_q("held", now=now))
-    return with_activity(jobs_filtered(filters, qs)).filter(
-        quiet_q(quiet_for.total_seconds(), now=now)).order_by("last_activity_at", "id")
+    return (
+        with_activity(jobs_filtered(filters, qs))
+        .filter(quiet_q(quiet_for.total_seconds(), now=now))
+        .order_by("last_activity_at", "id")
+    )
 
 
-def jobs_expired(*, expired_for: timedelta = timedelta(0), filters: JobFilter = JobFilter(),
-                 now: datetime | None = None) -> "QuerySet[AsyncJob]":
+def jobs_expired(
+    *, expired_for: timedelta = timedelta(0), filters: JobFilter = JobFilter(), now: datetime | None = None
+) -> "QuerySet[AsyncJob]":
     """Job records past their expiry (created + JOB_RECORD_TTL_DAYS) by at least `expired_for`."""
     now = now or timezone.now()
     return jobs_filtered(filters, AsyncJob.objects.filter(expires_at__lte=now - expired_for)).order_by(
-        "expires_at", "id")
+        "expires_at", "id"
+    )
 
 
 def grants_orphaned() -> "QuerySet[PromiseGrant]":
@@ -185,17 +194,22 @@ def probe_counts(*, stuck_after: int | None = None, now: datetime | None = None)
         stuck=Count("id", filter=quiet_q(stuck_after, now=now)),
         reauth=Count("id", filter=Q(status=JobStatus.FAILED, error_code=NEEDS_REAUTH, expires_at__gt=now)),
     )
-    return ProbeCounts(stuck_in_progress=counts["stuck"], needs_reauth_backlog=counts["reauth"],
-                       workers_alive=workers_alive(settings.MARKET_JOBS_QUEUE, now=now))
+    return ProbeCounts(
+        stuck_in_progress=counts["stuck"],
+        needs_reauth_backlog=counts["reauth"],
+        workers_alive=workers_alive(settings.MARKET_JOBS_QUEUE, now=now),
+    )
 
 
 def unsent_jobs(*, grace_seconds: int | None = None) -> "QuerySet[AsyncJob]":
     """IN_PROGRESS jobs whose message never went out (or whose re-send failed), past the grace period, with
     no lease: a crash between commit and send."""
-    cutoff = timezone.now() - timedelta(seconds=settings.JOB_ENQUEUE_GRACE_SECONDS if grace_seconds is None
-                                        else grace_seconds)
-    return AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, message_sent_at__isnull=True,
-                                   lease_token__isnull=True, updated_at__lte=cutoff).order_by("created_at")
+    cutoff = timezone.now() - timedelta(
+        seconds=settings.JOB_ENQUEUE_GRACE_SECONDS if grace_seconds is None else grace_seconds
+    )
+    return AsyncJob.objects.filter(
+        status=JobStatus.IN_PROGRESS, message_sent_at__isnull=True, lease_token__isnull=True, updated_at__lte=cutoff
+    ).order_by("created_at")
 
 
 # --- the operator overview (jobs/admin.py) -----------------------------------------------------------------------
@@ -230,23 +244,34 @@ def job_state_counts(*, now: datetime | None = None) -> dict[str, int]:
     """How many jobs are in each of JOB_STATES now: one query."""
     now = now or timezone.now()
     return with_activity(AsyncJob.objects.all()).aggregate(
-        **{state: Count("id", filter=job_state_q(state, now=now)) for state in JOB_STATES})
+        **{state: Count("id", filter=job_state_q(state, now=now)) for state in JOB_STATES}
+    )
 
 
 def outcomes_per_hour(*, since: datetime) -> dict[tuple[datetime, str], int]:
     """`{(hour, outcome): count}` of the jobs that ended since `since`, by the hour they (last) ended: one
     query. A job counts once, by its latest ending (a re-authorised job that then completed is `completed`)."""
     outcome = Case(*(When(q, then=Value(name)) for name, q in OUTCOMES.items()), output_field=CharField())
-    rows = (AsyncJob.objects.filter(ended_at__gte=since).exclude(status=JobStatus.IN_PROGRESS)
-            .annotate(hour=TruncHour("ended_at"), outcome=outcome).values("hour", "outcome")
-            .annotate(n=Count("id")).order_by())
+    rows = (
+        AsyncJob.objects.filter(ended_at__gte=since)
+        .exclude(status=JobStatus.IN_PROGRESS)
+        .annotate(hour=TruncHour("ended_at"), outcome=outcome)
+        .values("hour", "outcome")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
     return {(row["hour"], row["outcome"]): row["n"] for row in rows}
 
 
 def organizations_waiting(*, limit: int = 10, now: datetime | None = None) -> list[tuple[str, int]]:
     """`[(organization id, waiting jobs)]`, the most first: one query."""
-    rows = (with_activity(AsyncJob.objects.all()).filter(job_state_q("waiting", now=now))
-            .values("organization_id").annotate(n=Count("id")).order_by("-n", "organization_id")[:limit])
+    rows = (
+        with_activity(AsyncJob.objects.all())
+        .filter(job_state_q("waiting", now=now))
+        .values("organization_id")
+        .annotate(n=Count("id"))
+        .order_by("-n", "organization_id")[:limit]
+    )
     return [(str(row["organization_id"]), row["n"]) for row in rows]
 
 

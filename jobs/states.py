@@ -14,6 +14,7 @@ Every change is one conditional UPDATE naming the expected current status (and, 
 lease token): zero rows means someone else moved the job first, and the caller must stop.
 Statuses are `jobs.models.JobStatus`, the one name for each.
 """
+
 from typing import Any
 from uuid import UUID
 
@@ -73,12 +74,14 @@ def transition(
         qs = qs.filter(lease_token=lease_token)
     moved = qs.update(**values) == 1
     if moved:
-        JobEvent.objects.create(job_id=job_id, kind=event, actor=actor, detail=detail[:500], at=now,
-                                trace_id=tracing.current_trace_id())
+        JobEvent.objects.create(
+            job_id=job_id, kind=event, actor=actor, detail=detail[:500], at=now, trace_id=tracing.current_trace_id()
+        )
     return moved
 
 
 def record(job_id: UUID | str, kind: str, *, actor: str = "", detail: str = "") -> None:
     """Append an event that is not a status change (lease claim/loss, retry, checkpoint)."""
-    JobEvent.objects.create(job_id=job_id, kind=kind, actor=actor, detail=detail[:500],
-                            trace_id=tracing.current_trace_id())
+    JobEvent.objects.create(
+        job_id=job_id, kind=kind, actor=actor, detail=detail[:500], trace_id=tracing.current_trace_id()
+    )

@@ -1,4 +1,5 @@
 """Celery tasks: thin interfaces to the job services. Messages carry ids, never objects or tokens."""
+
 import logging
 import socket
 import threading

@@ -7,6 +7,7 @@ every delivery writes: message sent, lease claimed, checkpoints, outcome). A dep
 collector keeps no spans here: its operators open the trace id in the collector's UI, and the job page
 draws the history's timeline.
 """
+
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -20,12 +21,21 @@ from jobs.models import JobEvent
 
 # What a segment is, for its colour and its label; the legend lists them in this order.
 KINDS = {
-    "request": "request", "queue": "queue wait", "delivery": "delivery", "drs": "DRS", "ims": "IMS exchange",
-    "semrush": "Semrush", "publish": "publish",
+    "request": "request",
+    "queue": "queue wait",
+    "delivery": "delivery",
+    "drs": "DRS",
+    "ims": "IMS exchange",
+    "semrush": "Semrush",
+    "publish": "publish",
 }
 # Our own spans around one step (serenity.tracing.span), and what each is.
-_STEP_SPANS = {"drs.generate": ("drs", "DRS: generate prompts"), "ims.exchange": ("ims", "IMS: exchange token"),
-               "semrush.write": ("semrush", "Semrush: write prompts"), "semrush.publish": ("publish", "publish")}
+_STEP_SPANS = {
+    "drs.generate": ("drs", "DRS: generate prompts"),
+    "ims.exchange": ("ims", "IMS: exchange token"),
+    "semrush.write": ("semrush", "Semrush: write prompts"),
+    "semrush.publish": ("publish", "publish"),
+}
 # A span as the span file holds it (serenity.tracing.span_document).
 Span = dict[str, Any]
 _SERVICES = {"ims": "IMS", "semrush": "Semrush", "drs": "DRS"}
@@ -71,6 +81,7 @@ def job_timeline(job_id: uuid.UUID | str, events: list[JobEvent] | None = None) 
 
 
 # --- from spans ---------------------------------------------------------------------------------------------
+
 
 def read_spans(trace_ids: list[str], path: str | None = None) -> list[Span]:
     """The spans of these traces in the span file (serenity.tracing.JsonLinesExporter), in no order."""
@@ -133,18 +144,24 @@ def from_spans(spans: list[Span]) -> Timeline:
     by_id = {s["spanId"]: s for s in spans}
     kept: dict[str, tuple[str, str, str]] = {}  # span id -> (kind, label, note)
     queries: dict[str, int] = {}
-    deliveries = sorted((s for s in spans if s["kind"] == "CONSUMER" and s["name"].startswith("run/")),
-                        key=lambda s: s["start"])
+    deliveries = sorted(
+        (s for s in spans if s["kind"] == "CONSUMER" and s["name"].startswith("run/")), key=lambda s: s["start"]
+    )
     for number, s in enumerate(deliveries, 1):
         attributes = s.get("attributes") or {}
-        kept[s["spanId"]] = ("delivery", f"delivery {attributes.get('job.attempt', number)}",
-                             str(attributes.get("job.outcome", "")))
+        kept[s["spanId"]] = (
+            "delivery",
+            f"delivery {attributes.get('job.attempt', number)}",
+            str(attributes.get("job.outcome", "")),
+        )
     for s in spans:
         attributes = s.get("attributes") or {}
         if s["kind"] == "SERVER" and s.get("parentId") not in by_id:
-            kept[s["spanId"]] = ("request", f"request {_short_route(s['name'])}",
-                                 str(attributes.get("http.response.status_code")
-                                     or attributes.get("http.status_code") or ""))
+            kept[s["spanId"]] = (
+                "request",
+                f"request {_short_route(s['name'])}",
+                str(attributes.get("http.response.status_code") or attributes.get("http.status_code") or ""),
+            )
         elif s["name"] in _STEP_SPANS:
             kind, label = _STEP_SPANS[s["name"]]
             kept[s["spanId"]] = (kind, label, "failed" if s.get("status") == "ERROR" else "")
@@ -170,15 +187,35 @@ def from_spans(spans: list[Span]) -> Timeline:
             parent = _nearest(by_id[parent], kept, by_id)
         if span_id in queries:
             note = f"{note}, {queries[span_id]} SQL" if note else f"{queries[span_id]} SQL"
-        segments.append((s["start"], Segment(label=label, kind=kind, start=(s["start"] - origin) / 1e9,
-                                             end=(s["end"] - origin) / 1e9, depth=depth, note=note)))
+        segments.append(
+            (
+                s["start"],
+                Segment(
+                    label=label,
+                    kind=kind,
+                    start=(s["start"] - origin) / 1e9,
+                    end=(s["end"] - origin) / 1e9,
+                    depth=depth,
+                    note=note,
+                ),
+            )
+        )
     # The time each message waited: from its send (the Celery producer span, a child of the request or of the
     # delivery that retried) to the delivery that received it.
     for delivery in deliveries:
         sent = by_id.get(delivery.get("parentId"))
         if sent is not None and sent["kind"] == "PRODUCER":
-            segments.append((sent["end"], Segment(label="queue wait", kind="queue", start=(sent["end"] - origin) / 1e9,
-                                                  end=(delivery["start"] - origin) / 1e9)))
+            segments.append(
+                (
+                    sent["end"],
+                    Segment(
+                        label="queue wait",
+                        kind="queue",
+                        start=(sent["end"] - origin) / 1e9,
+                        end=(delivery["start"] - origin) / 1e9,
+                    ),
+                )
+            )
     return Timeline(source="spans", segments=[seg for _, seg in sorted(segments, key=lambda p: p[0])])
 
 
@@ -195,10 +232,13 @@ def _nearest(span: Span, kept: dict[str, tuple[str, str, str]], by_id: dict[str,
 # --- from the history ---------------------------------------------------------------------------------------
 
 # Checkpoint phases (markets/constants.py) that end a step, and the step they end.
-_PHASE_STEPS = {"generated": ("drs", "DRS: generate prompts"), "writing": ("ims", "IMS exchange, Semrush project"),
-                "written": ("semrush", "Semrush: write prompts"), "published": ("publish", "publish")}
-_DELIVERY_ENDS = {"completed", "failed", "retry_scheduled", "lease_released", "lease_lost", "requeued",
-                  "marked_failed"}
+_PHASE_STEPS = {
+    "generated": ("drs", "DRS: generate prompts"),
+    "writing": ("ims", "IMS exchange, Semrush project"),
+    "written": ("semrush", "Semrush: write prompts"),
+    "published": ("publish", "publish"),
+}
+_DELIVERY_ENDS = {"completed", "failed", "retry_scheduled", "lease_released", "lease_lost", "requeued", "marked_failed"}
 
 
 def from_history(events: list[JobEvent]) -> Timeline:
@@ -223,8 +263,14 @@ def from_history(events: list[JobEvent]) -> Timeline:
             request_start = e.at
         elif e.kind == "message_sent":
             if request_start is not None:
-                segments.append(Segment(label="request (enqueue)", kind="request",
-                                        start=(request_start - origin).total_seconds(), end=at(e)))
+                segments.append(
+                    Segment(
+                        label="request (enqueue)",
+                        kind="request",
+                        start=(request_start - origin).total_seconds(),
+                        end=at(e),
+                    )
+                )
                 request_start = None
             sent = e
         elif e.kind == "lease_claimed":

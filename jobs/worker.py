@@ -7,6 +7,7 @@
   another worker resumes them from their last checkpoint at once instead of after the lease (930 s) and the
   message's visibility (960 s) run out while this process waits to be killed.
 """
+
 import logging
 import threading
 

@@ -1,6 +1,7 @@
 """Django admin for organizations, brands, sites and markets: browsable and read-only (onboarding
 services own every write), with links from a brand to its generation jobs; and the job list's market
 columns and filter (the job admin itself knows nothing of markets)."""
+
 from django.contrib import admin
 from django.db import models
 from django.db.models import Q
@@ -87,8 +88,7 @@ class SiteAdmin(ReadOnlyAdmin):
 
 @admin.register(Market)
 class MarketAdmin(ReadOnlyAdmin):
-    list_display = ("__str__", "brand", "geo_target_id", "semrush_project_id", "publish_state", "created_at",
-                    "jobs")
+    list_display = ("__str__", "brand", "geo_target_id", "semrush_project_id", "publish_state", "created_at", "jobs")
     list_filter = ("publish_state", "country", "language_code")
     search_fields = ("brand__name", "brand__id", "id", "semrush_project_id")
     list_select_related = ("brand",)

@@ -1,4 +1,5 @@
 """Markets: organizations, brands, sites, markets, onboarding and the market-generation job handler."""
+
 from django.apps import AppConfig
 
 

@@ -3,6 +3,7 @@
 The job core's own codes (jobs/codes.py) are included, some with a sentence of their own for this job type.
 A code is defined here once; the DRS client, the handler, the DTO and the docs use these names.
 """
+
 from jobs import codes as job_codes
 
 NEEDS_REAUTH = job_codes.NEEDS_REAUTH  # the code the job core's re-authorisation waits for

@@ -1,5 +1,6 @@
 """How an entry point spends its time: the deadline by which it must answer, and markets provisioned side by
 side under it. Shared by onboarding and regeneration."""
+
 import contextvars
 import time
 from concurrent.futures import ThreadPoolExecutor

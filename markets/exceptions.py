@@ -1,9 +1,11 @@
 """Errors of the markets app that the API answers deliberately (problem details, SPEC §3): each declares its
 status, code and title; serenity/problems.py maps the code to the original service's `error` token."""
+
 from serenity.clients.http import ReauthRequired
 from serenity.problems import Conflict, DomainError, Forbidden, InvalidInput, NotFound
 
 # --- The caller's scope ---------------------------------------------------------------------------------------
+
 
 class OrganizationNotFound(NotFound):
     code, title = "organization_not_found", "Organization not found"
@@ -44,6 +46,7 @@ class MarketNotFound(NotFound):
 
 # --- Requests ---------------------------------------------------------------------------------------------
 
+
 class InvalidRequest(InvalidInput):
     """A body that breaks the original's rules: `detail` joins every failed rule's sentence, `errors` names
     each field (a JSON pointer)."""
@@ -61,6 +64,7 @@ class UnknownLanguage(DomainError):
 
 
 # --- State ------------------------------------------------------------------------------------------------
+
 
 class BrandExists(Conflict):
     code, title = "brand_exists", "This site is already the primary URL for another brand"
@@ -87,6 +91,7 @@ class NoCatalogueSeeds(Conflict):
 
 
 # --- Others' trouble --------------------------------------------------------------------------------------
+
 
 class SemrushUnavailable(DomainError):
     status, code, title = 502, "semrush_unavailable", "Upstream request failed"

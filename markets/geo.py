@@ -5,6 +5,7 @@ against the Semrush language catalogue. A market is sent in any case and stored 
 a language is lower-cased (`IT` -> `it`, `de-CH` -> `de-ch`) and must be a primary subtag of two or three
 letters with an optional region or script subtag.
 """
+
 import json
 import re
 from functools import cache
@@ -63,6 +64,7 @@ def known_languages() -> tuple[dict, ...]:
 
 def any_case(codes) -> str:
     """A regular expression (ECMA 262, as JSON Schema uses) matching exactly `codes`, in any case."""
+
     def letters(code: str) -> str:
         return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else re.escape(c) for c in code)
 
@@ -71,5 +73,4 @@ def any_case(codes) -> str:
 
 # The schema's patterns: exactly the values the server accepts (the languages: as the catalogue stood).
 MARKET_PATTERN = f"^{any_case(COUNTRY_CODES)}$"
-LANGUAGE_PATTERN = (f"^{any_case({e['code'].split('-')[0] for e in known_languages()})}"
-                    f"(?:-[A-Za-z]{{2,4}})?$")
+LANGUAGE_PATTERN = f"^{any_case({e['code'].split('-')[0] for e in known_languages()})}(?:-[A-Za-z]{{2,4}})?$"

@@ -2,6 +2,7 @@
 `x-promise-token` (with the caller's bearer) what the request acts with in Semrush. Shared by the entry points,
 re-authorisation and regeneration; what the request then acts with is `semrush_generation` in
 markets/generation/producer.py."""
+
 from tokens import pairs
 from tokens.delegation import PROMISE_TOKEN_HEADER, require_promise_token
 from tokens.exceptions import InvalidAudience, PromisePairRequired

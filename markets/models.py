@@ -1,4 +1,5 @@
 """Organizations, brands, sites and markets: fields and constraints only (workflows live in services)."""
+
 import uuid
 
 from django.db import models
@@ -47,8 +48,9 @@ class Brand(models.Model):
             # A brand is found again by its name (createBrand is an upsert, as in the original service).
             models.UniqueConstraint(fields=["organization", "name"], name="brand_unique_name_per_org"),
             # A site is the primary URL of one brand only.
-            models.UniqueConstraint(fields=["organization", "domain"], condition=~models.Q(domain=""),
-                                    name="brand_unique_domain_per_org"),
+            models.UniqueConstraint(
+                fields=["organization", "domain"], condition=~models.Q(domain=""), name="brand_unique_domain_per_org"
+            ),
             models.CheckConstraint(condition=models.Q(status__in=["pending", "active"]), name="brand_status_valid"),
         ]
 
@@ -95,8 +97,9 @@ class Market(models.Model):
                 fields=["brand", "geo_target_id", "language_code"], name="market_unique_slice_per_brand"
             ),
             models.CheckConstraint(condition=models.Q(country__regex=r"^[A-Z]{2}$"), name="market_country_alpha2"),
-            models.CheckConstraint(condition=models.Q(language_code__regex=r"^[a-z]{2,3}(-[a-z]{2,4})?$"),
-                                   name="market_language_tag"),
+            models.CheckConstraint(
+                condition=models.Q(language_code__regex=r"^[a-z]{2,3}(-[a-z]{2,4})?$"), name="market_language_tag"
+            ),
             models.CheckConstraint(
                 condition=models.Q(geo_target_id__gte=2000, geo_target_id__lt=3000), name="market_geo_target_country"
             ),

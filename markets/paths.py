@@ -1,5 +1,6 @@
 """The ids in the API's paths: parsed as the original's router does (a malformed one is a 400 naming it, not a
 404), and described once for the OpenAPI document. Shared by onboarding and generation routes."""
+
 import uuid
 
 from drf_spectacular.types import OpenApiTypes
@@ -29,11 +30,14 @@ def parse_ids(**ids: str) -> list[uuid.UUID]:
     return parsed
 
 
-
 PATH_IDS = [
     OpenApiParameter("orgId", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The organization."),
     OpenApiParameter("brandId", OpenApiTypes.UUID, OpenApiParameter.PATH, description="A brand of the organization."),
-    OpenApiParameter("jobId", OpenApiTypes.UUID, OpenApiParameter.PATH,
-                     description="The job id from `promptGeneration.jobId` of an entry point's response."),
+    OpenApiParameter(
+        "jobId",
+        OpenApiTypes.UUID,
+        OpenApiParameter.PATH,
+        description="The job id from `promptGeneration.jobId` of an entry point's response.",
+    ),
 ]
 MARKET_ID = OpenApiParameter("marketId", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The market.")

@@ -1,7 +1,6 @@
 """The organization and brand a request names, read for its caller: shared by every route of the API. Jobs are read
 through markets/generation/selectors.py."""
 
-
 from markets.exceptions import (
     BrandNotFound,
     NoOrganizationAccess,

@@ -24,6 +24,7 @@ each scenario's table in docs/benchmarks.md is replaced by its own run and the o
 printed and written there with the machine's description. Every process this script starts is stopped by its
 process group when it ends, however it ends.
 """
+
 import json
 import math
 import os
@@ -69,9 +70,19 @@ FAIR_A_JOBS = 256
 LAMBDA_MEMORY_MB = 512
 WORKER_APP_NAME = "serenity-bench-worker"  # the worker's PostgreSQL connections carry it (PGAPPNAME)
 SCENARIOS = ("poll", "create", "activate", "worker", "scale", "fairness")
-TARGETS = {"poll": 0.5, "worker_wall": 1.5, "worker_cpu_x_bare": 100, "worker_sql": 25, "create": 0.7,
-           "scale_wall": 2.0, "scale_rss_mb": 512, "scale_pg_connections": 20, "lambda_memory": 0.1,
-           "fair_wait": 2.5, "fair_alone": 1.10}
+TARGETS = {
+    "poll": 0.5,
+    "worker_wall": 1.5,
+    "worker_cpu_x_bare": 100,
+    "worker_sql": 25,
+    "create": 0.7,
+    "scale_wall": 2.0,
+    "scale_rss_mb": 512,
+    "scale_pg_connections": 20,
+    "lambda_memory": 0.1,
+    "fair_wait": 2.5,
+    "fair_alone": 1.10,
+}
 
 
 def proc_status_field(status: str, field: str) -> str:
@@ -130,7 +141,7 @@ def cpu_seconds(groups: dict[str, int]) -> dict[str, float]:
             text = stat.read_text()
         except OSError:
             continue  # the process ended meanwhile
-        comm, fields = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
+        comm, fields = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
         seconds = (int(fields[11]) + int(fields[12])) / tick
         if comm == "postgres":
             used["PostgreSQL"] += seconds
@@ -142,21 +153,33 @@ def cpu_seconds(groups: dict[str, int]) -> dict[str, float]:
 class Bench:
     def __init__(self):
         base = int(os.environ.get("BENCH_PORT_BASE", "0"))  # a fixed range when set, else free ports
-        self.stack = Stack(database_url=DATABASE_URL, names=("sqs", "sim", "api_on", "api_off"),
-                           settings_module="benchmarks.settings", prefix="serenity-bench-", first_port=base or None,
-                           env={
-                               "SERENITY_ASYNC_PROMPT_GEN": "true",
-                               "LOG_LEVEL": "WARNING",
-                               # The figures are about cost, not abuse limits.
-                               "THROTTLE_ONBOARDING_RATE": "100000/min",
-                               "THROTTLE_ORG_MARKETS_RATE": "100000/hour",
-                           })
-        self.var, self.ports, self.env, self.runner = (self.stack.var, self.stack.ports, self.stack.env,
-                                                       self.stack.runner)
+        self.stack = Stack(
+            database_url=DATABASE_URL,
+            names=("sqs", "sim", "api_on", "api_off"),
+            settings_module="benchmarks.settings",
+            prefix="serenity-bench-",
+            first_port=base or None,
+            env={
+                "SERENITY_ASYNC_PROMPT_GEN": "true",
+                "LOG_LEVEL": "WARNING",
+                # The figures are about cost, not abuse limits.
+                "THROTTLE_ONBOARDING_RATE": "100000/min",
+                "THROTTLE_ORG_MARKETS_RATE": "100000/hour",
+            },
+        )
+        self.var, self.ports, self.env, self.runner = (
+            self.stack.var,
+            self.stack.ports,
+            self.stack.env,
+            self.stack.runner,
+        )
         self.scenario = ""
         self.rows: list[tuple[str, str, str, str, str]] = []
-        self.sim_calls = LogCounter(self.var / "sim-access.log", r'"[A-Z]+ (?P<path>\S+) HTTP',
-                                    {"IMS": "/sandbox/ims", "Semrush": "/sandbox/semrush", "DRS": "/sandbox/drs"})
+        self.sim_calls = LogCounter(
+            self.var / "sim-access.log",
+            r'"[A-Z]+ (?P<path>\S+) HTTP',
+            {"IMS": "/sandbox/ims", "Semrush": "/sandbox/semrush", "DRS": "/sandbox/drs"},
+        )
         self.sqs_calls = LogCounter(self.var / "sqs.log", r'"(?P<path>POST \S*) HTTP', {"SQS": "POST"})
 
     # --- processes -------------------------------------------------------------------------------------
@@ -164,8 +187,14 @@ class Bench:
         self.stack.start_infrastructure()
         # Enough threads to hold every DRS call of the scale scenario at once (a waiting call holds no
         # database connection: serenity/sandbox/drs/views.py).
-        self.stack.gunicorn("simulators", "sim", access_log=self.sim_calls.path, WEB_CONCURRENCY="2",
-                            GUNICORN_THREADS=str(SCALE_CONCURRENCY // 2 + 64), GUNICORN_TIMEOUT="120")
+        self.stack.gunicorn(
+            "simulators",
+            "sim",
+            access_log=self.sim_calls.path,
+            WEB_CONCURRENCY="2",
+            GUNICORN_THREADS=str(SCALE_CONCURRENCY // 2 + 64),
+            GUNICORN_TIMEOUT="120",
+        )
         self.stack.gunicorn("api (flag on)", "api_on")
         self.stack.gunicorn("api (flag off)", "api_off", SERENITY_ASYNC_PROMPT_GEN="false")
         self.stack.setup_django()
@@ -174,11 +203,29 @@ class Bench:
         from django.conf import settings
 
         # As docker/Dockerfile's `worker` role starts it, on the job queue alone.
-        argv = [str(BIN / "celery"), "-A", "benchmarks.worker_app", "worker", "-P", "threads",
-                "-c", str(threads), "-Q", settings.MARKET_JOBS_QUEUE,
-                "--without-heartbeat", "--without-gossip", "--without-mingle", "-l", "WARNING"]
-        return self.runner.start("worker", argv, log_file=self.var / "worker.log",
-                                 env={"BENCH_WORKER_METER": str(meter), "PGAPPNAME": WORKER_APP_NAME, **env})
+        argv = [
+            str(BIN / "celery"),
+            "-A",
+            "benchmarks.worker_app",
+            "worker",
+            "-P",
+            "threads",
+            "-c",
+            str(threads),
+            "-Q",
+            settings.MARKET_JOBS_QUEUE,
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+            "-l",
+            "WARNING",
+        ]
+        return self.runner.start(
+            "worker",
+            argv,
+            log_file=self.var / "worker.log",
+            env={"BENCH_WORKER_METER": str(meter), "PGAPPNAME": WORKER_APP_NAME, **env},
+        )
 
     def stop(self, name: str) -> None:
         """Stop one child (SIGTERM to its group, SIGKILL after 60 s) and forget it. After a worker, wait out
@@ -217,24 +264,39 @@ class Bench:
             user = f"BENCH{uuid.uuid4().hex[:19].upper()}@AdobeID"
             org = Organization.objects.create(ims_org_id=ims_org, name=f"Bench {label}", is_serenity_active=True)
         domain = f"bench-{label}-{uuid.uuid4().hex[:6]}.example"
-        brand = Brand.objects.create(organization=org, name=f"Bench {label}", display_name=f"Bench {label}",
-                                     domain=domain, primary_url=f"https://{domain}/", status=Brand.Status.ACTIVE)
+        brand = Brand.objects.create(
+            organization=org,
+            name=f"Bench {label}",
+            display_name=f"Bench {label}",
+            domain=domain,
+            primary_url=f"https://{domain}/",
+            status=Brand.Status.ACTIVE,
+        )
         site = Site.objects.create(organization=org, brand=brand, base_url=f"https://{domain}/")
         workspace = services.workspace_create(name=brand.name, parent_id=settings.SEMRUSH_PARENT_WORKSPACE_ID)
         Brand.objects.filter(id=brand.id).update(base_site=site, semrush_workspace_id=workspace.id)
-        return {"org": str(org.id), "brand": str(brand.id), "site": str(site.id), "user": user,
-                "brandFields": {"brandDomain": domain, "brandNames": [f"Bench {label}"]},
-                "token": issue_user_token(user_id=user, org_ids=[ims_org], ttl=3600)}
+        return {
+            "org": str(org.id),
+            "brand": str(brand.id),
+            "site": str(site.id),
+            "user": user,
+            "brandFields": {"brandDomain": domain, "brandNames": [f"Bench {label}"]},
+            "token": issue_user_token(user_id=user, org_ids=[ims_org], ttl=3600),
+        }
 
     def markets_url(self, port: int, b: dict) -> str:
         return f"http://127.0.0.1:{port}/v2/orgs/{b['org']}/brands/{b['brand']}/serenity/markets"
 
     @staticmethod
     def post(url: str, token: str, body: dict, timeout: float = 60) -> tuple[int, dict, float]:
-        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
-                   "x-promise-audience": "semrush"}
-        request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",  # noqa: S310
-                                         headers=headers)
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+            "x-promise-audience": "semrush",
+        }
+        request = urllib.request.Request(  # noqa: S310 (a local URL)
+            url, data=json.dumps(body).encode(), method="POST", headers=headers
+        )
         started = time.perf_counter()
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (local bench URL)
@@ -254,8 +316,14 @@ class Bench:
         b = self.brand("poll")
         batch = {"prompts": [{"prompt": f"best espresso machine for a small office, take {i}"} for i in range(50)]}
         job = AsyncJob.objects.create(
-            id=uuid.uuid4(), job_type=MARKET_GENERATION_JOB_TYPE, status=JobStatus.COMPLETED,
-            organization_id=b["org"], brand_id=b["brand"], site_id=b["site"], user_id=b["user"], phase="published",
+            id=uuid.uuid4(),
+            job_type=MARKET_GENERATION_JOB_TYPE,
+            status=JobStatus.COMPLETED,
+            organization_id=b["org"],
+            brand_id=b["brand"],
+            site_id=b["site"],
+            user_id=b["user"],
+            phase="published",
             params={"seeds": [{"topic": f"topic {i}", "prompts": ["x" * 80] * 3} for i in range(20)]},
             checkpoints={"batch": batch, "written": 50, "projectId": "p", "published": True},
             result={"promptCount": 50, "projectId": "p", "published": True, "verdict": "ship"},
@@ -271,28 +339,47 @@ class Bench:
             raise Failed("a poll with its own ETag did not answer 304")
 
         # Interleaved: each round times every endpoint once; the best round of each is kept.
-        timers = {"bare": timeit.Timer(lambda: client.get("/bench/bare", headers=auth)),
-                  "floor": timeit.Timer(lambda: client.get("/bench/bare-query", **auth)),
-                  "poll": timeit.Timer(lambda: client.get(path, **auth)),
-                  "poll304": timeit.Timer(lambda: client.get(path, HTTP_IF_NONE_MATCH=etag, **auth))}
+        timers = {
+            "bare": timeit.Timer(lambda: client.get("/bench/bare", headers=auth)),
+            "floor": timeit.Timer(lambda: client.get("/bench/bare-query", **auth)),
+            "poll": timeit.Timer(lambda: client.get(path, **auth)),
+            "poll304": timeit.Timer(lambda: client.get(path, HTTP_IF_NONE_MATCH=etag, **auth)),
+        }
         number, best_of = 200, {name: float("inf") for name in timers}
         for _round in range(7):
             for name, timer in timers.items():
                 best_of[name] = min(best_of[name], timer.timeit(number) / number)
         bare, floor, poll, poll304 = best_of["bare"], best_of["floor"], best_of["poll"], best_of["poll304"]
         for label, value in (("200", poll), ("304", poll304)):
-            self.row(f"poll {label}, in process (timeit, best of 7 interleaved rounds of 200), as throughput vs "
-                     "the bare view",
-                     f"{value * 1000:.2f} ms vs bare {bare * 1000:.2f} ms", bare / value, TARGETS["poll"], "≥")
-        self.row("… the bare view with one `SELECT 1` (the floor of any endpoint that reads the database once)",
-                 f"{floor * 1000:.2f} ms", bare / floor, None, "")
+            self.row(
+                f"poll {label}, in process (timeit, best of 7 interleaved rounds of 200), as throughput vs "
+                "the bare view",
+                f"{value * 1000:.2f} ms vs bare {bare * 1000:.2f} ms",
+                bare / value,
+                TARGETS["poll"],
+                "≥",
+            )
+        self.row(
+            "… the bare view with one `SELECT 1` (the floor of any endpoint that reads the database once)",
+            f"{floor * 1000:.2f} ms",
+            bare / floor,
+            None,
+            "",
+        )
 
         wrk = wrk_binary()
         base = f"http://127.0.0.1:{self.ports['api_on']}"
 
         def rate(url: str, *headers: str) -> tuple[float, str]:
-            argv = [wrk, "-t2", f"-c{WRK_CONNECTIONS}", f"-d{WRK_SECONDS}s", "--latency",
-                    "-H", f"Authorization: Bearer {b['token']}"]
+            argv = [
+                wrk,
+                "-t2",
+                f"-c{WRK_CONNECTIONS}",
+                f"-d{WRK_SECONDS}s",
+                "--latency",
+                "-H",
+                f"Authorization: Bearer {b['token']}",
+            ]
             for header in headers:
                 argv += ["-H", header]
             out = subprocess.run([*argv, url], capture_output=True, text=True, check=True).stdout
@@ -304,11 +391,18 @@ class Bench:
                 raise Failed(f"wrk's report from {url} was not understood:\n{out}")
             return float(rps.group(1)), p50.group(1)
 
-        subprocess.run([wrk, "-t1", "-c4", "-d2s", "-H", f"Authorization: Bearer {b['token']}", base + path],
-                       capture_output=True, check=True)  # warm every gunicorn worker's JWKS cache and imports
+        subprocess.run(
+            [wrk, "-t1", "-c4", "-d2s", "-H", f"Authorization: Bearer {b['token']}", base + path],
+            capture_output=True,
+            check=True,
+        )  # warm every gunicorn worker's JWKS cache and imports
         # Interleaved rounds, best of each: a burst of noise from another tenant hits one figure, not the ratio.
-        targets = {"bare": (base + "/bench/bare",), "floor": (base + "/bench/bare-query",), "poll": (base + path,),
-                   "poll304": (base + path, f"If-None-Match: {etag}")}
+        targets = {
+            "bare": (base + "/bench/bare",),
+            "floor": (base + "/bench/bare-query",),
+            "poll": (base + path,),
+            "poll304": (base + path, f"If-None-Match: {etag}"),
+        }
         best: dict[str, tuple[float, str]] = {}
         for _round in range(WRK_ROUNDS):
             for name, (url, *headers) in targets.items():
@@ -317,12 +411,21 @@ class Bench:
         (bare_rps, bare_p50), (floor_rps, floor_p50) = best["bare"], best["floor"]
         (poll_rps, poll_p50), (poll304_rps, poll304_p50) = best["poll"], best["poll304"]
         for label, rps, p50 in (("200", poll_rps, poll_p50), ("304", poll304_rps, poll304_p50)):
-            self.row(f"poll {label}, over HTTP (wrk, {WRK_CONNECTIONS} connections, gunicorn 2×8, best of "
-                     f"{WRK_ROUNDS} interleaved rounds of {WRK_SECONDS} s)",
-                     f"{rps:.0f} req/s (p50 {p50}) vs bare {bare_rps:.0f} req/s (p50 {bare_p50})",
-                     rps / bare_rps, TARGETS["poll"], "≥")
-        self.row("… the bare view with one `SELECT 1`, over HTTP", f"{floor_rps:.0f} req/s (p50 {floor_p50})",
-                 floor_rps / bare_rps, None, "")
+            self.row(
+                f"poll {label}, over HTTP (wrk, {WRK_CONNECTIONS} connections, gunicorn 2×8, best of "
+                f"{WRK_ROUNDS} interleaved rounds of {WRK_SECONDS} s)",
+                f"{rps:.0f} req/s (p50 {p50}) vs bare {bare_rps:.0f} req/s (p50 {bare_p50})",
+                rps / bare_rps,
+                TARGETS["poll"],
+                "≥",
+            )
+        self.row(
+            "… the bare view with one `SELECT 1`, over HTTP",
+            f"{floor_rps:.0f} req/s (p50 {floor_p50})",
+            floor_rps / bare_rps,
+            None,
+            "",
+        )
 
     def create_markets(self) -> None:
         """Sequential creates, alternating the async path (flag on) and the old path (flag off)."""
@@ -333,29 +436,44 @@ class Bench:
         latencies: dict[str, list[float]] = {"on": [], "off": []}
         calls: dict[str, dict[str, int]] = {}
         for b, port, generate in ((on, self.ports["api_on"], True), (off, self.ports["api_off"], False)):
-            self.post(self.markets_url(port, b), b["token"],  # warm-up
-                      {"market": "US", "languageCode": "en", "generatePrompts": generate, **b["brandFields"]})
-        for path, b, port, generate in (("on", on, self.ports["api_on"], True),
-                                        ("off", off, self.ports["api_off"], False)):
+            self.post(
+                self.markets_url(port, b),
+                b["token"],  # warm-up
+                {"market": "US", "languageCode": "en", "generatePrompts": generate, **b["brandFields"]},
+            )
+        for path, b, port, generate in (
+            ("on", on, self.ports["api_on"], True),
+            ("off", off, self.ports["api_off"], False),
+        ):
             self.sim_calls.mark()
             self.sqs_calls.mark()
-            for country in countries[:CREATE_SAMPLES] if path == "on" else countries[100:100 + CREATE_SAMPLES]:
-                status, body, seconds = self.post(self.markets_url(port, b), b["token"],
-                                                  {"market": country, "languageCode": "en",
-                                                   "generatePrompts": generate, **b["brandFields"]})
+            for country in countries[:CREATE_SAMPLES] if path == "on" else countries[100 : 100 + CREATE_SAMPLES]:
+                status, body, seconds = self.post(
+                    self.markets_url(port, b),
+                    b["token"],
+                    {"market": country, "languageCode": "en", "generatePrompts": generate, **b["brandFields"]},
+                )
                 if status != 201:
                     raise Failed(f"create market ({path}) answered {status}: {body}")
                 latencies[path].append(seconds)
             calls[path] = {**self.sim_calls.since_mark(), **self.sqs_calls.since_mark()}
         on_median, off_median = statistics.median(latencies["on"]), statistics.median(latencies["off"])
-        self.row("create market: async path (flag on) vs old path (flag off), median of "
-                 f"{CREATE_SAMPLES} sequential",
-                 f"{on_median * 1000:.0f} ms vs {off_median * 1000:.0f} ms", on_median / off_median,
-                 TARGETS["create"], "≤")
+        self.row(
+            f"create market: async path (flag on) vs old path (flag off), median of {CREATE_SAMPLES} sequential",
+            f"{on_median * 1000:.0f} ms vs {off_median * 1000:.0f} ms",
+            on_median / off_median,
+            TARGETS["create"],
+            "≤",
+        )
         for path in ("on", "off"):
             per_market = ", ".join(f"{name} {count / CREATE_SAMPLES:.1f}" for name, count in calls[path].items())
-            self.row(f"create market, external calls per market ({'async' if path == 'on' else 'old'} path)",
-                     per_market, None, None, "")
+            self.row(
+                f"create market, external calls per market ({'async' if path == 'on' else 'old'} path)",
+                per_market,
+                None,
+                None,
+                "",
+            )
 
     def activate(self) -> None:
         from markets import geo
@@ -365,16 +483,26 @@ class Bench:
         url = self.markets_url(self.ports["api_on"], b).removesuffix("/markets") + "/activate"
         self.sim_calls.mark()
         self.sqs_calls.mark()
-        status, body, seconds = self.post(url, b["token"], {
-            "generatePrompts": True, **b["brandFields"],
-            "markets": [{"market": c, "languageCode": "en"} for c in countries]})
+        status, body, seconds = self.post(
+            url,
+            b["token"],
+            {
+                "generatePrompts": True,
+                **b["brandFields"],
+                "markets": [{"market": c, "languageCode": "en"} for c in countries],
+            },
+        )
         created = sum(1 for m in body.get("markets", []) if m.get("status") == 201)
         if status not in (200, 207) or created != ACTIVATE_MARKETS:
             raise Failed(f"activate answered {status} with {created} of {ACTIVATE_MARKETS} created")
         calls = {**self.sim_calls.since_mark(), **self.sqs_calls.since_mark()}
-        self.row(f"activate {ACTIVATE_MARKETS} markets with generation (one request)",
-                 f"{seconds:.1f} s; " + ", ".join(f"{k} {v}" for k, v in calls.items()),
-                 None, None, "")
+        self.row(
+            f"activate {ACTIVATE_MARKETS} markets with generation (one request)",
+            f"{seconds:.1f} s; " + ", ".join(f"{k} {v}" for k, v in calls.items()),
+            None,
+            None,
+            "",
+        )
 
     def worker(self) -> None:
         """Every queued job, DRS at 1 s, one worker with 8 threads: wall time vs the ideal."""
@@ -410,27 +538,57 @@ class Bench:
         span = AsyncJob.objects.aggregate(first=Min("started_at"), last=Max("ended_at"))
         wall = (span["last"] - span["first"]).total_seconds()
         ideal = math.ceil(queued / WORKER_THREADS) * DRS_LATENCY_MS / 1000
-        self.row(f"worker: {queued} queued jobs, DRS {DRS_LATENCY_MS} ms, {WORKER_THREADS} threads "
-                 "(first claim to last completion)", f"{wall:.1f} s vs ideal {ideal:.0f} s", wall / ideal,
-                 TARGETS["worker_wall"], "≤")
-        self.row("… CPU used meanwhile, per process (2 cores give 2 s per second of wall time)",
-                 ", ".join(f"{name} {seconds:.1f} s" for name, seconds in cpu.items()) + f" in {wall:.1f} s", None,
-                 None, "")
+        self.row(
+            f"worker: {queued} queued jobs, DRS {DRS_LATENCY_MS} ms, {WORKER_THREADS} threads "
+            "(first claim to last completion)",
+            f"{wall:.1f} s vs ideal {ideal:.0f} s",
+            wall / ideal,
+            TARGETS["worker_wall"],
+            "≤",
+        )
+        self.row(
+            "… CPU used meanwhile, per process (2 cores give 2 s per second of wall time)",
+            ", ".join(f"{name} {seconds:.1f} s" for name, seconds in cpu.items()) + f" in {wall:.1f} s",
+            None,
+            None,
+            "",
+        )
         deliveries = [json.loads(line) for line in meter.read_text().splitlines()]
         runs = [d for d in deliveries if d["task"] == "jobs.run"]
-        self.row("… one delivery's wall time (median), DRS's 1 s included",
-                 f"{statistics.median(d['wall_ms'] for d in runs):.0f} ms", None, None, "")
+        self.row(
+            "… one delivery's wall time (median), DRS's 1 s included",
+            f"{statistics.median(d['wall_ms'] for d in runs):.0f} ms",
+            None,
+            None,
+            "",
+        )
         cpu = statistics.median(d["cpu_ms"] for d in runs)
         sql = statistics.median(d["sql"] for d in runs)
         bare = self.bare_view_ms()
-        self.row(f"worker CPU per delivery, external calls excluded (median of {len(runs)}), vs one request to the "
-                 "bare view in process (best of 5 rounds of 100): a yardstick of this machine's speed",
-                 f"{cpu:.1f} ms vs {bare:.2f} ms", cpu / bare, TARGETS["worker_cpu_x_bare"], "≤")
-        self.row(f"worker SQL statements per delivery (median, max {max(d['sql'] for d in runs)})", f"{sql:.0f}",
-                 sql / TARGETS["worker_sql"], 1.0, "≤", unit=f"of the {TARGETS['worker_sql']} target")
+        self.row(
+            f"worker CPU per delivery, external calls excluded (median of {len(runs)}), vs one request to the "
+            "bare view in process (best of 5 rounds of 100): a yardstick of this machine's speed",
+            f"{cpu:.1f} ms vs {bare:.2f} ms",
+            cpu / bare,
+            TARGETS["worker_cpu_x_bare"],
+            "≤",
+        )
+        self.row(
+            f"worker SQL statements per delivery (median, max {max(d['sql'] for d in runs)})",
+            f"{sql:.0f}",
+            sql / TARGETS["worker_sql"],
+            1.0,
+            "≤",
+            unit=f"of the {TARGETS['worker_sql']} target",
+        )
         calls = self.sim_calls.since_mark()
-        self.row("worker: external calls per job", ", ".join(f"{k} {v / queued:.1f}" for k, v in calls.items()),
-                 None, None, "")
+        self.row(
+            "worker: external calls per job",
+            ", ".join(f"{k} {v / queued:.1f}" for k, v in calls.items()),
+            None,
+            None,
+            "",
+        )
         self.stop("worker")
 
     def bare_view_ms(self) -> float:
@@ -449,17 +607,23 @@ class Bench:
         """Queue `count` generation jobs for brand `b` through the API (activations of up to 50 markets)."""
         from markets import geo
 
-        countries = list(geo.COUNTRY_CODES)[first_country:first_country + count]
+        countries = list(geo.COUNTRY_CODES)[first_country : first_country + count]
         if len(countries) < count:
             raise Failed(f"only {len(countries)} countries left for {count} markets of one brand")
         url = self.markets_url(self.ports["api_on"], b).removesuffix("/markets") + "/activate"
         created = 0
         for start in range(0, count, ACTIVATE_MARKETS):
-            chunk = countries[start:start + ACTIVATE_MARKETS]
-            status, body, _seconds = self.post(url, b["token"], {
-                "generatePrompts": True, **b["brandFields"],
-                "markets": [{"market": c, "languageCode": "en"} for c in chunk]},
-                timeout=120)
+            chunk = countries[start : start + ACTIVATE_MARKETS]
+            status, body, _seconds = self.post(
+                url,
+                b["token"],
+                {
+                    "generatePrompts": True,
+                    **b["brandFields"],
+                    "markets": [{"market": c, "languageCode": "en"} for c in chunk],
+                },
+                timeout=120,
+            )
             made = sum(1 for m in body.get("markets", []) if m.get("status") == 201)
             if status not in (200, 207) or made != len(chunk):
                 raise Failed(f"activate answered {status} with {made} of {len(chunk)} created: {str(body)[:300]}")
@@ -528,8 +692,10 @@ class Bench:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [WORKER_APP_NAME])
                 peak["connections"] = max(peak["connections"], cursor.fetchone()[0])
-            peak["in_flight"] = max(peak["in_flight"], AsyncJob.objects.filter(
-                status=JobStatus.IN_PROGRESS, lease_token__isnull=False).count())
+            peak["in_flight"] = max(
+                peak["in_flight"],
+                AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, lease_token__isnull=False).count(),
+            )
 
         self.wait_drained("scale", 900, sample)
         cpu = {name: used - cpu_before[name] for name, used in cpu_seconds(groups).items()}
@@ -540,28 +706,57 @@ class Bench:
         span = AsyncJob.objects.filter(started_at__gte=since).aggregate(first=Min("started_at"), last=Max("ended_at"))
         wall = (span["last"] - span["first"]).total_seconds()
         ideal = math.ceil(queued / SCALE_CONCURRENCY) * SCALE_DRS_MS / 1000
-        self.row(f"scale: {queued} queued jobs, DRS {SCALE_DRS_MS // 1000} s, one worker process of "
-                 f"{SCALE_CONCURRENCY} threads (first claim to last completion)",
-                 f"{wall:.1f} s vs ideal {ideal:.0f} s", wall / ideal, TARGETS["scale_wall"], "≤")
-        self.row(f"… the worker's peak RSS ({threads} threads at the end)", f"{rss_mb:.0f} MB",
-                 rss_mb / TARGETS["scale_rss_mb"], 1.0, "≤", unit=f"of {TARGETS['scale_rss_mb']} MB")
-        self.row("… the worker's PostgreSQL connections at peak (pg_stat_activity, sampled twice a second)",
-                 f"{peak['connections']}", peak["connections"] / TARGETS["scale_pg_connections"], 1.0, "≤",
-                 unit=f"of {TARGETS['scale_pg_connections']}")
-        self.row("… CPU used meanwhile, per process (2 cores give 2 s per second of wall time)",
-                 ", ".join(f"{name} {seconds:.1f} s" for name, seconds in cpu.items()) + f" in {wall:.1f} s",
-                 None, None, "")
+        self.row(
+            f"scale: {queued} queued jobs, DRS {SCALE_DRS_MS // 1000} s, one worker process of "
+            f"{SCALE_CONCURRENCY} threads (first claim to last completion)",
+            f"{wall:.1f} s vs ideal {ideal:.0f} s",
+            wall / ideal,
+            TARGETS["scale_wall"],
+            "≤",
+        )
+        self.row(
+            f"… the worker's peak RSS ({threads} threads at the end)",
+            f"{rss_mb:.0f} MB",
+            rss_mb / TARGETS["scale_rss_mb"],
+            1.0,
+            "≤",
+            unit=f"of {TARGETS['scale_rss_mb']} MB",
+        )
+        self.row(
+            "… the worker's PostgreSQL connections at peak (pg_stat_activity, sampled twice a second)",
+            f"{peak['connections']}",
+            peak["connections"] / TARGETS["scale_pg_connections"],
+            1.0,
+            "≤",
+            unit=f"of {TARGETS['scale_pg_connections']}",
+        )
+        self.row(
+            "… CPU used meanwhile, per process (2 cores give 2 s per second of wall time)",
+            ", ".join(f"{name} {seconds:.1f} s" for name, seconds in cpu.items()) + f" in {wall:.1f} s",
+            None,
+            None,
+            "",
+        )
         per_job_mb = rss_mb / max(1, peak["in_flight"])
-        self.row(f"cost: worker memory per generation in flight (peak RSS / {peak['in_flight']} in flight) vs one "
-                 f"Lambda of {LAMBDA_MEMORY_MB} MB per job, both for the whole DRS wait",
-                 f"{per_job_mb:.2f} MB vs {LAMBDA_MEMORY_MB} MB ({per_job_mb * SCALE_DRS_MS / 1e6:.3f} vs "
-                 f"{LAMBDA_MEMORY_MB * SCALE_DRS_MS / 1e6:.1f} GB·s per job)",
-                 per_job_mb / LAMBDA_MEMORY_MB, TARGETS["lambda_memory"], "≤")
+        self.row(
+            f"cost: worker memory per generation in flight (peak RSS / {peak['in_flight']} in flight) vs one "
+            f"Lambda of {LAMBDA_MEMORY_MB} MB per job, both for the whole DRS wait",
+            f"{per_job_mb:.2f} MB vs {LAMBDA_MEMORY_MB} MB ({per_job_mb * SCALE_DRS_MS / 1e6:.3f} vs "
+            f"{LAMBDA_MEMORY_MB * SCALE_DRS_MS / 1e6:.1f} GB·s per job)",
+            per_job_mb / LAMBDA_MEMORY_MB,
+            TARGETS["lambda_memory"],
+            "≤",
+        )
         runs = [json.loads(line) for line in (self.var / "scale-meter.jsonl").read_text().splitlines()]
         runs = [d for d in runs if d["task"] == "jobs.run"]
-        self.row(f"… worker CPU and SQL per delivery at this concurrency (median of {len(runs)})",
-                 f"{statistics.median(d['cpu_ms'] for d in runs):.1f} ms, "
-                 f"{statistics.median(d['sql'] for d in runs):.0f} statements", None, None, "")
+        self.row(
+            f"… worker CPU and SQL per delivery at this concurrency (median of {len(runs)})",
+            f"{statistics.median(d['cpu_ms'] for d in runs):.1f} ms, "
+            f"{statistics.median(d['sql'] for d in runs):.0f} statements",
+            None,
+            None,
+            "",
+        )
 
     def fairness(self) -> None:
         """Capacity 64, DRS at 10 s. B's one job behind A's 256 vs the same job on an idle system; then A's 256
@@ -582,9 +777,11 @@ class Bench:
         countries = iter(geo.COUNTRY_CODES)
 
         def b_job_seconds() -> float:
-            status, body, _s = self.post(self.markets_url(self.ports["api_on"], b), b["token"],
-                                         {"market": next(countries), "languageCode": "en", "generatePrompts": True,
-                                          **b["brandFields"]})
+            status, body, _s = self.post(
+                self.markets_url(self.ports["api_on"], b),
+                b["token"],
+                {"market": next(countries), "languageCode": "en", "generatePrompts": True, **b["brandFields"]},
+            )
             if status != 201:
                 raise Failed(f"create market for B answered {status}: {body}")
             job_id = body["promptGeneration"]["jobId"]
@@ -604,32 +801,47 @@ class Bench:
         self.queue_for_org("fairA", FAIR_A_JOBS)
         behind = b_job_seconds()
         self.wait_drained("fairness (A and B)", 900)
-        self.row(f"fairness: B's one job queued right after A's {FAIR_A_JOBS}, capacity {FAIR_CAPACITY}, DRS "
-                 f"{FAIR_DRS_MS // 1000} s, share {share} (queued to completed) vs the same job on an idle system",
-                 f"{behind:.1f} s vs {idle:.1f} s", behind / idle, TARGETS["fair_wait"], "≤")
+        self.row(
+            f"fairness: B's one job queued right after A's {FAIR_A_JOBS}, capacity {FAIR_CAPACITY}, DRS "
+            f"{FAIR_DRS_MS // 1000} s, share {share} (queued to completed) vs the same job on an idle system",
+            f"{behind:.1f} s vs {idle:.1f} s",
+            behind / idle,
+            TARGETS["fair_wait"],
+            "≤",
+        )
         self.stop("worker")
 
         alone: dict[str, float] = {}
         for rule in ("on", "off", "on", "off"):  # interleaved; each side's best is kept
             since = timezone.now()
             self.queue_for_org(f"alone{rule}", FAIR_A_JOBS)
-            self.start_worker(self.var / "fair-meter.jsonl", threads=FAIR_CAPACITY,
-                              JOB_ORG_FAIR_SHARE=str(share if rule == "on" else 0))
+            self.start_worker(
+                self.var / "fair-meter.jsonl",
+                threads=FAIR_CAPACITY,
+                JOB_ORG_FAIR_SHARE=str(share if rule == "on" else 0),
+            )
             self.wait_first_claim(since)
             self.wait_drained(f"fairness (A alone, rule {rule})", 900)
             self.stop("worker")
-            span = AsyncJob.objects.filter(started_at__gte=since).aggregate(first=Min("started_at"),
-                                                                            last=Max("ended_at"))
+            span = AsyncJob.objects.filter(started_at__gte=since).aggregate(
+                first=Min("started_at"), last=Max("ended_at")
+            )
             wall = (span["last"] - span["first"]).total_seconds()
             alone[rule] = min(alone.get(rule, wall), wall)
         ideal = math.ceil(FAIR_A_JOBS / FAIR_CAPACITY) * FAIR_DRS_MS / 1000
-        self.row(f"fairness: A's {FAIR_A_JOBS} jobs alone, with the rule vs without (first claim to last "
-                 f"completion, best of 2 interleaved; ideal {ideal:.0f} s)",
-                 f"{alone['on']:.1f} s vs {alone['off']:.1f} s", alone["on"] / alone["off"], TARGETS["fair_alone"], "≤")
+        self.row(
+            f"fairness: A's {FAIR_A_JOBS} jobs alone, with the rule vs without (first claim to last "
+            f"completion, best of 2 interleaved; ideal {ideal:.0f} s)",
+            f"{alone['on']:.1f} s vs {alone['off']:.1f} s",
+            alone["on"] / alone["off"],
+            TARGETS["fair_alone"],
+            "≤",
+        )
 
     # --- output ----------------------------------------------------------------------------------------
-    def row(self, what: str, measured: str, ratio: float | None, target: float | None, sense: str,
-            unit: str = "") -> None:
+    def row(
+        self, what: str, measured: str, ratio: float | None, target: float | None, sense: str, unit: str = ""
+    ) -> None:
         if ratio is None or target is None:
             self.rows.append((self.scenario, what, measured, "" if ratio is None else f"{ratio:.3g}×", ""))
             print(f"  {what}: {measured}", flush=True)
@@ -641,22 +853,39 @@ class Bench:
 
     def table(self, scenario: str | None = None) -> str:
         lines = ["| scenario | measured (same run) | ratio | target |", "| --- | --- | --- | --- |"]
-        lines += [f"| {what} | {measured} | {ratio} | {target} |"
-                  for name, what, measured, ratio, target in self.rows if scenario in (None, name)]
+        lines += [
+            f"| {what} | {measured} | {ratio} | {target} |"
+            for name, what, measured, ratio, target in self.rows
+            if scenario in (None, name)
+        ]
         return "\n".join(lines)
 
 
 def machine() -> str:
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.processor() or "unknown CPU")
-    memory = next((int(line.split()[1]) // 1024 // 1024 for line in Path("/proc/meminfo").read_text().splitlines()
-                   if line.startswith("MemTotal")), 0)
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor() or "unknown CPU",
+    )
+    memory = next(
+        (
+            int(line.split()[1]) // 1024 // 1024
+            for line in Path("/proc/meminfo").read_text().splitlines()
+            if line.startswith("MemTotal")
+        ),
+        0,
+    )
     import psycopg
 
     with psycopg.connect(DATABASE_URL) as conn:
         pg = (conn.execute("SHOW server_version").fetchone() or ("unknown",))[0]
-    return (f"{os.cpu_count()} × {model}, {memory} GiB RAM, {platform.system()} {platform.release()}; "
-            f"Python {platform.python_version()}, PostgreSQL {pg}")
+    return (
+        f"{os.cpu_count()} × {model}, {memory} GiB RAM, {platform.system()} {platform.release()}; "
+        f"Python {platform.python_version()}, PostgreSQL {pg}"
+    )
 
 
 def write_report(bench: Bench, started: datetime, seconds: float, ran: list[str]) -> None:
@@ -667,19 +896,23 @@ def write_report(bench: Bench, started: datetime, seconds: float, ran: list[str]
     begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
     sections: dict[str, str] = {}
     if begin in text and end in text:
-        block = text[text.index(begin) + len(begin):text.index(end)]
+        block = text[text.index(begin) + len(begin) : text.index(end)]
         for part in re.split(r"\n(?=#### )", block):
             heading = re.match(r"#### (\w+)", part.strip())
             if heading and heading.group(1) in SCENARIOS:
                 sections[heading.group(1)] = part.strip()
     when = f"{started:%Y-%m-%d %H:%M} UTC"
     for name in ran:
-        sections[name] = f"#### {name}\n\n`make bench` of {when} ({', '.join(ran)} in {seconds:.0f} s).\n\n" \
-                         f"{bench.table(name)}"
-    report = (f"{begin}\nMachine: {machine()}.\n\n"
-              + "\n\n".join(sections[name] for name in SCENARIOS if name in sections) + f"\n{end}")
+        sections[name] = (
+            f"#### {name}\n\n`make bench` of {when} ({', '.join(ran)} in {seconds:.0f} s).\n\n{bench.table(name)}"
+        )
+    report = (
+        f"{begin}\nMachine: {machine()}.\n\n"
+        + "\n\n".join(sections[name] for name in SCENARIOS if name in sections)
+        + f"\n{end}"
+    )
     if begin in text and end in text:
-        text = text[:text.index(begin)] + report + text[text.index(end) + len(end):]
+        text = text[: text.index(begin)] + report + text[text.index(end) + len(end) :]
     else:
         text = (text or "# Benchmarks\n") + "\n" + report + "\n"
     doc.write_text(text)
@@ -701,8 +934,14 @@ def main() -> int:
         for name in ran:
             print(f"--- {name}", flush=True)
             bench.scenario = name
-            {"poll": bench.poll, "create": bench.create_markets, "activate": bench.activate, "worker": bench.worker,
-             "scale": bench.scale, "fairness": bench.fairness}[name]()
+            {
+                "poll": bench.poll,
+                "create": bench.create_markets,
+                "activate": bench.activate,
+                "worker": bench.worker,
+                "scale": bench.scale,
+                "fairness": bench.fairness,
+            }[name]()
     except Failed as failure:
         print(f"\nmake bench: {failure}\n(logs in {bench.var})", flush=True)
         bench.runner.stop_all()

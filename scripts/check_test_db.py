@@ -1,4 +1,5 @@
 """Before the suite: make sure DATABASE_URL reaches a PostgreSQL server, and say how to fix it if not."""
+
 import os
 import sys
 from urllib.parse import urlsplit, urlunsplit

@@ -6,6 +6,7 @@
 Run it after changing a view, a serializer or a route of the API, and commit the result with the change:
 tests/serenity/test_openapi.py fails while the two differ.
 """
+
 import argparse
 import difflib
 import os
@@ -30,10 +31,14 @@ def generate() -> bytes:
 
 def drift(generated: bytes, committed: bytes) -> str:
     """A unified diff from the committed schema to the generated one (empty when they match)."""
-    return "".join(difflib.unified_diff(
-        committed.decode().splitlines(keepends=True), generated.decode().splitlines(keepends=True),
-        fromfile="docs/openapi.yaml (committed)", tofile="docs/openapi.yaml (generated)",
-    ))
+    return "".join(
+        difflib.unified_diff(
+            committed.decode().splitlines(keepends=True),
+            generated.decode().splitlines(keepends=True),
+            fromfile="docs/openapi.yaml (committed)",
+            tofile="docs/openapi.yaml (generated)",
+        )
+    )
 
 
 def main(argv=None) -> int:

@@ -5,6 +5,7 @@ port, migrates the SQLite database under var/, bootstraps the queues and the rea
 API, the Celery worker and beat, seeds demo data and prints a token and a walkthrough. Ctrl-C stops
 every process it started and exits 0; if one of them dies, it stops the rest and exits non-zero.
 """
+
 import ctypes
 import json
 import os
@@ -72,16 +73,24 @@ class Runner:
         stream.close()
 
     # --- processes --------------------------------------------------------------------------------
-    def start(self, name: str, argv: list[str], *, log_file: Path | None = None,
-              env: dict | None = None) -> subprocess.Popen:
+    def start(
+        self, name: str, argv: list[str], *, log_file: Path | None = None, env: dict | None = None
+    ) -> subprocess.Popen:
         """Start a long-running child in its own process group; its output is prefixed with `name`
         (or goes to `log_file` when it is too chatty for the terminal). `env` adds to the runner's variables."""
         out: IO[bytes] | int = subprocess.PIPE
         if log_file:
             log_file.parent.mkdir(parents=True, exist_ok=True)
             out = log_file.open("wb")
-        proc = subprocess.Popen(argv, cwd=ROOT, env={**self.env, **(env or {})}, stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.STDOUT, preexec_fn=_child_setup)
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env={**self.env, **(env or {})},
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_child_setup,
+        )
         if not isinstance(out, int):  # the log file: the child holds its own copy
             out.close()
         else:
@@ -93,9 +102,15 @@ class Runner:
     def run_step(self, name: str, argv: list[str], *, capture: bool = False) -> str:
         """Run a start-up step to completion. Raises Failed with its output when it fails."""
         self.say(f"--- {name}")
-        proc = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE if capture else subprocess.STDOUT,
-                                preexec_fn=_child_setup)
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if capture else subprocess.STDOUT,
+            preexec_fn=_child_setup,
+        )
         # Listed while it runs, so Ctrl-C during a step stops the step too.
         self.children.append((name, proc))
         raw, err = proc.communicate()
@@ -198,20 +213,27 @@ def seed_demo_data(runner: Runner, manage: list[str]) -> dict | None:
 def walkthrough(base: str, seed: dict) -> str:
     org, brand = seed["orgId"], seed["brandId"]
     markets = f"{base}/v2/orgs/{org}/brands/{brand}/serenity/markets"
-    body = json.dumps({"market": "fr", "languageCode": "fr", "brandDomain": seed["brandDomain"],
-                       "brandNames": [seed["brandName"]], "generatePrompts": True})
+    body = json.dumps(
+        {
+            "market": "fr",
+            "languageCode": "fr",
+            "brandDomain": seed["brandDomain"],
+            "brandNames": [seed["brandName"]],
+            "generatePrompts": True,
+        }
+    )
     manage = "SERENITY_ENVIRONMENT=local .venv/bin/python manage.py"
     who = f"--user-id {seed.get('userId')} --org {seed.get('imsOrgId')}"
     return f"""
 Serenity is running on {base}  (Ctrl-C stops everything)
 
-Demo data: organization {org} (IMS org {seed.get('imsOrgId')}), brand {brand} ({seed['brandName']},
-{seed['brandDomain']}), site {seed.get('siteId')}, user {seed.get('userId')}.
+Demo data: organization {org} (IMS org {seed.get("imsOrgId")}), brand {brand} ({seed["brandName"]},
+{seed["brandDomain"]}), site {seed.get("siteId")}, user {seed.get("userId")}.
 
 The UI signs in once and calls with a SpaceCat session token; when a call reaches Semrush it also sends a
 promise token (x-promise-token), which IMS rotates on every use: fetch a fresh one for each such call.
 
-  export SESSION='{seed['sessionToken']}'
+  export SESSION='{seed["sessionToken"]}'
   PROMISE=$({manage} sandbox_token --promise {who})
 
 1. Create a market with prompt generation, with the body the UI sends (x-promise-audience selects the Semrush
@@ -231,7 +253,7 @@ promise token (x-promise-token), which IMS rotates on every use: fetch a fresh o
   curl -s {base}/sandbox/semrush/_state
 
 An IMS user token for the same user works as the bearer too, without x-promise-token:
-  export TOKEN='{seed['token']}'
+  export TOKEN='{seed["token"]}'
 More tokens: {manage} sandbox_token [--session | --promise] {who}
 API docs: {base}/api/docs    Health: {base}/healthz, {base}/readyz
 """
@@ -264,8 +286,11 @@ def main() -> int:
         if port_open(sqs_host, sqs_port):
             runner.say(f"local SQS: something already serves {sqs_host}:{sqs_port}; using it")
         elif sqs_host in ("127.0.0.1", "localhost"):
-            runner.start("sqs", [PYTHON, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(sqs_port)],
-                         log_file=VAR / "log" / "sqs.log")
+            runner.start(
+                "sqs",
+                [PYTHON, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(sqs_port)],
+                log_file=VAR / "log" / "sqs.log",
+            )
             runner.wait_until(f"the local SQS on {sqs_host}:{sqs_port}", lambda: port_open(sqs_host, sqs_port), 20)
         else:
             raise Failed(f"AWS_ENDPOINT_URL={env['AWS_ENDPOINT_URL']} does not answer; start it or unset it.")
@@ -276,11 +301,27 @@ def main() -> int:
         runner.run_step("bootstrap queues", [*manage, "bootstrap_queues", "--local"])
 
         runner.start("api", [*manage, "runserver", f"127.0.0.1:{port}", "--noreload"])
-        queues = ",".join((env.get("MARKET_JOBS_QUEUE", "serenity-market-jobs"),
-                           env.get("MAINTENANCE_QUEUE", "serenity-maintenance")))
-        runner.start("worker", [str(BIN / "celery"), "-A", "serenity", "worker", "-P", "threads",
-                                "-Q", queues, "--without-heartbeat",
-                                "--without-gossip", "--without-mingle", "-l", "INFO"])
+        queues = ",".join(
+            (env.get("MARKET_JOBS_QUEUE", "serenity-market-jobs"), env.get("MAINTENANCE_QUEUE", "serenity-maintenance"))
+        )
+        runner.start(
+            "worker",
+            [
+                str(BIN / "celery"),
+                "-A",
+                "serenity",
+                "worker",
+                "-P",
+                "threads",
+                "-Q",
+                queues,
+                "--without-heartbeat",
+                "--without-gossip",
+                "--without-mingle",
+                "-l",
+                "INFO",
+            ],
+        )
         runner.start("beat", [str(BIN / "celery"), "-A", "serenity", "beat", "-l", "INFO"])
         runner.wait_until(f"the API on {base}", lambda: http_ok(f"{base}/healthz"), 60)
 

@@ -18,6 +18,7 @@ as JSON (tests/test_soak.py reads it).
 Faults are injected only from outside the product: the simulators' switches (serenity/sandbox/), signals to
 processes, PostgreSQL's pg_terminate_backend and messages sent to or held in the queue.
 """
+
 import json
 import os
 import queue
@@ -48,18 +49,29 @@ DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/soak_serenity"
 # Short, still nested, timeouts (visibility > lease > task limit > DRS + Semrush writes), so that a delivery
 # lost with its worker comes back in seconds: the soak is about what happens, not about waiting for it.
 TIMEOUTS = {
-    "QUEUE_VISIBILITY_TIMEOUT_SECONDS": 10, "JOB_LEASE_TTL_SECONDS": 9, "JOB_TASK_TIME_LIMIT_SECONDS": 8,
-    "DRS_TIMEOUT_SECONDS": 3, "SEMRUSH_WRITE_BUDGET_SECONDS": 4, "SEMRUSH_TIMEOUT_SECONDS": 2,
-    "IMS_TIMEOUT_SECONDS": 2, "JOB_RETRY_BASE_SECONDS": 1, "JOB_RETRY_MAX_SECONDS": 4, "JOB_MAX_ATTEMPTS": 8,
-    "MARKET_JOBS_MAX_RECEIVE_COUNT": 16, "SWEEP_EVERY_SECONDS": 5, "PROBE_EVERY_SECONDS": 15,
+    "QUEUE_VISIBILITY_TIMEOUT_SECONDS": 10,
+    "JOB_LEASE_TTL_SECONDS": 9,
+    "JOB_TASK_TIME_LIMIT_SECONDS": 8,
+    "DRS_TIMEOUT_SECONDS": 3,
+    "SEMRUSH_WRITE_BUDGET_SECONDS": 4,
+    "SEMRUSH_TIMEOUT_SECONDS": 2,
+    "IMS_TIMEOUT_SECONDS": 2,
+    "JOB_RETRY_BASE_SECONDS": 1,
+    "JOB_RETRY_MAX_SECONDS": 4,
+    "JOB_MAX_ATTEMPTS": 8,
+    "MARKET_JOBS_MAX_RECEIVE_COUNT": 16,
+    "SWEEP_EVERY_SECONDS": 5,
+    "PROBE_EVERY_SECONDS": 15,
 }
 ENV = {
     **{k: str(v) for k, v in TIMEOUTS.items()},
     "SERENITY_ASYNC_PROMPT_GEN": "true",
     "LOG_LEVEL": "INFO",
     # The soak is about faults, not abuse limits: every generation has its own user and organization anyway.
-    "THROTTLE_ONBOARDING_RATE": "100000/min", "THROTTLE_ORG_MARKETS_RATE": "100000/hour",
-    "THROTTLE_REAUTH_RATE": "100000/min", "THROTTLE_ORG_REAUTH_RATE": "100000/hour",
+    "THROTTLE_ONBOARDING_RATE": "100000/min",
+    "THROTTLE_ORG_MARKETS_RATE": "100000/hour",
+    "THROTTLE_REAUTH_RATE": "100000/min",
+    "THROTTLE_ORG_REAUTH_RATE": "100000/hour",
 }
 DRS_SLOW_MS, DRS_TIMEOUT_MS, SEMRUSH_STALL_MS = 1500, 4500, 3000
 WORKERS = ("worker-1", "worker-2")
@@ -75,10 +87,20 @@ JWT = re.compile(rb"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+")
 # Faults the schedule picks from, with their weights. Per-generation DRS faults are armed for one brand's
 # next call when its generation starts (so each DRS call is known to be slow, to time out or to fail).
 FAULT_KINDS = {
-    "worker SIGKILL": 3, "worker SIGTERM": 2, "PostgreSQL backends terminated": 3, "SQS duplicates": 3,
-    "SQS delay": 2, "Semrush 5xx": 2, "Semrush 429": 2, "Semrush timeout": 2, "Semrush write answer lost": 3,
-    "IMS 5xx": 2, "IMS exchange answer lost": 2, "IMS refusal (re-authorisation needed)": 1,
-    "API SIGKILL mid-request": 1, "API restart (SIGTERM)": 1,
+    "worker SIGKILL": 3,
+    "worker SIGTERM": 2,
+    "PostgreSQL backends terminated": 3,
+    "SQS duplicates": 3,
+    "SQS delay": 2,
+    "Semrush 5xx": 2,
+    "Semrush 429": 2,
+    "Semrush timeout": 2,
+    "Semrush write answer lost": 3,
+    "IMS 5xx": 2,
+    "IMS exchange answer lost": 2,
+    "IMS refusal (re-authorisation needed)": 1,
+    "API SIGKILL mid-request": 1,
+    "API restart (SIGTERM)": 1,
 }
 DRS_FAULTS = {"DRS slow": 0.08, "DRS timeout": 0.06, "DRS failure (5xx)": 0.06}
 
@@ -125,11 +147,15 @@ class Config:
         unknown = [k for k in kinds if k not in FAULT_KINDS]
         if unknown:
             raise SystemExit(f"SOAK_FAULTS: unknown kinds {unknown}; known: {', '.join(FAULT_KINDS)}")
-        return cls(seed=int(os.environ.get("SOAK_SEED", "26")), jobs=int(os.environ.get("SOAK_JOBS", "300")),
-                   minutes=float(os.environ.get("SOAK_MINUTES", "10")),
-                   fault_every=float(os.environ.get("SOAK_FAULT_EVERY", "3")),
-                   database_url=os.environ.get("SOAK_DATABASE_URL", DEFAULT_DATABASE_URL),
-                   first_port=int(first) if first else None, kinds=kinds or tuple(FAULT_KINDS))
+        return cls(
+            seed=int(os.environ.get("SOAK_SEED", "26")),
+            jobs=int(os.environ.get("SOAK_JOBS", "300")),
+            minutes=float(os.environ.get("SOAK_MINUTES", "10")),
+            fault_every=float(os.environ.get("SOAK_FAULT_EVERY", "3")),
+            database_url=os.environ.get("SOAK_DATABASE_URL", DEFAULT_DATABASE_URL),
+            first_port=int(first) if first else None,
+            kinds=kinds or tuple(FAULT_KINDS),
+        )
 
 
 @dataclass
@@ -162,8 +188,13 @@ class Soak:
         self.config, self.say = config, out or say
         self.rng = random.Random(config.seed)
         self.stack = stacks.Stack(
-            database_url=config.database_url, names=("sqs", "sim", "api"), env=ENV,
-            settings_module="serenity.settings", prefix="serenity-soak-", first_port=config.first_port)
+            database_url=config.database_url,
+            names=("sqs", "sim", "api"),
+            env=ENV,
+            settings_module="serenity.settings",
+            prefix="serenity-soak-",
+            first_port=config.first_port,
+        )
         self.t0 = time.monotonic()
         self.stop_faults = threading.Event()
         self.lock = threading.RLock()
@@ -202,8 +233,13 @@ class Soak:
     def start(self) -> None:
         s = self.stack
         s.start_infrastructure()
-        s.gunicorn("simulators", "sim", access_log=s.var / "sim-access.log", GUNICORN_THREADS="12",
-                   PGAPPNAME=SIMULATORS_APP_NAME)
+        s.gunicorn(
+            "simulators",
+            "sim",
+            access_log=s.var / "sim-access.log",
+            GUNICORN_THREADS="12",
+            PGAPPNAME=SIMULATORS_APP_NAME,
+        )
         self.start_api()
         for name in WORKERS:
             self.start_worker(name)
@@ -215,15 +251,26 @@ class Soak:
         return self.stack.var / f"{name}.{self.incarnations[name]}.log"
 
     def start_api(self, wait: bool = True) -> None:
-        self.procs["api"] = self.stack.gunicorn("api", "api", access_log=self.stack.var / "api-access.log",
-                                                log_file=self._log("api"), wait=wait, WEB_CONCURRENCY="2",
-                                                GUNICORN_THREADS="6")
+        self.procs["api"] = self.stack.gunicorn(
+            "api",
+            "api",
+            access_log=self.stack.var / "api-access.log",
+            log_file=self._log("api"),
+            wait=wait,
+            WEB_CONCURRENCY="2",
+            GUNICORN_THREADS="6",
+        )
 
     def start_worker(self, name: str) -> None:
-        queues = ",".join((os.environ.get("MARKET_JOBS_QUEUE", "serenity-market-jobs"),
-                           os.environ.get("MAINTENANCE_QUEUE", "serenity-maintenance")))
-        self.procs[name] = self.stack.worker(name, queues=queues, threads=WORKER_THREADS, log_file=self._log(name),
-                                             level="INFO")
+        queues = ",".join(
+            (
+                os.environ.get("MARKET_JOBS_QUEUE", "serenity-market-jobs"),
+                os.environ.get("MAINTENANCE_QUEUE", "serenity-maintenance"),
+            )
+        )
+        self.procs[name] = self.stack.worker(
+            name, queues=queues, threads=WORKER_THREADS, log_file=self._log(name), level="INFO"
+        )
 
     def _forget(self, name: str) -> None:
         proc = self.procs[name]
@@ -304,8 +351,11 @@ class Soak:
             held = sqs.receive(url, max_messages=rng.randint(1, 3), visibility=rng.randint(3, 8))
             self.record_fault(kind, f"{len(held)} messages held")
         elif kind == "Semrush 5xx":
-            semrush.fail_next(rng.randint(1, 3), status=rng.choice((500, 502, 503)),
-                              path=rng.choice(("/prompts", "/tags", "/ai-projects", None)))
+            semrush.fail_next(
+                rng.randint(1, 3),
+                status=rng.choice((500, 502, 503)),
+                path=rng.choice(("/prompts", "/tags", "/ai-projects", None)),
+            )
             self.record_fault(kind)
         elif kind == "Semrush 429":
             semrush.fail_next(rng.randint(1, 2), status=429, path=rng.choice(("/prompts", None)))
@@ -314,8 +364,7 @@ class Soak:
             semrush.fail_next(1, path="/prompts", method=rng.choice(("GET", "POST")), stall_ms=SEMRUSH_STALL_MS)
             self.record_fault(kind)
         elif kind == "Semrush write answer lost":
-            semrush.fail_next(1, status=rng.choice((500, 502, 504)), path="/prompts", method="POST",
-                              lose_answer=True)
+            semrush.fail_next(1, status=rng.choice((500, 502, 504)), path="/prompts", method="POST", lose_answer=True)
             self.record_fault(kind)
         elif kind == "IMS 5xx":
             ims.fail_next_exchanges(1, status=rng.choice((500, 503)))
@@ -339,8 +388,11 @@ class Soak:
     def faults_near(self, at: float, seconds: float = 10) -> str:
         """The faults injected within `seconds` of the wall time `at`, for the detail of a broken invariant."""
         with self.lock:
-            near = [f"{kind} ({t - at:+.1f} s{', ' + detail if detail else ''})" for t, kind, detail in self.fault_log
-                    if abs(t - at) <= seconds]
+            near = [
+                f"{kind} ({t - at:+.1f} s{', ' + detail if detail else ''})"
+                for t, kind, detail in self.fault_log
+                if abs(t - at) <= seconds
+            ]
         return "; ".join(near) or "none"
 
     def terminate_backends(self, rng: random.Random) -> int:
@@ -350,9 +402,14 @@ class Soak:
         import psycopg
 
         with psycopg.connect(self.config.database_url, autocommit=True) as conn:
-            pids = [r[0] for r in conn.execute(
-                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
-                "AND application_name NOT IN (%s, %s)", (stacks.HARNESS_APP_NAME, SIMULATORS_APP_NAME))]
+            pids = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                    "AND application_name NOT IN (%s, %s)",
+                    (stacks.HARNESS_APP_NAME, SIMULATORS_APP_NAME),
+                )
+            ]
             chosen = rng.sample(pids, k=(len(pids) + 1) // 2) if pids else []
             for pid in chosen:
                 conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
@@ -407,10 +464,16 @@ class Soak:
                 drs_fault = drs_kinds[i]
             if self.config.kinds != tuple(FAULT_KINDS):  # a narrowed run (SOAK_FAULTS) injects only those
                 drs_fault = None
-            self.generations.append(Generation(
-                index=i, flow="activate" if self.rng.random() < 0.25 else "create", drs_fault=drs_fault,
-                regenerate=self.rng.random() < 0.15, start_at=window * i / max(1, self.config.jobs),
-                country=self.rng.choice(countries)))
+            self.generations.append(
+                Generation(
+                    index=i,
+                    flow="activate" if self.rng.random() < 0.25 else "create",
+                    drs_fault=drs_fault,
+                    regenerate=self.rng.random() < 0.15,
+                    start_at=window * i / max(1, self.config.jobs),
+                    country=self.rng.choice(countries),
+                )
+            )
 
     def prepare(self, g: Generation) -> None:
         """An active brand with a Semrush workspace, its own organization and user, and that user's bearer."""
@@ -424,8 +487,14 @@ class Soak:
         ims_org, g.user = f"SOAK{tag}{'0' * 14}@AdobeOrg", f"SOAK{tag}USER@AdobeID"
         g.brand_name, g.domain = f"Soak Brand {tag}", f"soak-{tag.lower()}.example"
         org = Organization.objects.create(ims_org_id=ims_org, name=f"Soak {tag}", is_serenity_active=True)
-        brand = Brand.objects.create(organization=org, name=g.brand_name, display_name=g.brand_name,
-                                     domain=g.domain, primary_url=f"https://{g.domain}/", status=Brand.Status.ACTIVE)
+        brand = Brand.objects.create(
+            organization=org,
+            name=g.brand_name,
+            display_name=g.brand_name,
+            domain=g.domain,
+            primary_url=f"https://{g.domain}/",
+            status=Brand.Status.ACTIVE,
+        )
         site = Site.objects.create(organization=org, brand=brand, base_url=f"https://{g.domain}/")
         workspace = services.workspace_create(name=brand.name, parent_id=settings.SEMRUSH_PARENT_WORKSPACE_ID)
         Brand.objects.filter(id=brand.id).update(base_site=site, semrush_workspace_id=workspace.id)
@@ -439,9 +508,16 @@ class Soak:
         status, doc = 0, {}
         for attempt in range(attempts):
             data = json.dumps(body).encode() if body is not None else b""
-            request = urllib.request.Request(url, data=data, method="POST", headers={  # noqa: S310 (local URL)
-                "Authorization": f"Bearer {g.token}", "Content-Type": "application/json",
-                "x-promise-audience": "semrush"})
+            request = urllib.request.Request(  # noqa: S310 (a local URL)
+                url,
+                data=data,
+                method="POST",
+                headers={
+                    "Authorization": f"Bearer {g.token}",
+                    "Content-Type": "application/json",
+                    "x-promise-audience": "semrush",
+                },
+            )
             try:
                 with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (local URL)
                     status, raw = response.status, response.read()
@@ -456,7 +532,7 @@ class Soak:
             if status and status < 500 and status != 429:
                 return status, doc
             g.notes.append(f"{path.split('/')[-1]}: {status or 'no answer'} (try {attempt + 1})")
-            time.sleep(min(0.5 * 2 ** attempt, 5))
+            time.sleep(min(0.5 * 2**attempt, 5))
         return status, doc
 
     def begin(self, g: Generation) -> None:
@@ -537,8 +613,10 @@ class Soak:
     # --- the run --------------------------------------------------------------------------------------
     def run(self) -> Result:
         started, t0 = datetime.now(UTC), time.monotonic()
-        self.say(f"--- soak: seed {self.config.seed}, {self.config.jobs} generations, "
-                 f"{self.config.minutes:g} min of faults, logs in {self.stack.var}")
+        self.say(
+            f"--- soak: seed {self.config.seed}, {self.config.jobs} generations, "
+            f"{self.config.minutes:g} min of faults, logs in {self.stack.var}"
+        )
         self.start()
         self.t0 = time.monotonic()
         self.plan()
@@ -561,8 +639,10 @@ class Soak:
                 if time.monotonic() - last > 30:
                     last = time.monotonic()
                     done = sum(f.done() for f in futures)
-                    self.say(f"  {self.now():5.0f} s: {done}/{len(futures)} generations done, "
-                             f"{sum(self.faults.values())} faults")
+                    self.say(
+                        f"  {self.now():5.0f} s: {done}/{len(futures)} generations done, "
+                        f"{sum(self.faults.values())} faults"
+                    )
                 self.run_pending_starts()
                 time.sleep(0.2)
         self.stop_faults.set()
@@ -579,8 +659,7 @@ class Soak:
         flows["regenerate"] = sum(g.regenerated for g in self.generations)
         flows["re-authorise"] = sum(g.reauths for g in self.generations)
         flows["regenerate a market left without its job"] = sum(g.recovered for g in self.generations)
-        return Result(self.config, started, time.monotonic() - t0, self.faults, outcomes, flows, invariants,
-                      explained)
+        return Result(self.config, started, time.monotonic() - t0, self.faults, outcomes, flows, invariants, explained)
 
     def quiesce(self) -> None:
         """Faults off: every switch reset, both workers and the API up (a fault's restart may be pending)."""
@@ -607,56 +686,103 @@ class Soak:
         jobs = {str(j.id): j for j in AsyncJob.objects.filter(id__in=job_ids)}
 
         stuck = [j for j in jobs.values() if j.status == JobStatus.IN_PROGRESS]
-        out.append(Invariant("jobs left IN_PROGRESS after the settle bound", len(stuck), "0", not stuck,
-                             ", ".join(str(j.id) for j in stuck[:10])))
+        out.append(
+            Invariant(
+                "jobs left IN_PROGRESS after the settle bound",
+                len(stuck),
+                "0",
+                not stuck,
+                ", ".join(str(j.id) for j in stuck[:10]),
+            )
+        )
         unexplained = [j for j in jobs.values() if j.status == JobStatus.FAILED and not j.error_code]
         out.append(Invariant("FAILED jobs without a stated reason", len(unexplained), "0", not unexplained))
         missing = [g for g in self.generations if g.job and g.job not in jobs]
         out.append(Invariant("generations whose job vanished", len(missing), "0", not missing))
 
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT project_id, text, count(*) FROM {Prompt._meta.db_table} "  # noqa: S608
-                           "GROUP BY project_id, text HAVING count(*) > 1")
+            cursor.execute(
+                f"SELECT project_id, text, count(*) FROM {Prompt._meta.db_table} "  # noqa: S608
+                "GROUP BY project_id, text HAVING count(*) > 1"
+            )
             duplicates = cursor.fetchall()
-        out.append(Invariant("duplicate prompts in any Semrush project", sum(n - 1 for _, _, n in duplicates), "0",
-                             not duplicates, "; ".join(f"{p}: {t[:40]!r} x{n}" for p, t, n in duplicates[:5])))
+        out.append(
+            Invariant(
+                "duplicate prompts in any Semrush project",
+                sum(n - 1 for _, _, n in duplicates),
+                "0",
+                not duplicates,
+                "; ".join(f"{p}: {t[:40]!r} x{n}" for p, t, n in duplicates[:5]),
+            )
+        )
 
         # Publishes: one by the market's creation, one per completed run; a failed run never publishes.
         events: defaultdict[str, list[Any]] = defaultdict(list)
-        for e in JobEvent.objects.filter(job_id__in=job_ids).order_by("at", "id").values("job_id", "kind", "detail",
-                                                                                          "at"):
+        for e in (
+            JobEvent.objects.filter(job_id__in=job_ids).order_by("at", "id").values("job_id", "kind", "detail", "at")
+        ):
             events[str(e["job_id"])].append(e)
         published_by_failed = []
         for g in self.generations:
             job = jobs.get(g.job or "")
             if job is None or job.status != JobStatus.FAILED or not job.checkpoints.get("projectId", g.market):
                 continue
-            project = Project.objects.filter(workspace__id=job.params.get("workspaceId"),
-                                             geo_target_id=job.params.get("geoTargetId")).first()
+            project = Project.objects.filter(
+                workspace__id=job.params.get("workspaceId"), geo_target_id=job.params.get("geoTargetId")
+            ).first()
             if project is None:
                 continue
-            publishes = Call.objects.filter(path=f"/sandbox/semrush/v1/ai-projects/{project.id}/publish",
-                                            method="POST", status=200).count()
+            publishes = Call.objects.filter(
+                path=f"/sandbox/semrush/v1/ai-projects/{project.id}/publish", method="POST", status=200
+            ).count()
             completed = sum(1 for e in events[g.job or ""] if e["kind"] == "completed")
             if publishes > 1 + completed:
                 published_by_failed.append(f"{g.job}: {publishes} publishes, {completed} completed runs")
-        out.append(Invariant("markets published by a failed generation", len(published_by_failed), "0",
-                             not published_by_failed, "; ".join(published_by_failed[:5])))
+        out.append(
+            Invariant(
+                "markets published by a failed generation",
+                len(published_by_failed),
+                "0",
+                not published_by_failed,
+                "; ".join(published_by_failed[:5]),
+            )
+        )
 
         drs_extra, drs_after_batch, explained = self.drs_calls(jobs, events, DrsCall)
-        out.append(Invariant("DRS calls after the run's batch was persisted", len(drs_after_batch), "0",
-                             not drs_after_batch, "; ".join(drs_after_batch[:5])))
-        out.append(Invariant("DRS calls beyond one per run, not explained by a fault", len(drs_extra), "0",
-                             not drs_extra, "; ".join(drs_extra[:5])))
+        out.append(
+            Invariant(
+                "DRS calls after the run's batch was persisted",
+                len(drs_after_batch),
+                "0",
+                not drs_after_batch,
+                "; ".join(drs_after_batch[:5]),
+            )
+        )
+        out.append(
+            Invariant(
+                "DRS calls beyond one per run, not explained by a fault",
+                len(drs_extra),
+                "0",
+                not drs_extra,
+                "; ".join(drs_extra[:5]),
+            )
+        )
 
         live = ledger.live_tokens()
         running = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).values("id")
         held = PromiseGrant.objects.filter(job_id__in=running).count()
         orphans, lost = self.unowned_tokens(held)
         explained += lost
-        out.append(Invariant("promise tokens live and unowned (IMS ledger)", len(orphans), "0", not orphans,
-                             f"{live} live: {held} held by running jobs, {len(lost)} never received by anyone"
-                             + (f"; {'; '.join(orphans[:5])}" if orphans else "")))
+        out.append(
+            Invariant(
+                "promise tokens live and unowned (IMS ledger)",
+                len(orphans),
+                "0",
+                not orphans,
+                f"{live} live: {held} held by running jobs, {len(lost)} never received by anyone"
+                + (f"; {'; '.join(orphans[:5])}" if orphans else ""),
+            )
+        )
         grants = PromiseGrant.objects.exclude(job_id__in=running).count()
         out.append(Invariant("grants kept by ended jobs", grants, "0", grants == 0))
 
@@ -668,8 +794,15 @@ class Soak:
             outside = [why for t, why in self.readyz_failures if not any(a <= t <= b for a, b in windows)]
             inside = len(self.readyz_failures) - len(outside)
         reasons = ", ".join(f"{why} x{n}" for why, n in Counter(outside).items())
-        out.append(Invariant("/readyz failures outside the API's own restarts", len(outside), "0", not outside,
-                             f"{inside} during its restarts" + (f"; outside: {reasons}" if reasons else "")))
+        out.append(
+            Invariant(
+                "/readyz failures outside the API's own restarts",
+                len(outside),
+                "0",
+                not outside,
+                f"{inside} during its restarts" + (f"; outside: {reasons}" if reasons else ""),
+            )
+        )
         return out, explained
 
     def unowned_tokens(self, held: int) -> tuple[list[str], list[str]]:
@@ -709,9 +842,11 @@ class Soak:
             elif job and str(job.id) in refused:
                 why = "IMS did not confirm its best-effort invalidation (logged by the product)"
             else:
-                orphans.append(f"token {record.fingerprint} of {who}, {'rotated' if record.replaces else 'minted'} "
-                               f"at {record.created_at:%H:%M:%S}, job {job.status if job else '-'}; faults near: "
-                               f"{self.faults_near(made)}")
+                orphans.append(
+                    f"token {record.fingerprint} of {who}, {'rotated' if record.replaces else 'minted'} "
+                    f"at {record.created_at:%H:%M:%S}, job {job.status if job else '-'}; faults near: "
+                    f"{self.faults_near(made)}"
+                )
                 continue
             explained.append(f"token {record.fingerprint} of {who}: a live promise token, {why}")
         return orphans[held:] if held else orphans, explained
@@ -762,15 +897,19 @@ class Soak:
                 for earlier in shipped[:-1]:
                     at = earlier["received_at"].timestamp()
                     if slow_first and run == 0 and earlier is calls[0]:
-                        explained.append(f"{g.job}: a second DRS call, the first held past the client's "
-                                         f"{timeout} s timeout")
+                        explained.append(
+                            f"{g.job}: a second DRS call, the first held past the client's {timeout} s timeout"
+                        )
                     elif cut := [how for d, how in stops if at <= d <= at + timeout + DRS_TIMEOUT_MS / 1000]:
-                        explained.append(f"{g.job}: a second DRS call, the first in flight when its worker was stopped "
-                                         f"({cut[0]})")
+                        explained.append(
+                            f"{g.job}: a second DRS call, the first in flight when its worker was stopped ({cut[0]})"
+                        )
                     else:
                         times = ", ".join(f"{c['received_at']:%H:%M:%S.%f}"[:-3] for c in shipped)
-                        extra.append(f"{g.job} run {run}: {len(shipped)} calls shipped at {times}; faults near: "
-                                     f"{self.faults_near(at)}")
+                        extra.append(
+                            f"{g.job} run {run}: {len(shipped)} calls shipped at {times}; faults near: "
+                            f"{self.faults_near(at)}"
+                        )
         return extra, after_batch, explained
 
     def token_bytes(self) -> list[str]:
@@ -788,8 +927,10 @@ class Soak:
         with connection.cursor() as cursor:
             cursor.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
             for (table,) in cursor.fetchall():
-                cursor.execute(f'SELECT count(*) FROM "{table}" t WHERE t::text ~ %s',  # noqa: S608
-                               [r"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+"])
+                cursor.execute(
+                    f'SELECT count(*) FROM "{table}" t WHERE t::text ~ %s',  # noqa: S608
+                    [r"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+"],
+                )
                 rows = cursor.fetchone()[0]
                 if rows:
                     found.append(f"table {table}: {rows} rows")
@@ -799,8 +940,13 @@ class Soak:
 # --- report -------------------------------------------------------------------------------------------
 def table(result: Result) -> str:
     c = result.config
-    lines = [f"Seed {c.seed}, {c.jobs} generations, {c.minutes:g} min of faults (one every ~{c.fault_every:g} s), "
-             f"{result.seconds:.0f} s in all.", "", "| fault injected | count |", "| --- | --- |"]
+    lines = [
+        f"Seed {c.seed}, {c.jobs} generations, {c.minutes:g} min of faults (one every ~{c.fault_every:g} s), "
+        f"{result.seconds:.0f} s in all.",
+        "",
+        "| fault injected | count |",
+        "| --- | --- |",
+    ]
     lines += [f"| {kind} | {n} |" for kind, n in sorted(result.faults.items())]
     lines += ["", "| flow | count |", "| --- | --- |"]
     lines += [f"| {flow} | {n} |" for flow, n in sorted(result.flows.items())]
@@ -810,17 +956,27 @@ def table(result: Result) -> str:
     lines += [f"| {i.name} | {i.count} | {i.bound} | {'yes' if i.holds else '**NO**'} |" for i in result.invariants]
     if result.explained:
         reasons = Counter(line.split(": ", 1)[1] for line in result.explained)
-        lines += ["", "Within the bounds, explained by an injected fault (each listed by `make soak`):", "",
-                  "| explained | count |", "| --- | --- |"]
+        lines += [
+            "",
+            "Within the bounds, explained by an injected fault (each listed by `make soak`):",
+            "",
+            "| explained | count |",
+            "| --- | --- |",
+        ]
         lines += [f"| {why} | {n} |" for why, n in sorted(reasons.items())]
     return "\n".join(lines)
 
 
 def as_json(result: Result) -> dict:
-    return {"faults": dict(result.faults), "outcomes": dict(result.outcomes), "flows": dict(result.flows),
-            "invariants": [{"name": i.name, "count": i.count, "holds": i.holds, "detail": i.detail}
-                           for i in result.invariants],
-            "explained": result.explained}
+    return {
+        "faults": dict(result.faults),
+        "outcomes": dict(result.outcomes),
+        "flows": dict(result.flows),
+        "invariants": [
+            {"name": i.name, "count": i.count, "holds": i.holds, "detail": i.detail} for i in result.invariants
+        ],
+        "explained": result.explained,
+    }
 
 
 def write_report(result: Result) -> None:
@@ -829,7 +985,7 @@ def write_report(result: Result) -> None:
     begin, end = "<!-- soak:begin -->", "<!-- soak:end -->"
     report = f"{begin}\nLatest `make soak`: {result.started:%Y-%m-%d %H:%M} UTC.\n\n{table(result)}\n{end}"
     if begin in text and end in text:
-        text = text[:text.index(begin)] + report + text[text.index(end) + len(end):]
+        text = text[: text.index(begin)] + report + text[text.index(end) + len(end) :]
     else:
         text = text.rstrip("\n") + "\n\n" + report + "\n"
     doc.write_text(text)
@@ -849,8 +1005,10 @@ def run(config: Config, *, out=say) -> Result:
     for line in result.explained:
         out(f"  explained: {line}")
     for invariant in result.invariants:
-        out(f"  {'ok  ' if invariant.holds else 'FAIL'} {invariant.name}: {invariant.count}"
-            + (f" ({invariant.detail})" if invariant.detail else ""))
+        out(
+            f"  {'ok  ' if invariant.holds else 'FAIL'} {invariant.name}: {invariant.count}"
+            + (f" ({invariant.detail})" if invariant.detail else "")
+        )
     if not result.broken:
         import shutil
 

@@ -7,6 +7,7 @@ servers (the API, the simulators in their own server), Celery workers and beat, 
 group so that it can be signalled, killed and started again. Ports come from the kernel, or from
 `first_port` upwards when the caller must stay inside a range.
 """
+
 import importlib.util
 import os
 import socket
@@ -59,8 +60,16 @@ def drop_database(url: str) -> None:
 class Stack:
     """The processes of one run. `env` is every child's environment; `ports[name]` their ports."""
 
-    def __init__(self, *, database_url: str, names: tuple[str, ...], env: dict, settings_module: str,
-                 prefix: str, first_port: int | None = None):
+    def __init__(
+        self,
+        *,
+        database_url: str,
+        names: tuple[str, ...],
+        env: dict,
+        settings_module: str,
+        prefix: str,
+        first_port: int | None = None,
+    ):
         self.var = Path(tempfile.mkdtemp(prefix=prefix))
         if first_port is None:
             self.ports = {name: free_port() for name in names}
@@ -92,34 +101,85 @@ class Stack:
         """A fresh database, the local SQS, the schema and the queues."""
         recreate_database(self.database_url)
         port = self.ports["sqs"]
-        self.runner.start("sqs", [PYTHON, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                          log_file=self.var / "sqs.log")
+        self.runner.start(
+            "sqs", [PYTHON, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], log_file=self.var / "sqs.log"
+        )
         self.runner.wait_until("the local SQS", lambda: port_open("127.0.0.1", port), 30)
         manage = [PYTHON, "manage.py"]
         self.runner.run_step("migrate", [*manage, "migrate", "--noinput", "-v", "0"])
         self.runner.run_step("bootstrap queues", [*manage, "bootstrap_queues", "--local"])
 
-    def gunicorn(self, name: str, port_name: str, *, access_log: Path | None = None, log_file: Path | None = None,
-                 wait: bool = True, **env):
+    def gunicorn(
+        self,
+        name: str,
+        port_name: str,
+        *,
+        access_log: Path | None = None,
+        log_file: Path | None = None,
+        wait: bool = True,
+        **env,
+    ):
         """Start gunicorn as production does, on the port named `port_name`; wait for /healthz."""
         port = self.ports[port_name]
-        argv = [str(BIN / "gunicorn"), "-c", "python:serenity.gunicorn", "serenity.wsgi:application",
-                "--bind", f"127.0.0.1:{port}", "--access-logfile", str(access_log or "/dev/null")]
+        argv = [
+            str(BIN / "gunicorn"),
+            "-c",
+            "python:serenity.gunicorn",
+            "serenity.wsgi:application",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--access-logfile",
+            str(access_log or "/dev/null"),
+        ]
         proc = self.runner.start(name, argv, log_file=log_file or self.var / f"{name}.log", env=env)
         if wait:
             self.runner.wait_until(name, lambda: http_ok(f"http://127.0.0.1:{port}/healthz"), 60)
         return proc
 
-    def worker(self, name: str, *, app: str = "serenity", queues: str, threads: int, log_file: Path | None = None,
-               level: str = "WARNING", **env):
+    def worker(
+        self,
+        name: str,
+        *,
+        app: str = "serenity",
+        queues: str,
+        threads: int,
+        log_file: Path | None = None,
+        level: str = "WARNING",
+        **env,
+    ):
         """A Celery worker as docker/Dockerfile's `worker` role starts it (threads pool, no remote control)."""
-        argv = [str(BIN / "celery"), "-A", app, "worker", "-P", "threads", "-c", str(threads), "-Q", queues,
-                "-n", f"{name}@%h", "--without-heartbeat", "--without-gossip", "--without-mingle", "-l", level]
+        argv = [
+            str(BIN / "celery"),
+            "-A",
+            app,
+            "worker",
+            "-P",
+            "threads",
+            "-c",
+            str(threads),
+            "-Q",
+            queues,
+            "-n",
+            f"{name}@%h",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+            "-l",
+            level,
+        ]
         return self.runner.start(name, argv, log_file=log_file or self.var / f"{name}.log", env=env)
 
     def beat(self, name: str = "beat", *, log_file: Path | None = None, **env):
-        argv = [str(BIN / "celery"), "-A", "serenity", "beat", "-l", "WARNING",
-                "-s", str(self.var / "celerybeat-schedule")]
+        argv = [
+            str(BIN / "celery"),
+            "-A",
+            "serenity",
+            "beat",
+            "-l",
+            "WARNING",
+            "-s",
+            str(self.var / "celerybeat-schedule"),
+        ]
         return self.runner.start(name, argv, log_file=log_file or self.var / f"{name}.log", env=env)
 
     def setup_django(self) -> None:

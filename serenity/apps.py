@@ -1,4 +1,5 @@
 """The project app: registers the system checks and starts tracing (serenity/tracing.py)."""
+
 from django.apps import AppConfig
 
 
@@ -12,5 +13,8 @@ class SerenityConfig(AppConfig):
         from serenity import checks, tracing  # noqa: F401  (importing checks registers them)
 
         if settings.TRACING_ENABLED:
-            tracing.configure(service_name=settings.TRACES_SERVICE_NAME, otlp_endpoint=settings.TRACES_OTLP_ENDPOINT,
-                              traces_file=settings.TRACES_FILE)
+            tracing.configure(
+                service_name=settings.TRACES_SERVICE_NAME,
+                otlp_endpoint=settings.TRACES_OTLP_ENDPOINT,
+                traces_file=settings.TRACES_FILE,
+            )

@@ -14,6 +14,7 @@ key, a foreign key, a wrong issuer or an expired token are all refused. The call
 to act on the user's behalf (an IMS access token is forwarded to Semrush and minted from); it is excluded from
 repr so it cannot reach a log line by accident, and a session token is never sent anywhere.
 """
+
 import base64
 import logging
 from dataclasses import dataclass, field
@@ -69,8 +70,13 @@ class InvalidBearer(Exception):
 def _jwks_client(url: str) -> jwt.PyJWKClient:
     # PyJWKClient caches the key set and refetches it when a token names an unknown kid (a key rotation),
     # at most once per cooldown: a flood of bearers with made-up kids cannot turn into a flood of fetches.
-    return jwt.PyJWKClient(url, cache_keys=True, lifespan=settings.IMS_JWKS_CACHE_SECONDS, timeout=5,
-                           cooldown_duration=settings.IMS_JWKS_REFETCH_MIN_SECONDS)
+    return jwt.PyJWKClient(
+        url,
+        cache_keys=True,
+        lifespan=settings.IMS_JWKS_CACHE_SECONDS,
+        timeout=5,
+        cooldown_duration=settings.IMS_JWKS_REFETCH_MIN_SECONDS,
+    )
 
 
 @lru_cache(maxsize=4)
@@ -87,9 +93,15 @@ def verify_ims_token(token: str) -> Caller:
     """Verify an IMS access token (RS256 only, against the IMS key set) and return the caller."""
     try:
         signing_key = _jwks_client(settings.IMS_JWKS_URL).get_signing_key_from_jwt(token)
-        claims = jwt.decode(token, signing_key.key, algorithms=["RS256"], audience=settings.IMS_AUDIENCE,
-                            issuer=settings.IMS_ISSUER, options={"require": ["exp", "iss", "aud", "user_id"]},
-                            leeway=IMS_LEEWAY_SECONDS)
+        claims = jwt.decode(
+            token,
+            signing_key.key,
+            algorithms=["RS256"],
+            audience=settings.IMS_AUDIENCE,
+            issuer=settings.IMS_ISSUER,
+            options={"require": ["exp", "iss", "aud", "user_id"]},
+            leeway=IMS_LEEWAY_SECONDS,
+        )
     except jwt.PyJWKClientConnectionError as exc:
         log.warning("IMS key set unreachable", extra={"reason": type(exc).__name__})
         raise InvalidBearer("jwks_unreachable") from exc
@@ -106,19 +118,33 @@ def verify_session_token(token: str) -> Caller:
     if not settings.SESSION_TOKENS_ENABLED:
         raise InvalidBearer("session_tokens_disabled")
     try:
-        claims = jwt.decode(token, session_public_key(settings.SESSION_TOKEN_PUBLIC_KEY_B64), algorithms=["ES256"],
-                            issuer=settings.SESSION_TOKEN_ISSUER, leeway=SESSION_LEEWAY_SECONDS,
-                            options={"require": ["exp", "iss", "sub"], "verify_aud": False})
+        claims = jwt.decode(
+            token,
+            session_public_key(settings.SESSION_TOKEN_PUBLIC_KEY_B64),
+            algorithms=["ES256"],
+            issuer=settings.SESSION_TOKEN_ISSUER,
+            leeway=SESSION_LEEWAY_SECONDS,
+            options={"require": ["exp", "iss", "sub"], "verify_aud": False},
+        )
     except (jwt.PyJWTError, ValueError) as exc:
         raise InvalidBearer(type(exc).__name__) from exc
     user_id, tenants = claims.get("sub"), claims.get("tenants") or []
     is_admin, read_only = claims.get("is_admin") is True, claims.get("is_read_only_admin") is True
     if not isinstance(user_id, str) or not user_id or not isinstance(tenants, list) or (is_admin and read_only):
         raise InvalidBearer("bad_claims")
-    orgs = {t["id"] if ORG_SUFFIX in t["id"] else t["id"] + ORG_SUFFIX
-            for t in tenants if isinstance(t, dict) and isinstance(t.get("id"), str) and t["id"]}
-    return Caller(user_id=user_id, org_ids=frozenset(orgs), bearer=token, kind=SESSION, is_admin=is_admin,
-                  is_read_only_admin=read_only)
+    orgs = {
+        t["id"] if ORG_SUFFIX in t["id"] else t["id"] + ORG_SUFFIX
+        for t in tenants
+        if isinstance(t, dict) and isinstance(t.get("id"), str) and t["id"]
+    }
+    return Caller(
+        user_id=user_id,
+        org_ids=frozenset(orgs),
+        bearer=token,
+        kind=SESSION,
+        is_admin=is_admin,
+        is_read_only_admin=read_only,
+    )
 
 
 def verify_bearer(token: str, *, session_only: bool = False) -> Caller:

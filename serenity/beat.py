@@ -1,6 +1,7 @@
 """Celery beat's scheduler: the schedules live in the database (django-celery-beat, visible in the admin, kept
 across restarts), and the tasks named in BEAT_INLINE_TASKS run inside beat itself instead of going through a
 queue, so they still run when no worker is alive (the stuck-jobs probe must report exactly then)."""
+
 import logging
 
 from django.conf import settings

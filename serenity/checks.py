@@ -8,18 +8,16 @@ The receive limit protects the job row's own record of a crash loop: a message i
 MARKET_JOBS_MAX_RECEIVE_COUNT receives, and a job fails RETRIES_EXHAUSTED at the claim after JOB_MAX_ATTEMPTS
 attempts, so the limit must be above the attempt budget for the job to end on its row first.
 """
+
 from django.conf import settings
 from django.core.checks import Error, Tags, register
 
 
-def timeout_nesting_errors(
-    *, visibility: int, lease: int, task_limit: int, drs: int, writes: int
-) -> list[Error]:
+def timeout_nesting_errors(*, visibility: int, lease: int, task_limit: int, drs: int, writes: int) -> list[Error]:
     chain = [
         ("QUEUE_VISIBILITY_TIMEOUT_SECONDS", visibility, "JOB_LEASE_TTL_SECONDS", lease),
         ("JOB_LEASE_TTL_SECONDS", lease, "JOB_TASK_TIME_LIMIT_SECONDS", task_limit),
-        ("JOB_TASK_TIME_LIMIT_SECONDS", task_limit, "DRS_TIMEOUT_SECONDS + SEMRUSH_WRITE_BUDGET_SECONDS",
-         drs + writes),
+        ("JOB_TASK_TIME_LIMIT_SECONDS", task_limit, "DRS_TIMEOUT_SECONDS + SEMRUSH_WRITE_BUDGET_SECONDS", drs + writes),
     ]
     return [
         Error(
@@ -46,17 +44,21 @@ def check_timeout_nesting(app_configs, **kwargs):
 def receive_limit_errors(*, max_receive_count: int, max_attempts: int) -> list[Error]:
     if max_receive_count > max_attempts:
         return []
-    return [Error(
-        f"MARKET_JOBS_MAX_RECEIVE_COUNT={max_receive_count} must be greater than JOB_MAX_ATTEMPTS={max_attempts}.",
-        hint="A message that keeps killing workers must end its job FAILED RETRIES_EXHAUSTED (at the claim after "
-             "the last attempt) before SQS parks it in the DLQ.",
-        id="serenity.E004")]
+    return [
+        Error(
+            f"MARKET_JOBS_MAX_RECEIVE_COUNT={max_receive_count} must be greater than JOB_MAX_ATTEMPTS={max_attempts}.",
+            hint="A message that keeps killing workers must end its job FAILED RETRIES_EXHAUSTED (at the claim after "
+            "the last attempt) before SQS parks it in the DLQ.",
+            id="serenity.E004",
+        )
+    ]
 
 
 @register(Tags.compatibility)
 def check_receive_limit(app_configs, **kwargs):
-    return receive_limit_errors(max_receive_count=settings.MARKET_JOBS_MAX_RECEIVE_COUNT,
-                                max_attempts=settings.JOB_MAX_ATTEMPTS)
+    return receive_limit_errors(
+        max_receive_count=settings.MARKET_JOBS_MAX_RECEIVE_COUNT, max_attempts=settings.JOB_MAX_ATTEMPTS
+    )
 
 
 def session_key_errors(*, enabled: bool, key_b64: str) -> list[Error]:
@@ -69,10 +71,14 @@ def session_key_errors(*, enabled: bool, key_b64: str) -> list[Error]:
     try:
         session_public_key(key_b64)
     except (ValueError, TypeError) as exc:
-        return [Error(f"SESSION_TOKEN_PUBLIC_KEY_B64 is not a usable session-token key: {type(exc).__name__}.",
-                      hint="Base64 of the PEM (SubjectPublicKeyInfo) of the P-256 key session tokens are signed "
-                           "with, as the original service's AUTH_PUBLIC_KEY_B64; or SESSION_TOKENS_ENABLED=false.",
-                      id="serenity.E005")]
+        return [
+            Error(
+                f"SESSION_TOKEN_PUBLIC_KEY_B64 is not a usable session-token key: {type(exc).__name__}.",
+                hint="Base64 of the PEM (SubjectPublicKeyInfo) of the P-256 key session tokens are signed "
+                "with, as the original service's AUTH_PUBLIC_KEY_B64; or SESSION_TOKENS_ENABLED=false.",
+                id="serenity.E005",
+            )
+        ]
     return []
 
 
@@ -85,10 +91,14 @@ def check_session_key(app_configs, **kwargs):
 def check_production_values(app_configs, **kwargs):
     errors = []
     if settings.SANDBOX_ENABLED:
-        errors.append(Error(
-            "The local simulators are mounted (SERENITY_ENVIRONMENT=local or test): this configuration must "
-            "never be deployed.", hint="Set SERENITY_ENVIRONMENT to the deployment's name (e.g. production).",
-            id="serenity.E002"))
+        errors.append(
+            Error(
+                "The local simulators are mounted (SERENITY_ENVIRONMENT=local or test): this configuration must "
+                "never be deployed.",
+                hint="Set SERENITY_ENVIRONMENT to the deployment's name (e.g. production).",
+                id="serenity.E002",
+            )
+        )
     if not settings.IS_LOCAL and settings.DRS_TRANSPORT != "lambda":
         errors.append(Error("DRS_TRANSPORT must be `lambda` outside local runs.", id="serenity.E003"))
     return errors

@@ -1,4 +1,5 @@
 """Per-request / per-job context carried into every log line (request id, job id)."""
+
 import contextvars
 
 request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)

@@ -1,6 +1,7 @@
 """Surviving a database that went away while this thread waited on something else (a restart, a failover,
 an idle connection dropped during a DRS call of minutes): find out before writing, and retry the one write
 that met a dead connection, once, on a fresh one."""
+
 import logging
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar

@@ -7,6 +7,7 @@ its one writer of those pages, `gunicorn.util.write_error`, is replaced here. An
 logs (its error log and the access log, whose request line carries the query string) goes through the
 product's scrubber and is written as JSON like every other line.
 """
+
 import json
 import os
 
@@ -28,17 +29,25 @@ limit_request_fields = 100
 limit_request_field_size = 8190
 
 TYPE_BASE = "https://errors.serenity.example/"
-CODES = {400: "bad_request", 403: "forbidden", 431: "request_header_fields_too_large", 500: "internal_error",
-         501: "not_implemented"}
+CODES = {
+    400: "bad_request",
+    403: "forbidden",
+    431: "request_header_fields_too_large",
+    500: "internal_error",
+    501: "not_implemented",
+}
 
 
 def write_problem(sock, status_int, reason, mesg):
     """gunicorn's error answer as RFC 9457 problem details (the message never echoes the request)."""
     code = CODES.get(int(status_int), "bad_request")
-    body = json.dumps({"type": TYPE_BASE + code.replace("_", "-"), "title": reason, "status": int(status_int),
-                       "code": code}).encode()
-    head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: application/problem+json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode("latin1")
+    body = json.dumps(
+        {"type": TYPE_BASE + code.replace("_", "-"), "title": reason, "status": int(status_int), "code": code}
+    ).encode()
+    head = (
+        f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: application/problem+json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode("latin1")
     util.write_nonblock(sock, head + body)
 
 

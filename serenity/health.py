@@ -4,6 +4,7 @@
 generation handle when a queue send fails, so a broker hiccup must not take every API process out of the
 load balancer. The worker's readiness, which does depend on the queues, is `manage.py worker_readiness`.
 """
+
 from django.db import connection
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET

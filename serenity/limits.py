@@ -11,6 +11,7 @@ Rates are settings (THROTTLE_*_RATE, `N/sec|min|hour|day`); THROTTLE_OVERRIDES r
 (`org_markets:<organization id>=5000/hour`), and `manage.py limits_reset` gives a tenant its budget back
 (docs/operations.md "Limits").
 """
+
 import hashlib
 import math
 import time
@@ -28,8 +29,18 @@ REAUTH = "reauth"  # re-authorisations per user: each winning one mints at IMS
 ORG_MARKETS = "org_markets"  # markets asked for per organization (an activation of 50 counts 50)
 ORG_REAUTH = "org_reauth"  # re-authorisations per organization
 
-PERIODS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600,
-           "d": 86400, "day": 86400}
+PERIODS = {
+    "s": 1,
+    "sec": 1,
+    "second": 1,
+    "m": 60,
+    "min": 60,
+    "minute": 60,
+    "h": 3600,
+    "hour": 3600,
+    "d": 86400,
+    "day": 86400,
+}
 TABLE = "serenity_rate_limit"
 
 _UPSERT = """
@@ -39,16 +50,20 @@ WHERE {greatest}({table}.tat, %(now)s) + %(increment)s - %(now)s <= %(period)s
 RETURNING tat
 """
 # PostgreSQL's GREATEST and SQLite's two-argument MAX are the same function.
-SQL = {vendor: _UPSERT.format(table=TABLE, greatest=greatest)
-       for vendor, greatest in (("postgresql", "GREATEST"), ("sqlite", "MAX"))}
+SQL = {
+    vendor: _UPSERT.format(table=TABLE, greatest=greatest)
+    for vendor, greatest in (("postgresql", "GREATEST"), ("sqlite", "MAX"))
+}
 
 
 class Throttled(DomainError):
     status, code, title = 429, "throttled", "Too many requests"
 
     def __init__(self, retry_after: int):
-        super().__init__(f"Request was throttled. Expected available in {retry_after} seconds.",
-                         headers={"Retry-After": str(retry_after)})
+        super().__init__(
+            f"Request was throttled. Expected available in {retry_after} seconds.",
+            headers={"Retry-After": str(retry_after)},
+        )
         self.retry_after = retry_after
 
 
@@ -88,8 +103,12 @@ def charge(scope: str, ident: str, *, weight: int = 1) -> None:
     interval = rate.period / rate.limit
     if weight > rate.limit:
         raise Throttled(retry_after=rate.period)
-    params: dict[str, Any] = {"key": _key(scope, ident), "now": time.time(), "increment": weight * interval,
-                              "period": rate.period}
+    params: dict[str, Any] = {
+        "key": _key(scope, ident),
+        "now": time.time(),
+        "increment": weight * interval,
+        "period": rate.period,
+    }
     with connection.cursor() as cursor:
         cursor.execute(SQL[connection.vendor], params)
         if cursor.fetchone() is not None:

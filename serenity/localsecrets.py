@@ -1,4 +1,5 @@
 """Per-checkout secrets for local runs, minted on first use and kept out of git (under var/)."""
+
 import base64
 import json
 import secrets
@@ -14,15 +15,21 @@ def _session_signing_key() -> dict:
     what the API verifies them with (SESSION_TOKEN_PUBLIC_KEY_B64, base64 of an SPKI PEM)."""
     key = ec.generate_private_key(ec.SECP256R1())
     public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
-    return {"SESSION_TOKEN_PRIVATE_KEY_PEM": private.decode(),
-            "SESSION_TOKEN_PUBLIC_KEY_B64": base64.b64encode(public).decode()}
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return {
+        "SESSION_TOKEN_PRIVATE_KEY_PEM": private.decode(),
+        "SESSION_TOKEN_PUBLIC_KEY_B64": base64.b64encode(public).decode(),
+    }
 
 
 def _mint() -> dict:
-    return {"SECRET_KEY": secrets.token_urlsafe(50), "PROMISE_TOKEN_KEYS": Fernet.generate_key().decode(),
-            **_session_signing_key()}
+    return {
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "PROMISE_TOKEN_KEYS": Fernet.generate_key().decode(),
+        **_session_signing_key(),
+    }
 
 
 NAMES = ("SECRET_KEY", "PROMISE_TOKEN_KEYS", "SESSION_TOKEN_PRIVATE_KEY_PEM", "SESSION_TOKEN_PUBLIC_KEY_B64")

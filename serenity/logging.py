@@ -3,6 +3,7 @@
 Code never logs a token on purpose; the redaction filter is the second line: it scrubs bearer headers,
 JWT-shaped strings and `token=`-style pairs from the message, its arguments and its extra fields.
 """
+
 import json
 import logging
 import re
@@ -102,8 +103,9 @@ class ContextFilter(logging.Filter):
         record.request_id = getattr(record, "request_id", None) or context.request_id.get()
         record.job_id = getattr(record, "job_id", None) or context.job_id.get()
         span = trace.get_current_span().get_span_context()
-        record.trace_id = getattr(record, "trace_id", None) or (format(span.trace_id, "032x") if span.is_valid
-                                                                else None)
+        record.trace_id = getattr(record, "trace_id", None) or (
+            format(span.trace_id, "032x") if span.is_valid else None
+        )
         return True
 
 

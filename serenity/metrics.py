@@ -5,6 +5,7 @@ Namespace `SpacecatSerenityMarketWorker`, dimension `Environment`; `JobsFailed` 
 a dimension (a dimension per id would cost a series each). The lines go to stdout, apart from the
 ordinary log lines on stderr (serenity/logging.py).
 """
+
 import logging
 import time
 

@@ -1,6 +1,7 @@
 """Middleware of our own: the request id (accept a sane X-Request-Id or mint one, expose it on the response and
 in logs), django-cors-headers answering every API preflight the way the original service does, and django-csp
 choosing the policy by path."""
+
 import re
 import uuid
 

@@ -1,4 +1,5 @@
 """The project's own tables: request-limit budgets (serenity/limits.py)."""
+
 from django.db import models
 
 

@@ -4,6 +4,7 @@ body.
 drf-spectacular finds `BearerScheme` when this module is imported, which the URL configuration does before any
 schema is generated.
 """
+
 from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
@@ -23,13 +24,25 @@ class BearerScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema):
         return [
-            {"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
-             "description": "An IMS user access token (RS256 JWT) listing the organization in `org_ids`."},
-            {"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
-             "description": "A SpaceCat session token (ES256 JWT) listing the organization in `tenants[].id`. "
-                            "Calls that reach Semrush also need `x-promise-token`."},
-            {"type": "apiKey", "in": "cookie", "name": "sessionToken",
-             "description": "The same session token in the `sessionToken` cookie."},
+            {
+                "type": "http",
+                "scheme": "bearer",
+                "bearerFormat": "JWT",
+                "description": "An IMS user access token (RS256 JWT) listing the organization in `org_ids`.",
+            },
+            {
+                "type": "http",
+                "scheme": "bearer",
+                "bearerFormat": "JWT",
+                "description": "A SpaceCat session token (ES256 JWT) listing the organization in `tenants[].id`. "
+                "Calls that reach Semrush also need `x-promise-token`.",
+            },
+            {
+                "type": "apiKey",
+                "in": "cookie",
+                "name": "sessionToken",
+                "description": "The same session token in the `sessionToken` cookie.",
+            },
         ]
 
 
@@ -49,12 +62,15 @@ class ProblemSerializer(serializers.Serializer):
     status = serializers.IntegerField()
     detail = serializers.CharField(required=False)
     code = serializers.CharField(help_text="Stable machine-readable code; clients may branch on it.")
-    error = serializers.CharField(help_text="The original service's token for the case, e.g. `sliceExists`, "
-                                            "`unknownLanguage`, `invalidRequest`, `notFound`.")
+    error = serializers.CharField(
+        help_text="The original service's token for the case, e.g. `sliceExists`, "
+        "`unknownLanguage`, `invalidRequest`, `notFound`."
+    )
     message = serializers.CharField(help_text="A sanitised sentence saying what went wrong.")
     # DRF's metaclass takes declared fields off the class, so this field does not replace Serializer.errors.
     errors = ProblemFieldErrorSerializer(  # type: ignore[assignment]
-        many=True, required=False, help_text="One entry per invalid field.")
+        many=True, required=False, help_text="One entry per invalid field."
+    )
     requestId = serializers.CharField(required=False)
 
 
@@ -64,8 +80,14 @@ def problem_response(description: str) -> OpenApiResponse:
 
 
 # The header the original's 403 and 404 answers carry (serenity.problems.error_headers).
-X_ERROR_HEADER = OpenApiParameter("x-error", OpenApiTypes.STR, OpenApiParameter.HEADER, response=[403, 404],
-                                  required=True, description="The problem's `message`, as the original sends it.")
+X_ERROR_HEADER = OpenApiParameter(
+    "x-error",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    response=[403, 404],
+    required=True,
+    description="The problem's `message`, as the original sends it.",
+)
 
 
 class ApiDocsAccess(BasePermission):

@@ -1,5 +1,6 @@
 """The API's JSON parser: DRF's, with a depth limit and no unpaired surrogates, so a pathological body is a 400,
 never a 500."""
+
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 

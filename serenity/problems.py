@@ -8,6 +8,7 @@ Every problem document also carries the original service's error envelope, which
 against: `error` (its stable token, from ORIGINAL_ERROR_TOKENS) and `message` (a sanitised sentence), and a
 403 or 404 carries the `x-error` header with that message, as the original's do.
 """
+
 import logging
 import re
 
@@ -80,9 +81,17 @@ ORIGINAL_ERROR_TOKENS: dict[str, str] = {
     "internal_error": "internalServerError",
 }
 # A code without an entry (one added later) gets the original's token for its status.
-_TOKEN_BY_STATUS = {400: "invalidRequest", 401: "authenticationRequired", 403: "forbidden", 404: "notFound",
-                    409: "conflict", 429: "tooManyRequests", 500: "internalServerError",
-                    502: "serenityUpstreamError", 503: "serviceUnavailable"}
+_TOKEN_BY_STATUS = {
+    400: "invalidRequest",
+    401: "authenticationRequired",
+    403: "forbidden",
+    404: "notFound",
+    409: "conflict",
+    429: "tooManyRequests",
+    500: "internalServerError",
+    502: "serenityUpstreamError",
+    503: "serviceUnavailable",
+}
 
 
 def error_token(code: str, status: int) -> str:
@@ -133,8 +142,16 @@ class UpstreamUnavailable(DomainError):
     status, code, title = 502, "upstream_unavailable", "An upstream service did not answer"
 
 
-def problem(status: int, code: str, title: str, detail: str | None = None, *, error: str | None = None,
-            message: str | None = None, **extra) -> dict:
+def problem(
+    status: int,
+    code: str,
+    title: str,
+    detail: str | None = None,
+    *,
+    error: str | None = None,
+    message: str | None = None,
+    **extra,
+) -> dict:
     """A problem document: the RFC 9457 members, our `code`, and the original's `error` and `message`
     (by default the token for `code` and the detail, or the title)."""
     doc = {"type": TYPE_BASE + code.replace("_", "-"), "title": title, "status": status}
@@ -155,8 +172,9 @@ def error_headers(doc: dict) -> dict:
 def problem_response(doc: dict, headers: dict | None = None) -> JsonResponse:
     """The answer for a problem document: always JSON, whatever the view renders otherwise (the schema's YAML,
     the docs' HTML), so the content type says what the body is."""
-    return JsonResponse(doc, status=doc["status"], headers={**(headers or {}), **error_headers(doc)},
-                        content_type=PROBLEM_CONTENT_TYPE)
+    return JsonResponse(
+        doc, status=doc["status"], headers={**(headers or {}), **error_headers(doc)}, content_type=PROBLEM_CONTENT_TYPE
+    )
 
 
 # DRF exception class -> (code, title). The `code` is stable; clients may branch on it.
@@ -190,8 +208,7 @@ def validation_errors(detail, path=None) -> list[dict]:
     if isinstance(detail, list):
         if all(isinstance(d, (drf_exceptions.ErrorDetail, str)) for d in detail):
             return [
-                {"pointer": _pointer(path), "code": getattr(d, "code", "invalid"), "message": str(d)}
-                for d in detail
+                {"pointer": _pointer(path), "code": getattr(d, "code", "invalid"), "message": str(d)} for d in detail
             ]
         out = []
         for index, value in enumerate(detail):
@@ -220,9 +237,7 @@ def problem_exception_handler(exc, context):
     response = drf_exception_handler(exc, context)
     if response is None:
         return None  # unknown: Django logs it and answers the generic 500 below
-    code, title = next(
-        (v for cls, v in _DRF_CODES.items() if isinstance(exc, cls)), ("error", "Request failed")
-    )
+    code, title = next((v for cls, v in _DRF_CODES.items() if isinstance(exc, cls)), ("error", "Request failed"))
     errors = None
     detail = None
     if isinstance(exc, drf_exceptions.ValidationError):

@@ -8,6 +8,7 @@ version, a key id of a simulator's published key set, a format).
 tests/serenity/test_routes.py walks the resolver and fails when a route introduces a parameter that is not
 listed here, so a new id cannot reach production without someone deciding how it is scoped.
 """
+
 from dataclasses import dataclass
 
 from django.urls import URLPattern, URLResolver, get_resolver

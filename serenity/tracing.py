@@ -8,6 +8,7 @@ log line and into the job's history. Every exported span passes `scrubbed()`: it
 go through the same scrubber as log lines (serenity/logging.py), and URLs lose their query string, so no
 bearer, promise token or token-carrying query reaches an exporter.
 """
+
 import json
 import os
 import threading
@@ -50,15 +51,15 @@ def set_attributes(**attributes) -> None:
     values are left out. Never pass a credential: ids and counts only."""
     span = trace.get_current_span()
     if span.is_recording():
-        span.set_attributes({k: v if isinstance(v, (bool, int, float)) else str(v)
-                             for k, v in attributes.items() if v is not None})
+        span.set_attributes(
+            {k: v if isinstance(v, (bool, int, float)) else str(v) for k, v in attributes.items() if v is not None}
+        )
 
 
 def span(name: str, **attributes):
     """A span of our own around one step (`drs.generate`, `ims.exchange`, `semrush.publish`), as a context
     manager; exceptions are recorded on it and propagate."""
-    return tracer().start_as_current_span(name, attributes={k: str(v) for k, v in attributes.items()
-                                                            if v is not None})
+    return tracer().start_as_current_span(name, attributes={k: str(v) for k, v in attributes.items() if v is not None})
 
 
 @contextmanager
@@ -91,6 +92,7 @@ def inject() -> dict[str, str]:
 
 # --- what leaves the process --------------------------------------------------------------------------------
 
+
 def _scrub_value(key: str, value):
     if isinstance(value, str):
         if key == "url.query":
@@ -122,9 +124,17 @@ def scrubbed(span: ReadableSpan) -> ReadableSpan:
     if status.description:
         status = Status(status.status_code, redact(status.description))
     return ReadableSpan(
-        name=redact(span.name), context=span.context, parent=span.parent, resource=span.resource,
-        attributes=_scrub_attributes(span.attributes), events=events, links=span.links, kind=span.kind,
-        status=status, start_time=span.start_time, end_time=span.end_time,
+        name=redact(span.name),
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=_scrub_attributes(span.attributes),
+        events=events,
+        links=span.links,
+        kind=span.kind,
+        status=status,
+        start_time=span.start_time,
+        end_time=span.end_time,
         instrumentation_scope=span.instrumentation_scope,
     )
 
@@ -191,8 +201,7 @@ class NoQuietRoots(Sampler):
     would start with a bare client call (a worker's heartbeat query, a probe's queue read): they are noise
     around the traces an operator reads."""
 
-    def should_sample(self, parent_context, trace_id, name, kind=None, attributes=None, links=None,
-                      trace_state=None):
+    def should_sample(self, parent_context, trace_id, name, kind=None, attributes=None, links=None, trace_state=None):
         decision = Decision.DROP if kind == SpanKind.CLIENT else Decision.RECORD_AND_SAMPLE
         return SamplingResult(decision, attributes if decision == Decision.RECORD_AND_SAMPLE else None)
 
@@ -220,8 +229,9 @@ def configure(*, service_name: str, otlp_endpoint: str = "", traces_file: str = 
 
         provider.add_span_processor(BatchSpanProcessor(ScrubbingExporter(OTLPSpanExporter())))
     elif traces_file:
-        provider.add_span_processor(BatchSpanProcessor(ScrubbingExporter(JsonLinesExporter(Path(traces_file))),
-                                                       schedule_delay_millis=1000))
+        provider.add_span_processor(
+            BatchSpanProcessor(ScrubbingExporter(JsonLinesExporter(Path(traces_file))), schedule_delay_millis=1000)
+        )
     trace.set_tracer_provider(provider)
     _instrument()
 

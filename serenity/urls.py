@@ -1,4 +1,5 @@
 """Root URL configuration. Every dynamic path parameter is classified in serenity/routes.py."""
+
 from django.conf import settings
 from django.contrib import admin
 from django.http import HttpResponse

@@ -1,4 +1,5 @@
 """A URL configuration for tests of the error pipeline: the product's routes plus views that fail."""
+
 from django.urls import path
 from rest_framework.permissions import AllowAny
 from rest_framework.views import APIView

@@ -1,5 +1,6 @@
 """Shared fixtures: PostgreSQL only, the local SQS (moto server mode), the simulators over real HTTP,
 and a real Celery worker consuming the market-jobs queue."""
+
 import base64
 import json
 import logging
@@ -111,8 +112,9 @@ def celery_worker(transactional_db, queues):
 
     from serenity.celery import app
 
-    with start_worker(app, pool="threads", concurrency=4, perform_ping_check=False, loglevel="WARNING",
-                      shutdown_timeout=30) as worker:
+    with start_worker(
+        app, pool="threads", concurrency=4, perform_ping_check=False, loglevel="WARNING", shutdown_timeout=30
+    ) as worker:
         yield worker
 
 
@@ -168,7 +170,8 @@ def workers_alive(db):
     from jobs.models import WorkerHeartbeat
 
     return WorkerHeartbeat.objects.create(
-        worker="planted-host:1", queues=f",{settings.MARKET_JOBS_QUEUE},{settings.MAINTENANCE_QUEUE},")
+        worker="planted-host:1", queues=f",{settings.MARKET_JOBS_QUEUE},{settings.MAINTENANCE_QUEUE},"
+    )
 
 
 def _test_span_processor():

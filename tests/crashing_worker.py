@@ -4,6 +4,7 @@ ordinary worker process for a test to stop with a signal.
 Run by tests/markets/test_worker_crash.py as a separate process: the kill is exactly what a crashed
 host looks like to the queue and the database (no ack, no cleanup, a lease left behind).
 """
+
 import os
 import signal
 import sys
@@ -21,8 +22,13 @@ from markets.clients.semrush import SemrushClient  # noqa: E402
 from markets.generation import handler  # noqa: E402
 from serenity.celery import app  # noqa: E402
 
-POINTS = ("after_claim", "after_drs_persisted", "after_write_before_checkpoint", "after_checkpoint_before_publish",
-          "never")
+POINTS = (
+    "after_claim",
+    "after_drs_persisted",
+    "after_write_before_checkpoint",
+    "after_checkpoint_before_publish",
+    "never",
+)
 
 
 def die():
@@ -60,5 +66,19 @@ if __name__ == "__main__":
     crash_at(sys.argv[1])
     # TEST_WORKER_QUEUES: a comma-separated list, for a worker that also consumes the maintenance queue.
     queues = os.environ.get("TEST_WORKER_QUEUES") or settings.MARKET_JOBS_QUEUE
-    app.worker_main(["worker", "-P", "threads", "-c", "1", "-Q", queues, "--without-heartbeat",
-                     "--without-gossip", "--without-mingle", "-l", "WARNING"])
+    app.worker_main(
+        [
+            "worker",
+            "-P",
+            "threads",
+            "-c",
+            "1",
+            "-Q",
+            queues,
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+            "-l",
+            "WARNING",
+        ]
+    )

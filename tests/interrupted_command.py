@@ -5,6 +5,7 @@ command is already on its way out).
 
 Run by tests/jobs/test_command_exit_codes.py as a separate process: `python tests/interrupted_command.py doctor`.
 """
+
 import os
 import signal
 import sys

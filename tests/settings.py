@@ -4,6 +4,7 @@
 Ports go into the environment before the product settings load, so worker subprocesses started by a
 test inherit the same endpoints.
 """
+
 import os
 import socket
 

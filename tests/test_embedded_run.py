@@ -5,6 +5,7 @@ README walkthrough, three markets through `activate`, and a job re-authorised af
 SQLite allows one writer at a time across every process, simulators included: this is where a transaction
 held across a network call shows up as a hang (the IMS simulator serving the call cannot write).
 """
+
 import json
 import os
 import signal
@@ -47,9 +48,16 @@ class EmbeddedRun:
             "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}",
         }
         self.lines: list[str] = []
-        self.proc = subprocess.Popen([sys.executable, "scripts/run_local.py"], cwd=ROOT, env=self.env,
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "scripts/run_local.py"],
+            cwd=ROOT,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         threading.Thread(target=self._collect, daemon=True).start()
 
     def _collect(self):
@@ -67,8 +75,15 @@ class EmbeddedRun:
             time.sleep(0.2)
 
     def manage(self, *args) -> str:
-        return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, check=True,
-                              capture_output=True, text=True, timeout=60).stdout
+        return subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -93,10 +108,12 @@ class Walkthrough:
         # What the original's UI sends about the brand with every market.
         self.brand_fields = {"brandDomain": seed["brandDomain"], "brandNames": [seed["brandName"]]}
         # As the UI calls: a session token, and a fresh promise token for each call that reaches Semrush.
-        self.http = httpx.Client(base_url=run.base, timeout=30,
-                                 headers={"Authorization": f"Bearer {seed['sessionToken']}"})
-        self.ims_http = httpx.Client(base_url=run.base, timeout=30,
-                                     headers={"Authorization": f"Bearer {seed['token']}"})
+        self.http = httpx.Client(
+            base_url=run.base, timeout=30, headers={"Authorization": f"Bearer {seed['sessionToken']}"}
+        )
+        self.ims_http = httpx.Client(
+            base_url=run.base, timeout=30, headers={"Authorization": f"Bearer {seed['token']}"}
+        )
         self.markets = f"/v2/orgs/{self.org}/brands/{self.brand}/serenity/markets"
 
     def promise(self) -> dict:
@@ -110,10 +127,14 @@ class Walkthrough:
         return self.http.post(self.markets, json=body, headers=self.promise())
 
     def activate(self, *slices) -> httpx.Response:
-        body = {"markets": [{"market": m, "languageCode": lang} for m, lang in slices], "generatePrompts": True,
-                **self.brand_fields}
-        return self.http.post(f"/v2/orgs/{self.org}/brands/{self.brand}/serenity/activate", json=body,
-                              headers=self.promise())
+        body = {
+            "markets": [{"market": m, "languageCode": lang} for m, lang in slices],
+            "generatePrompts": True,
+            **self.brand_fields,
+        }
+        return self.http.post(
+            f"/v2/orgs/{self.org}/brands/{self.brand}/serenity/activate", json=body, headers=self.promise()
+        )
 
     def poll_until_done(self, job_id: str) -> dict:
         deadline = time.monotonic() + JOB_TIMEOUT
@@ -169,11 +190,16 @@ def test_the_readme_walkthrough_takes_a_market_to_completed_with_its_prompts_pub
     request, delivery = spans_of(walkthrough, handle["jobId"])
     assert request["traceId"] == delivery["traceId"]
     assert delivery["attributes"]["job.outcome"] == "completed"
-    assert walkthrough.http.headers["Authorization"].split()[1] not in (walkthrough.run.var_dir / "traces" /
-                                                                         "spans.jsonl").read_text()
+    assert (
+        walkthrough.http.headers["Authorization"].split()[1]
+        not in (walkthrough.run.var_dir / "traces" / "spans.jsonl").read_text()
+    )
     # Every line the worker logged about the job names that trace.
-    worker_lines = [json_or_none(line.split("| ", 1)[1]) for line in walkthrough.run.lines
-                    if line.startswith("worker") and "| {" in line]
+    worker_lines = [
+        json_or_none(line.split("| ", 1)[1])
+        for line in walkthrough.run.lines
+        if line.startswith("worker") and "| {" in line
+    ]
     about_job = [line for line in worker_lines if line and line.get("job_id") == handle["jobId"]]
     assert about_job and {line.get("trace_id") for line in about_job} == {delivery["traceId"]}
 
@@ -192,8 +218,11 @@ def spans_of(walk: Walkthrough, job_id: str) -> tuple[dict, dict]:
     path = walk.run.var_dir / "traces" / "spans.jsonl"
     deadline = time.monotonic() + 20
     while True:
-        spans = [parsed for line in (path.read_text().splitlines() if path.exists() else [])
-                 if (parsed := json_or_none(line))]
+        spans = [
+            parsed
+            for line in (path.read_text().splitlines() if path.exists() else [])
+            if (parsed := json_or_none(line))
+        ]
         mine = [s for s in spans if s["attributes"].get("job.id") == job_id]
         requests = [s for s in mine if s["kind"] == "SERVER"]
         deliveries = [s for s in mine if s["kind"] == "CONSUMER"]

@@ -1,4 +1,5 @@
 """The embedded local run: its SQLite database under concurrent writers, and how `make run` stops its processes."""
+
 import importlib.util
 import os
 import subprocess
@@ -95,26 +96,37 @@ def alive(pid: int) -> bool:
 
 def test_embedded_sqlite_takes_the_api_the_worker_threads_and_beat_writing_at_once(tmp_path):
     env = embedded_env(tmp_path)
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True,
-                   timeout=60)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True, timeout=60
+    )
 
     roles = {"api": (4, 25), "worker": (8, 25), "beat": (1, 25)}
     procs = {
-        role: subprocess.Popen([sys.executable, "-c", WRITER, str(threads), str(rounds)], cwd=ROOT, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        role: subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(threads), str(rounds)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for role, (threads, rounds) in roles.items()
     }
     results = {role: proc.communicate(timeout=120) for role, proc in procs.items()}
 
     assert {role: (procs[role].returncode, out.strip()) for role, (out, _err) in results.items()} == {
-        "api": (0, "[]"), "worker": (0, "[]"), "beat": (0, "[]"),
+        "api": (0, "[]"),
+        "worker": (0, "[]"),
+        "beat": (0, "[]"),
     }
     import sqlite3
 
     with sqlite3.connect(tmp_path / "serenity.sqlite3") as db:
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         assert db.execute("SELECT count(*), min(phase), max(phase) FROM async_jobs").fetchone() == (
-            (4 + 8 + 1) * 25, "done", "done",
+            (4 + 8 + 1) * 25,
+            "done",
+            "done",
         )
 
 

@@ -6,6 +6,7 @@ The soak runs as `make soak` runs it, in its own process against its own databas
 reads the JSON result. Nothing here bounds a duration: the settle bound is the harness's, and what is asserted
 is what happened.
 """
+
 import json
 import os
 import re
@@ -35,8 +36,14 @@ def soak(tmp_path: Path, name: str, port_offset: int, **env) -> tuple[int, dict,
     if os.environ.get("SOAK_FIRST_PORT"):  # a range of ports to stay in, when the machine is shared
         child["SOAK_FIRST_PORT"] = str(int(os.environ["SOAK_FIRST_PORT"]) + port_offset)
     try:
-        proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "soak.py"), "--no-report", "--json", str(out)],
-                              cwd=ROOT, env=child, capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "soak.py"), "--no-report", "--json", str(out)],
+            cwd=ROOT,
+            env=child,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
     finally:
         drop_database(url)  # a broken run keeps its database for a look; a test leaves nothing behind
     for kept in re.findall(r"logs kept in (\S+)", proc.stdout):
@@ -48,8 +55,15 @@ def soak(tmp_path: Path, name: str, port_offset: int, **env) -> tuple[int, dict,
 def test_a_short_soak_with_every_fault_kind_keeps_every_invariant(tmp_path):
     from scripts.soak import DRS_FAULTS, FAULT_KINDS
 
-    code, result, output = soak(tmp_path, "ci", 0, SOAK_SEED=CI_SEED, SOAK_JOBS=CI_JOBS, SOAK_MINUTES=CI_MINUTES,
-                                SOAK_FAULT_EVERY=CI_FAULT_EVERY)
+    code, result, output = soak(
+        tmp_path,
+        "ci",
+        0,
+        SOAK_SEED=CI_SEED,
+        SOAK_JOBS=CI_JOBS,
+        SOAK_MINUTES=CI_MINUTES,
+        SOAK_FAULT_EVERY=CI_FAULT_EVERY,
+    )
 
     assert result, output
     assert {i["name"]: i["count"] for i in result["invariants"] if not i["holds"]} == {}, output
@@ -62,9 +76,17 @@ def test_a_short_soak_with_every_fault_kind_keeps_every_invariant(tmp_path):
 
 
 def test_a_semrush_that_forgets_idempotency_fails_the_soak_naming_duplicate_prompts(tmp_path):
-    code, result, output = soak(tmp_path, "broken", 10, SOAK_SEED=CI_SEED, SOAK_JOBS="6", SOAK_MINUTES="0.25",
-                                SOAK_FAULT_EVERY="1", SOAK_FAULTS="Semrush write answer lost",
-                                SANDBOX_SEMRUSH_FORGET_IDEMPOTENCY="true")
+    code, result, output = soak(
+        tmp_path,
+        "broken",
+        10,
+        SOAK_SEED=CI_SEED,
+        SOAK_JOBS="6",
+        SOAK_MINUTES="0.25",
+        SOAK_FAULT_EVERY="1",
+        SOAK_FAULTS="Semrush write answer lost",
+        SANDBOX_SEMRUSH_FORGET_IDEMPOTENCY="true",
+    )
 
     assert code == 1, output
     broken = [i for i in result["invariants"] if not i["holds"]]

@@ -3,6 +3,7 @@
 Never the ciphertext (nor anything decrypted): the page lists only the fields below, and grants are
 created, rotated and deleted by the job services alone.
 """
+
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest

@@ -1,4 +1,5 @@
 """Tokens: IMS promise tokens, client pairs, encryption at rest, mint / exchange / invalidate."""
+
 from django.apps import AppConfig
 
 

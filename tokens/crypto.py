@@ -2,6 +2,7 @@
 
 Rotation: put a new key first, keep the old ones after it; `rotate()` re-encrypts under the newest.
 """
+
 import json
 from functools import lru_cache
 

@@ -13,6 +13,7 @@
 A rotated token no job took is invalidated at IMS when the request ends (`release`). Every call here that
 reaches IMS is a network call: never inside a transaction.
 """
+
 import json
 import logging
 from dataclasses import dataclass, field
@@ -50,8 +51,10 @@ class PromiseTokenRequired(DomainError):
     status, code, title = 401, "PROMISE_TOKEN_REQUIRED", "x-promise-token is required"
 
     def __init__(self) -> None:
-        super().__init__(f"Serenity proxy requires IMS authentication; send the {PROMISE_TOKEN_HEADER} header "
-                         "instead", headers=WWW_AUTHENTICATE)
+        super().__init__(
+            f"Serenity proxy requires IMS authentication; send the {PROMISE_TOKEN_HEADER} header instead",
+            headers=WWW_AUTHENTICATE,
+        )
 
 
 class PromiseTokenRejected(DomainError):

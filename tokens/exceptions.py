@@ -1,4 +1,5 @@
 """Token errors the rest of the product decides on."""
+
 from serenity.clients.http import ReauthRequired
 from serenity.problems import DomainError, UpstreamUnavailable
 
@@ -13,7 +14,6 @@ class PromisePairRequired(DomainError):
 
 class InvalidAudience(DomainError):
     status, code, title = 400, "invalid_promise_audience", "Unknown x-promise-audience"
-
 
 
 class InvalidForwardedToken(DomainError):

@@ -1,4 +1,5 @@
 """Keyed fingerprints of token values: a stable name for a token that reveals nothing about it."""
+
 from django.utils.crypto import salted_hmac
 
 

@@ -1,4 +1,5 @@
 """Promise grants: a job's delegated credential, encrypted at rest, stored apart from the job row."""
+
 from django.db import models
 from django.utils import timezone
 

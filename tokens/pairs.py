@@ -1,4 +1,5 @@
 """IMS client pairs and the `x-promise-audience` header that picks one."""
+
 from dataclasses import dataclass, field
 
 from django.conf import settings

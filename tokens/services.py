@@ -5,6 +5,7 @@ token can be exchanged once and belongs to exactly one job's grant; the grant's 
 the database refuse a second owner. Callers own the transactions around grant writes (a grant is written
 with its job, in the same unit) and make every network call here outside them.
 """
+
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
@@ -39,6 +40,7 @@ class LoadedGrant:
 
 # --- Taking a credential in -------------------------------------------------------------------------------
 
+
 def promise_mint(*, bearer: str, pair: ClientPair) -> PromiseToken:
     """Mint a promise token from the caller's bearer. Network call: never inside a transaction.
 
@@ -49,13 +51,16 @@ def promise_mint(*, bearer: str, pair: ClientPair) -> PromiseToken:
         return ims.mint(bearer=bearer, pair=pair)
     except TransientError as exc:
         if exc.maybe_processed:
-            log.warning("promise mint answer lost; a token may be live at IMS with no owner",
-                        extra={"pair": pair.name, "reason": str(exc)})
+            log.warning(
+                "promise mint answer lost; a token may be live at IMS with no owner",
+                extra={"pair": pair.name, "reason": str(exc)},
+            )
             metrics.emit(PromiseMintAnswerLost=(1, metrics.COUNT))
         raise
 
 
 # --- The grant --------------------------------------------------------------------------------------------
+
 
 def grant_store(*, job_id: UUID | str, pair: ClientPair, token: PromiseToken) -> PromiseGrant:
     """Create or replace the job's grant. Runs inside the caller's transaction.
@@ -107,13 +112,16 @@ def grant_rotate(*, job_id: UUID | str, expect_fingerprint: str, token: PromiseT
     that was exchanged (compare-and-swap on its fingerprint). True when stored. Callers also fence this
     on their lease, in the same transaction."""
     now = timezone.now()
-    return PromiseGrant.objects.filter(job_id=job_id, fingerprint=expect_fingerprint).update(
-        ciphertext=crypto.seal(token),
-        fingerprint=token_fingerprint(token.promise_token),
-        expires_at=now + timedelta(seconds=token.expires_in),
-        updated_at=now,
-        rotations=F("rotations") + 1,
-    ) == 1
+    return (
+        PromiseGrant.objects.filter(job_id=job_id, fingerprint=expect_fingerprint).update(
+            ciphertext=crypto.seal(token),
+            fingerprint=token_fingerprint(token.promise_token),
+            expires_at=now + timedelta(seconds=token.expires_in),
+            updated_at=now,
+            rotations=F("rotations") + 1,
+        )
+        == 1
+    )
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,7 @@ def grant_take(job_id: UUID | str) -> TakenGrant:
 
 # --- IMS calls on a stored credential -----------------------------------------------------------------------
 
+
 def promise_exchange(*, pair: ClientPair, token: PromiseToken) -> ims.Exchanged:
     """Exchange at IMS (rotates the token; never retried once it may have reached IMS). Raises
     NeedsReauth, InvalidPromiseToken, TransientError (`maybe_processed`), PermanentError."""
@@ -151,6 +160,8 @@ def promise_invalidate_quietly(*, pair: ClientPair, token: PromiseToken, job_id:
         ims.invalidate(promise=token, pair=pair)
         return True
     except ClientError as exc:
-        log.warning("promise token invalidation failed", extra={"job_id": str(job_id) if job_id else None,
-                                                               "reason": type(exc).__name__, "status": exc.status})
+        log.warning(
+            "promise token invalidation failed",
+            extra={"job_id": str(job_id) if job_id else None, "reason": type(exc).__name__, "status": exc.status},
+        )
         return False

@@ -1,4 +1,5 @@
 """The typed promise token. A bare string is never a promise token: it must say its type and lifetime."""
+
 from dataclasses import dataclass, field
 from typing import Any
 

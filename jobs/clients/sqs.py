@@ -3,6 +3,7 @@
 Celery sends and consumes the job messages itself (kombu's SQS transport); this module is for what
 Celery does not do.
 """
+
 import json
 from functools import lru_cache
 from typing import Any
@@ -20,8 +21,12 @@ AWSError = (BotoCoreError, ClientError)
 @lru_cache(maxsize=4)
 def _client(endpoint: str, region: str, key: str, secret: str, connect: float, read: float, attempts: int) -> Any:
     # Bounded like the Celery transport's client (settings.SQS_*); reads here never long-poll (wait 0).
-    kwargs = {"region_name": region, "config": Config(retries={"mode": "standard", "total_max_attempts": attempts},
-                                                      connect_timeout=connect, read_timeout=read)}
+    kwargs = {
+        "region_name": region,
+        "config": Config(
+            retries={"mode": "standard", "total_max_attempts": attempts}, connect_timeout=connect, read_timeout=read
+        ),
+    }
     if endpoint:
         kwargs["endpoint_url"] = endpoint
     if key:
@@ -31,9 +36,15 @@ def _client(endpoint: str, region: str, key: str, secret: str, connect: float, r
 
 def client() -> Any:
     """The SQS client. Typed Any: boto3 builds its clients at run time and ships no types for them."""
-    return _client(settings.AWS_ENDPOINT_URL, settings.AWS_REGION, settings.AWS_ACCESS_KEY_ID,
-                   settings.AWS_SECRET_ACCESS_KEY, settings.SQS_CONNECT_TIMEOUT_SECONDS,
-                   settings.SQS_READ_TIMEOUT_SECONDS, settings.SQS_MAX_ATTEMPTS)
+    return _client(
+        settings.AWS_ENDPOINT_URL,
+        settings.AWS_REGION,
+        settings.AWS_ACCESS_KEY_ID,
+        settings.AWS_SECRET_ACCESS_KEY,
+        settings.SQS_CONNECT_TIMEOUT_SECONDS,
+        settings.SQS_READ_TIMEOUT_SECONDS,
+        settings.SQS_MAX_ATTEMPTS,
+    )
 
 
 def queue_reachable(url: str | None = None) -> bool:
@@ -69,8 +80,9 @@ def ensure_queues() -> list[str]:
     values. Idempotent. Returns what it did, a line each."""
     sqs = client()
     done = []
-    dlq_url = sqs.create_queue(QueueName=settings.MARKET_JOBS_DLQ,
-                               Attributes={"MessageRetentionPeriod": str(14 * 24 * 3600)})["QueueUrl"]
+    dlq_url = sqs.create_queue(
+        QueueName=settings.MARKET_JOBS_DLQ, Attributes={"MessageRetentionPeriod": str(14 * 24 * 3600)}
+    )["QueueUrl"]
     done.append(f"dlq ready: {settings.MARKET_JOBS_DLQ}")
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     for name in (settings.MARKET_JOBS_QUEUE, settings.MAINTENANCE_QUEUE):
@@ -87,29 +99,44 @@ def verify_queues() -> list[str]:
     problems = []
     try:
         dlq = queue_attributes(settings.MARKET_JOBS_DLQ_URL)
-        queues = {name: queue_attributes(url) for name, url in (
-            (settings.MARKET_JOBS_QUEUE, settings.MARKET_JOBS_QUEUE_URL),
-            (settings.MAINTENANCE_QUEUE, settings.MAINTENANCE_QUEUE_URL))}
+        queues = {
+            name: queue_attributes(url)
+            for name, url in (
+                (settings.MARKET_JOBS_QUEUE, settings.MARKET_JOBS_QUEUE_URL),
+                (settings.MAINTENANCE_QUEUE, settings.MAINTENANCE_QUEUE_URL),
+            )
+        }
     except AWSError as exc:
         return [f"queue unreachable: {type(exc).__name__}"]
     for name, attributes in queues.items():
         if int(attributes.get("VisibilityTimeout", 0)) != settings.QUEUE_VISIBILITY_TIMEOUT_SECONDS:
-            problems.append(f"{name}: VisibilityTimeout is {attributes.get('VisibilityTimeout')}, expected "
-                            f"{settings.QUEUE_VISIBILITY_TIMEOUT_SECONDS}")
+            problems.append(
+                f"{name}: VisibilityTimeout is {attributes.get('VisibilityTimeout')}, expected "
+                f"{settings.QUEUE_VISIBILITY_TIMEOUT_SECONDS}"
+            )
         policy = json.loads(attributes.get("RedrivePolicy") or "{}")
         if policy.get("deadLetterTargetArn") != dlq.get("QueueArn"):
             problems.append(f"{name}: RedrivePolicy does not point at the DLQ")
         elif int(policy.get("maxReceiveCount") or 0) <= settings.JOB_MAX_ATTEMPTS:
-            problems.append(f"{name}: RedrivePolicy maxReceiveCount is {policy.get('maxReceiveCount')}, it must be "
-                            f"above JOB_MAX_ATTEMPTS={settings.JOB_MAX_ATTEMPTS}")
+            problems.append(
+                f"{name}: RedrivePolicy maxReceiveCount is {policy.get('maxReceiveCount')}, it must be "
+                f"above JOB_MAX_ATTEMPTS={settings.JOB_MAX_ATTEMPTS}"
+            )
     return problems
 
 
 def receive(url: str, *, max_messages: int = 10, wait: int = 0, visibility: int = 60) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = client().receive_message(
-        QueueUrl=url, MaxNumberOfMessages=max_messages, WaitTimeSeconds=wait, VisibilityTimeout=visibility,
-        AttributeNames=["All"],
-    ).get("Messages", [])
+    messages: list[dict[str, Any]] = (
+        client()
+        .receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=max_messages,
+            WaitTimeSeconds=wait,
+            VisibilityTimeout=visibility,
+            AttributeNames=["All"],
+        )
+        .get("Messages", [])
+    )
     return messages
 
 
@@ -125,8 +152,10 @@ def change_visibility(url: str, receipt_handle: str, seconds: int) -> None:
 def change_visibility_batch(url: str, receipt_handles: list[str], seconds: int) -> list[str]:
     """`change_visibility` for up to 10 messages in one call. Returns the receipt handles SQS did not change
     (a message deleted meanwhile, or a handle that expired)."""
-    entries = [{"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": seconds}
-               for i, handle in enumerate(receipt_handles)]
+    entries = [
+        {"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": seconds}
+        for i, handle in enumerate(receipt_handles)
+    ]
     failed = client().change_message_visibility_batch(QueueUrl=url, Entries=entries).get("Failed", [])
     return [receipt_handles[int(entry["Id"])] for entry in failed]
 
@@ -139,7 +168,10 @@ def send_raw(url: str, body: str, *, delay: int = 0) -> str:
 def approximate_counts(url: str) -> dict[str, int]:
     attrs = client().get_queue_attributes(
         QueueUrl=url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
-                        "ApproximateNumberOfMessagesDelayed"],
+        AttributeNames=[
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ],
     )["Attributes"]
     return {k.replace("ApproximateNumberOfMessages", "") or "Visible": int(v) for k, v in attrs.items()}

@@ -1,4 +1,5 @@
 """SSM Parameter Store through boto3 (the consumer-readiness parameter)."""
+
 from functools import lru_cache
 from typing import Any
 
@@ -21,8 +22,9 @@ def _client(endpoint: str, region: str, key: str, secret: str) -> Any:
 
 def client() -> Any:
     """The SSM client. Typed Any: boto3 builds its clients at run time and ships no types for them."""
-    return _client(settings.AWS_ENDPOINT_URL, settings.AWS_REGION, settings.AWS_ACCESS_KEY_ID,
-                   settings.AWS_SECRET_ACCESS_KEY)
+    return _client(
+        settings.AWS_ENDPOINT_URL, settings.AWS_REGION, settings.AWS_ACCESS_KEY_ID, settings.AWS_SECRET_ACCESS_KEY
+    )
 
 
 def get_parameter(name: str) -> str:

@@ -7,6 +7,7 @@
 - doctor.py    reconcile the job table with the queue and the DLQ
 - endings.py   the one way a job ends (status and grant in one transaction)
 """
+
 from jobs.services.endings import job_finish
 from jobs.services.operator import (
     dlq_drop,
@@ -25,7 +26,21 @@ from jobs.services.producer import Enqueued, job_enqueue, job_publish, job_reaut
 from jobs.services.runner import job_run
 
 __all__ = [
-    "Enqueued", "dlq_drop", "dlq_redrive", "grant_purge_orphan", "job_enqueue", "job_finish", "job_mark_failed",
-    "job_publish", "job_purge", "job_reauthorize", "job_redrive", "job_release_stale_lease", "job_requeue",
-    "job_rerun", "job_run", "jobs_purge_expired", "jobs_sweep_unsent",
+    "Enqueued",
+    "dlq_drop",
+    "dlq_redrive",
+    "grant_purge_orphan",
+    "job_enqueue",
+    "job_finish",
+    "job_mark_failed",
+    "job_publish",
+    "job_purge",
+    "job_reauthorize",
+    "job_redrive",
+    "job_release_stale_lease",
+    "job_requeue",
+    "job_rerun",
+    "job_run",
+    "jobs_purge_expired",
+    "jobs_sweep_unsent",
 ]

@@ -25,6 +25,7 @@ life); then the job's own record of deliveries that died without an outcome, so 
 re-sent here either, wherever its message happens to be; then the rest. While no worker is alive nothing is
 re-sent that may still have a message somewhere: it would only pile up copies for nobody.
 """
+
 import functools
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -55,12 +56,15 @@ NO_CONSUMER = "no_consumer"
 WRITE_STALLED = "write_stalled"
 WRITTEN_NOT_COMPLETED = "written_not_completed"
 
-EXTERNAL_NOTE = ("Semrush not compared: the doctor holds no credential of its own; how far each job got is read "
-                 "from its checkpoints")
+EXTERNAL_NOTE = (
+    "Semrush not compared: the doctor holds no credential of its own; how far each job got is read from its checkpoints"
+)
 REDRIVE = "job_redrive_dlq --job {job} --apply"
 DROP_OTHER_TASKS = "job_redrive_dlq --only-other-tasks --apply"
-HELD_BACK = ("held back: no worker is alive to take it (see no_consumer), and a copy may still be queued; once one "
-             "runs, doctor --apply re-enqueues it")
+HELD_BACK = (
+    "held back: no worker is alive to take it (see no_consumer), and a copy may still be queued; once one "
+    "runs, doctor --apply re-enqueues it"
+)
 
 
 @dataclass
@@ -97,8 +101,9 @@ class Consumers:
     last_seen: WorkerHeartbeat | None
 
 
-def doctor_run(*, apply: bool, actor: str, stuck_after: timedelta | None = None,
-               now: datetime | None = None) -> Diagnosis:
+def doctor_run(
+    *, apply: bool, actor: str, stuck_after: timedelta | None = None, now: datetime | None = None
+) -> Diagnosis:
     """Diagnose, and with `apply` take each finding's safe action. Safe to run twice: every action is a
     conditional service call, and a job just acted on is not quiet again until a threshold passes.
     Raises jobs.clients.sqs.AWSError when a queue cannot be read."""
@@ -114,25 +119,29 @@ def doctor_run(*, apply: bool, actor: str, stuck_after: timedelta | None = None,
 
 def consumers(*, now: datetime | None = None) -> list[Consumers]:
     """The market-jobs queue's and the maintenance queue's live consumers."""
-    return [Consumers(key, name, selectors.workers_alive(name, now=now), selectors.worker_last_seen(name))
-            for key, name in (("queue", settings.MARKET_JOBS_QUEUE), ("maintenance", settings.MAINTENANCE_QUEUE))]
+    return [
+        Consumers(key, name, selectors.workers_alive(name, now=now), selectors.worker_last_seen(name))
+        for key, name in (("queue", settings.MARKET_JOBS_QUEUE), ("maintenance", settings.MAINTENANCE_QUEUE))
+    ]
 
 
-def diagnose(scan: DlqScan, counts: QueueCounts, *, actor: str, stuck_after: timedelta | None = None,
-             now: datetime | None = None) -> Diagnosis:
+def diagnose(
+    scan: DlqScan, counts: QueueCounts, *, actor: str, stuck_after: timedelta | None = None, now: datetime | None = None
+) -> Diagnosis:
     now = now or timezone.now()
     stuck_after = stuck_after or timedelta(seconds=settings.JOB_STUCK_AFTER_SECONDS)
     in_dlq = scan.by_job()
     fleet = consumers(now=now)
-    running = list(selectors.with_activity(AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS))
-                   .order_by("created_at"))
-    findings = [*_consumer_findings(fleet, counts, running=len(running), now=now),
-                *_running_jobs(running, in_dlq, workers=fleet[0].alive > 0, actor=actor, stuck_after=stuck_after,
-                               now=now),
-                *_dlq_messages(scan, in_dlq, actor=actor),
-                *_dlq_read(scan, counts)]
-    return Diagnosis(findings=findings, notes=[_queue_note(scan, counts), _workers_note(fleet, now),
-                                               EXTERNAL_NOTE])
+    running = list(
+        selectors.with_activity(AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS)).order_by("created_at")
+    )
+    findings = [
+        *_consumer_findings(fleet, counts, running=len(running), now=now),
+        *_running_jobs(running, in_dlq, workers=fleet[0].alive > 0, actor=actor, stuck_after=stuck_after, now=now),
+        *_dlq_messages(scan, in_dlq, actor=actor),
+        *_dlq_read(scan, counts),
+    ]
+    return Diagnosis(findings=findings, notes=[_queue_note(scan, counts), _workers_note(fleet, now), EXTERNAL_NOTE])
 
 
 def _consumer_findings(fleet: list[Consumers], counts: QueueCounts, *, running: int, now: datetime) -> list[Finding]:
@@ -142,25 +151,38 @@ def _consumer_findings(fleet: list[Consumers], counts: QueueCounts, *, running: 
         if consumer.alive:
             continue
         queue = counts[consumer.key]
-        holds = (f"~{queue.get('Visible', 0)} waiting, {queue.get('NotVisible', 0)} in flight, "
-                 f"{queue.get('Delayed', 0)} delayed")
+        holds = (
+            f"~{queue.get('Visible', 0)} waiting, {queue.get('NotVisible', 0)} in flight, "
+            f"{queue.get('Delayed', 0)} delayed"
+        )
         if consumer.key == "queue":
             holds += f"; {running} job(s) IN_PROGRESS"
         seen = consumer.last_seen
-        last = (f"last heartbeat {ago(seen.beat_at, now)} from {seen.worker}" if seen
-                else "no worker heartbeat on record")
-        findings.append(Finding(
-            NO_CONSUMER, consumer.queue,
-            f"no live worker consumes it ({last}; a worker beats every {settings.WORKER_HEARTBEAT_SECONDS}s); "
-            f"it holds {holds}",
-            "none automatic: start or fix the workers (`manage.py worker_readiness` on a worker says what it "
-            "cannot reach); while none runs, nothing that may still be queued is re-sent"))
+        last = (
+            f"last heartbeat {ago(seen.beat_at, now)} from {seen.worker}" if seen else "no worker heartbeat on record"
+        )
+        findings.append(
+            Finding(
+                NO_CONSUMER,
+                consumer.queue,
+                f"no live worker consumes it ({last}; a worker beats every {settings.WORKER_HEARTBEAT_SECONDS}s); "
+                f"it holds {holds}",
+                "none automatic: start or fix the workers (`manage.py worker_readiness` on a worker says what it "
+                "cannot reach); while none runs, nothing that may still be queued is re-sent",
+            )
+        )
     return findings
 
 
-def _running_jobs(running: Sequence["WithAnnotations[AsyncJob, selectors.Activity]"],
-                  in_dlq: dict[str, list[DlqMessage]], *, workers: bool, actor: str, stuck_after: timedelta,
-                  now: datetime) -> list[Finding]:
+def _running_jobs(
+    running: Sequence["WithAnnotations[AsyncJob, selectors.Activity]"],
+    in_dlq: dict[str, list[DlqMessage]],
+    *,
+    workers: bool,
+    actor: str,
+    stuck_after: timedelta,
+    now: datetime,
+) -> list[Finding]:
     """One finding per IN_PROGRESS job that needs one: the first of the table that applies."""
     budget = timedelta(seconds=settings.SEMRUSH_WRITE_BUDGET_SECONDS)
     grace = timedelta(seconds=settings.JOB_ENQUEUE_GRACE_SECONDS)
@@ -182,64 +204,101 @@ def _running_jobs(running: Sequence["WithAnnotations[AsyncJob, selectors.Activit
         if subject in in_dlq:
             if lease == "held":
                 dead = f"; {quiet_text}: its worker is presumed dead" if quiet > silent else ""
-                findings.append(Finding(
-                    DLQ_COPY_OF_RUNNING_JOB, subject,
-                    f"a worker holds its lease until {stamp(job.lease_expires_at)}, and a copy of its message is "
-                    f"in the DLQ (phase {job.phase}, attempts {job.attempts}){dead}",
-                    "none automatic: let it run; once it has finished, job_redrive_dlq drops the copy; if its lease "
-                    f"runs out instead, review, then {REDRIVE.format(job=subject)}"))
+                findings.append(
+                    Finding(
+                        DLQ_COPY_OF_RUNNING_JOB,
+                        subject,
+                        f"a worker holds its lease until {stamp(job.lease_expires_at)}, and a copy of its message is "
+                        f"in the DLQ (phase {job.phase}, attempts {job.attempts}){dead}",
+                        "none automatic: let it run; once it has finished, job_redrive_dlq drops the copy; if its "
+                        f"lease runs out instead, review, then {REDRIVE.format(job=subject)}",
+                    )
+                )
             else:
-                findings.append(Finding(
-                    DLQ_MESSAGE_FOR_WAITING_JOB, subject,
-                    f"IN_PROGRESS, lease {lease}, its message is in the DLQ (phase {job.phase}, attempts "
-                    f"{job.attempts}, lost deliveries {lost}; it kept failing: read the worker logs for it)",
-                    f"none automatic: the DLQ is never redriven by itself; review, then "
-                    f"{REDRIVE.format(job=subject)}"))
+                findings.append(
+                    Finding(
+                        DLQ_MESSAGE_FOR_WAITING_JOB,
+                        subject,
+                        f"IN_PROGRESS, lease {lease}, its message is in the DLQ (phase {job.phase}, attempts "
+                        f"{job.attempts}, lost deliveries {lost}; it kept failing: read the worker logs for it)",
+                        f"none automatic: the DLQ is never redriven by itself; review, then "
+                        f"{REDRIVE.format(job=subject)}",
+                    )
+                )
         elif lease == "held":
             if quiet > silent:
-                findings.append(Finding(
-                    WORKER_PRESUMED_DEAD, subject,
-                    f"a lease is held until {stamp(job.lease_expires_at)} but {quiet_text} (a running worker "
-                    f"shows activity every {settings.JOB_HEARTBEAT_SECONDS}s); phase {job.phase}",
-                    f"none automatic: a lease cannot be taken safely before it expires; after "
-                    f"{stamp(job.lease_expires_at)} doctor --apply re-enqueues it; to stop it now: job_mark_failed"))
+                findings.append(
+                    Finding(
+                        WORKER_PRESUMED_DEAD,
+                        subject,
+                        f"a lease is held until {stamp(job.lease_expires_at)} but {quiet_text} (a running worker "
+                        f"shows activity every {settings.JOB_HEARTBEAT_SECONDS}s); phase {job.phase}",
+                        f"none automatic: a lease cannot be taken safely before it expires; after "
+                        f"{stamp(job.lease_expires_at)} doctor --apply re-enqueues it; to stop it now: job_mark_failed",
+                    )
+                )
         elif selectors.crash_looping(job, now=now):
-            findings.append(Finding(
-                CRASH_LOOP, subject,
-                f"IN_PROGRESS, lease {lease}, its last {lost} deliveries died without an outcome (attempts "
-                f"{job.attempts}, phase {job.phase}): what it does may be what kills its workers",
-                f"none automatic: it is never re-sent by itself; read the worker logs for it (job_inspect --job "
-                f"{subject}), then stop it (job_mark_failed --job {subject} --reason … --apply) or, once the "
-                f"cause is fixed, re-send it (job_requeue_stuck --job {subject} --older-than 0s --apply)"))
+            findings.append(
+                Finding(
+                    CRASH_LOOP,
+                    subject,
+                    f"IN_PROGRESS, lease {lease}, its last {lost} deliveries died without an outcome (attempts "
+                    f"{job.attempts}, phase {job.phase}): what it does may be what kills its workers",
+                    f"none automatic: it is never re-sent by itself; read the worker logs for it (job_inspect --job "
+                    f"{subject}), then stop it (job_mark_failed --job {subject} --reason … --apply) or, once the "
+                    f"cause is fixed, re-send it (job_requeue_stuck --job {subject} --older-than 0s --apply)",
+                )
+            )
         elif lease == "expired":
             fix, held = requeue(job)
-            findings.append(Finding(
-                LEASE_EXPIRED, subject,
-                f"lease expired {ago(job.lease_expires_at, now)}, phase {job.phase}, attempts {job.attempts}",
-                held or "re-enqueue (job_requeue_stuck): its worker died; a claim takes an expired lease over", fix))
+            findings.append(
+                Finding(
+                    LEASE_EXPIRED,
+                    subject,
+                    f"lease expired {ago(job.lease_expires_at, now)}, phase {job.phase}, attempts {job.attempts}",
+                    held or "re-enqueue (job_requeue_stuck): its worker died; a claim takes an expired lease over",
+                    fix,
+                )
+            )
         elif handlers.progress_of(job) is Progress.EFFECTS_WRITTEN and quiet > budget:
             fix, held = requeue(job)
-            findings.append(Finding(
-                WRITTEN_NOT_COMPLETED, subject,
-                f"{handlers.describe(job) or job.job_type}: external writes done "
-                f"({checkpoints_line(job.checkpoints)}) but the job is not COMPLETED; {quiet_text}",
-                held or "re-enqueue; the worker resumes at its last step (job_requeue_stuck)", fix))
+            findings.append(
+                Finding(
+                    WRITTEN_NOT_COMPLETED,
+                    subject,
+                    f"{handlers.describe(job) or job.job_type}: external writes done "
+                    f"({checkpoints_line(job.checkpoints)}) but the job is not COMPLETED; {quiet_text}",
+                    held or "re-enqueue; the worker resumes at its last step (job_requeue_stuck)",
+                    fix,
+                )
+            )
         elif handlers.progress_of(job) is Progress.INPUT_PERSISTED and quiet > budget:
             fix, held = requeue(job)
-            findings.append(Finding(
-                WRITE_STALLED, subject,
-                f"{handlers.describe(job) or job.job_type}: input persisted ({checkpoints_line(job.checkpoints)}), "
-                f"nothing written; {quiet_text} (write budget {settings.SEMRUSH_WRITE_BUDGET_SECONDS}s)",
-                held or "re-enqueue; the worker writes from the persisted input, which is not produced again "
-                "(job_requeue_stuck)", fix))
+            findings.append(
+                Finding(
+                    WRITE_STALLED,
+                    subject,
+                    f"{handlers.describe(job) or job.job_type}: input persisted ({checkpoints_line(job.checkpoints)}), "
+                    f"nothing written; {quiet_text} (write budget {settings.SEMRUSH_WRITE_BUDGET_SECONDS}s)",
+                    held
+                    or "re-enqueue; the worker writes from the persisted input, which is not produced again "
+                    "(job_requeue_stuck)",
+                    fix,
+                )
+            )
         elif (never_sent := job.message_sent_at is None and quiet > grace) or quiet > stuck_after:
             why = "its message was never sent" if never_sent else f"last message sent {ago(job.message_sent_at, now)}"
             # A message never sent has no copy anywhere: sending it is safe even while no worker is alive.
             fix, held = requeue(job, may_be_queued=not never_sent)
-            findings.append(Finding(
-                WAITING_WITHOUT_MESSAGE, subject,
-                f"IN_PROGRESS, no lease, not in the DLQ, {why}; {quiet_text}",
-                held or "re-enqueue a fresh message (job_requeue_stuck)", fix))
+            findings.append(
+                Finding(
+                    WAITING_WITHOUT_MESSAGE,
+                    subject,
+                    f"IN_PROGRESS, no lease, not in the DLQ, {why}; {quiet_text}",
+                    held or "re-enqueue a fresh message (job_requeue_stuck)",
+                    fix,
+                )
+            )
     return findings
 
 
@@ -252,16 +311,25 @@ def _dlq_messages(scan: DlqScan, in_dlq: dict[str, list[DlqMessage]], *, actor: 
             continue  # judged with the running jobs above
         reason = f"job is {job.status}" if job else "job no longer exists"
         for message in messages:
-            findings.append(Finding(
-                DLQ_MESSAGE_FOR_FINISHED_JOB, job_id, f"DLQ message {message.message_id}; {reason}",
-                "drop the DLQ message (job_redrive_dlq drops it too)",
-                functools.partial(operator.dlq_drop, scan, message, job=job, actor=actor, reason=reason)))
+            findings.append(
+                Finding(
+                    DLQ_MESSAGE_FOR_FINISHED_JOB,
+                    job_id,
+                    f"DLQ message {message.message_id}; {reason}",
+                    "drop the DLQ message (job_redrive_dlq drops it too)",
+                    functools.partial(operator.dlq_drop, scan, message, job=job, actor=actor, reason=reason),
+                )
+            )
     for message in scan.messages:
         if message.job_id is None:
-            findings.append(Finding(
-                DLQ_MESSAGE_NOT_A_JOB, message.label,
-                f"not a job message; sent {stamp(message.sent_at)}",
-                f"none automatic: review, then {DROP_OTHER_TASKS} deletes such messages and nothing else"))
+            findings.append(
+                Finding(
+                    DLQ_MESSAGE_NOT_A_JOB,
+                    message.label,
+                    f"not a job message; sent {stamp(message.sent_at)}",
+                    f"none automatic: review, then {DROP_OTHER_TASKS} deletes such messages and nothing else",
+                )
+            )
     return findings
 
 
@@ -270,21 +338,27 @@ def _dlq_read(scan: DlqScan, counts: QueueCounts) -> list[Finding]:
     in_dlq = dlq.get("Visible", 0) + dlq.get("NotVisible", 0)
     if scan.read >= in_dlq:
         return []
-    return [Finding(
-        DLQ_READ_INCOMPLETE, "dlq",
-        f"read {scan.read} of ~{in_dlq} DLQ message(s): {dlq.get('NotVisible', 0)} were held by another "
-        "reader (a doctor, a redrive, job_inspect) and could not be judged",
-        "none automatic: run the doctor again in a minute")]
+    return [
+        Finding(
+            DLQ_READ_INCOMPLETE,
+            "dlq",
+            f"read {scan.read} of ~{in_dlq} DLQ message(s): {dlq.get('NotVisible', 0)} were held by another "
+            "reader (a doctor, a redrive, job_inspect) and could not be judged",
+            "none automatic: run the doctor again in a minute",
+        )
+    ]
 
 
 def _queue_note(scan: DlqScan, counts: QueueCounts) -> str:
     q, d, m = counts["queue"], counts["dlq"], counts["maintenance"]
-    return (f"main queue ~{q.get('Visible', 0)} waiting, {q.get('NotVisible', 0)} in flight, "
-            f"{q.get('Delayed', 0)} delayed (counted, never received); DLQ ~{d.get('Visible', 0)} waiting, "
-            f"{d.get('NotVisible', 0)} in flight, {scan.read} read; maintenance queue ~{total(m)}")
+    return (
+        f"main queue ~{q.get('Visible', 0)} waiting, {q.get('NotVisible', 0)} in flight, "
+        f"{q.get('Delayed', 0)} delayed (counted, never received); DLQ ~{d.get('Visible', 0)} waiting, "
+        f"{d.get('NotVisible', 0)} in flight, {scan.read} read; maintenance queue ~{total(m)}"
+    )
 
 
 def _workers_note(fleet: list[Consumers], now: datetime) -> str:
     return "workers alive (heartbeat within {ttl}s): {alive}".format(
-        ttl=int(selectors.worker_ttl().total_seconds()),
-        alive=", ".join(f"{c.alive} on {c.queue}" for c in fleet))
+        ttl=int(selectors.worker_ttl().total_seconds()), alive=", ".join(f"{c.alive} on {c.queue}" for c in fleet)
+    )

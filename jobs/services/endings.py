@@ -4,6 +4,7 @@ that failed retryably (RETRIES_EXHAUSTED: an outage outlasted its attempts) keep
 so an operator can re-run it once the outage is over without its user coming back (services/operator.py,
 `job_rerun`). A parked credential ends when the job is re-run and finishes, replaced by a regeneration, or
 purged with the record."""
+
 from typing import Any
 from uuid import UUID
 
@@ -13,18 +14,35 @@ from jobs import states
 from tokens import services as grants
 
 
-def job_finish(job_id: UUID | str, *, to: str, event: str, lease_token: UUID | None = None, actor: str = "",
-               detail: str = "", error: dict[str, Any] | None = None, result: dict[str, Any] | None = None,
-               extra_filter: dict[str, Any] | None = None,
-               park_credential: bool = False) -> bool:
+def job_finish(
+    job_id: UUID | str,
+    *,
+    to: str,
+    event: str,
+    lease_token: UUID | None = None,
+    actor: str = "",
+    detail: str = "",
+    error: dict[str, Any] | None = None,
+    result: dict[str, Any] | None = None,
+    extra_filter: dict[str, Any] | None = None,
+    park_credential: bool = False,
+) -> bool:
     """Move an IN_PROGRESS job to the terminal status `to` (fenced on `lease_token` when given), recording
     `event`; set its `error` (and `error_code` from it) or its `result`. Deletes the grant in the same
     transaction and invalidates its token at IMS after the commit, best effort, unless `park_credential`
     (a retryable failure, see above). True when the job moved."""
     fields: dict[str, Any] = {"result": result, "error": error, "error_code": error["code"] if error else None}
     with transaction.atomic():
-        moved = states.transition(job_id, to=to, lease_token=lease_token, event=event, actor=actor, detail=detail,
-                                  extra_filter=extra_filter, **fields)
+        moved = states.transition(
+            job_id,
+            to=to,
+            lease_token=lease_token,
+            event=event,
+            actor=actor,
+            detail=detail,
+            extra_filter=extra_filter,
+            **fields,
+        )
         taken = grants.grant_take(job_id) if moved and not park_credential else None
     if taken is not None:
         taken.invalidate()

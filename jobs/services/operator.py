@@ -1,5 +1,6 @@
 """Operator services: every write the admin actions, the runbook commands and the doctor make. Each is a
 conditional write (or a decision taken again at the moment of acting), so each is safe to repeat."""
+
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -23,10 +24,17 @@ log = logging.getLogger(__name__)
 
 # --- One job ---------------------------------------------------------------------------------------------
 
+
 def job_mark_failed(job_id: UUID | str, *, code: str, reason: str, actor: str) -> bool:
     """End an IN_PROGRESS job as FAILED (token invalidated, grant deleted). False if not running."""
-    return job_finish(job_id, to=JobStatus.FAILED, event="marked_failed", actor=actor, detail=f"{code}: {reason}",
-                      error=states.error_doc(code, reason))
+    return job_finish(
+        job_id,
+        to=JobStatus.FAILED,
+        event="marked_failed",
+        actor=actor,
+        detail=f"{code}: {reason}",
+        error=states.error_doc(code, reason),
+    )
 
 
 def job_release_stale_lease(job_id: UUID | str, *, actor: str) -> bool:
@@ -68,18 +76,32 @@ def job_rerun(job_id: UUID | str, *, actor: str) -> Rerun:
     if job is None:
         return Rerun(False, "no such job")
     if job.status != JobStatus.FAILED or not (job.error or {}).get("retryable"):
-        return Rerun(False, f"only a FAILED job with a retryable error is re-run (it is {job.status} "
-                            f"{job.error_code or ''})".rstrip())
+        return Rerun(
+            False,
+            f"only a FAILED job with a retryable error is re-run (it is {job.status} {job.error_code or ''})".rstrip(),
+        )
     if not grants.grant_exists(job_id):
-        return Rerun(False, "it holds no credential (an operator cannot mint one): its user must regenerate "
-                            "it from the UI")
+        return Rerun(
+            False, "it holds no credential (an operator cannot mint one): its user must regenerate it from the UI"
+        )
     now = timezone.now()
     moved = states.transition(
-        job_id, to=JobStatus.IN_PROGRESS, expect=JobStatus.FAILED, event="rerun", actor=actor,
-        detail=f"re-run after {job.error_code}", extra_filter={"error_code": job.error_code},
-        error=None, error_code=None, message_sent_at=None, attempts=0, lost_deliveries=0, claim=None,
+        job_id,
+        to=JobStatus.IN_PROGRESS,
+        expect=JobStatus.FAILED,
+        event="rerun",
+        actor=actor,
+        detail=f"re-run after {job.error_code}",
+        extra_filter={"error_code": job.error_code},
+        error=None,
+        error_code=None,
+        message_sent_at=None,
+        attempts=0,
+        lost_deliveries=0,
+        claim=None,
         claim_expires_at=None,
-        expires_at=now + timedelta(days=settings.JOB_RECORD_TTL_DAYS))
+        expires_at=now + timedelta(days=settings.JOB_RECORD_TTL_DAYS),
+    )
     if not moved:
         return Rerun(False, "the job changed meanwhile")
     if not job_publish(job.id, job.job_type):
@@ -87,8 +109,9 @@ def job_rerun(job_id: UUID | str, *, actor: str) -> Rerun:
     return Rerun(True)
 
 
-def jobs_sweep_unsent(*, grace_seconds: int | None = None, apply: bool = True,
-                      actor: str = "sweeper") -> list[AsyncJob]:
+def jobs_sweep_unsent(
+    *, grace_seconds: int | None = None, apply: bool = True, actor: str = "sweeper"
+) -> list[AsyncJob]:
     """Re-publish jobs whose message was never confirmed sent (a crash between commit and send, or a failed
     re-send). A duplicate is harmless (the lease). Returns the jobs found."""
     jobs = list(selectors.unsent_jobs(grace_seconds=grace_seconds))
@@ -145,8 +168,10 @@ def redrive_verdict(job: AsyncJob | None, *, named: bool = False, now: datetime 
         return KEEP, f"a worker holds the lease until {job.lease_expires_at:%Y-%m-%dT%H:%M:%SZ}; re-run later"
     lost = selectors.lost_deliveries(job, now=now)
     if selectors.crash_looping(job, now=now) and not named:
-        return KEEP, (f"its last {lost} deliveries died without an outcome (a crash loop): re-sent only when named "
-                      f"with --job {job.id}, once the cause is fixed")
+        return KEEP, (
+            f"its last {lost} deliveries died without an outcome (a crash loop): re-sent only when named "
+            f"with --job {job.id}, once the cause is fixed"
+        )
     return RESEND, f"job is IN_PROGRESS with no live lease (attempts {job.attempts}, lost deliveries {lost})"
 
 
@@ -160,8 +185,15 @@ def job_redrive(job_id: UUID | str, *, actor: str) -> bool:
     return job_publish(job.id, job.job_type)
 
 
-def dlq_redrive(*, apply: bool, actor: str, filters: JobFilter = JobFilter(), limit: int = 1000,
-                drop_other_tasks: bool = False, only_other_tasks: bool = False) -> Redrive:
+def dlq_redrive(
+    *,
+    apply: bool,
+    actor: str,
+    filters: JobFilter = JobFilter(),
+    limit: int = 1000,
+    drop_other_tasks: bool = False,
+    only_other_tasks: bool = False,
+) -> Redrive:
     """Lease-aware redrive of the market-jobs DLQ; run by an operator only, never automatically.
 
     Per selected message (in the order they were first sent):
@@ -197,9 +229,11 @@ def dlq_redrive(*, apply: bool, actor: str, filters: JobFilter = JobFilter(), li
                 redrive.not_selected_why = "outside --job/--status/--code"
                 continue
             if message.job_id is None:
-                verdict, reason = ((DROP, "not a job message; its task runs again on its own schedule")
-                                   if drop_other_tasks or only_other_tasks
-                                   else (KEEP, "not a job message (--only-other-tasks drops such messages alone)"))
+                verdict, reason = (
+                    (DROP, "not a job message; its task runs again on its own schedule")
+                    if drop_other_tasks or only_other_tasks
+                    else (KEEP, "not a job message (--only-other-tasks drops such messages alone)")
+                )
             else:
                 verdict, reason = redrive_verdict(job, named=message.job_id in named)
             if verdict == RESEND and message.job_id in resent:
@@ -242,8 +276,8 @@ def dlq_drop(scan: DlqScan, message: DlqMessage, *, job: AsyncJob | None, actor:
     return True
 
 
-
 # --- Expired records ---------------------------------------------------------------------------------
+
 
 def job_purge(job_id: UUID | str, *, now: datetime | None = None) -> bool:
     """Delete one expired, finished job record (its history goes with it) and its grant in one transaction,
@@ -252,8 +286,12 @@ def job_purge(job_id: UUID | str, *, now: datetime | None = None) -> bool:
     it first (job_mark_failed). True when deleted."""
     now = now or timezone.now()
     with transaction.atomic():
-        job = (AsyncJob.objects.select_for_update().filter(id=job_id, expires_at__lte=now)
-               .exclude(status=JobStatus.IN_PROGRESS).first())
+        job = (
+            AsyncJob.objects.select_for_update()
+            .filter(id=job_id, expires_at__lte=now)
+            .exclude(status=JobStatus.IN_PROGRESS)
+            .first()
+        )
         if job is None:
             return False
         taken = grants.grant_take(job_id)
@@ -282,8 +320,9 @@ class PurgeItem:
     done: bool | None  # None in a dry run
 
 
-def jobs_purge_expired(*, apply: bool, expired_for: timedelta = timedelta(0), filters: JobFilter = JobFilter(),
-                       now: datetime | None = None) -> list[PurgeItem]:
+def jobs_purge_expired(
+    *, apply: bool, expired_for: timedelta = timedelta(0), filters: JobFilter = JobFilter(), now: datetime | None = None
+) -> list[PurgeItem]:
     """The one purge loop (beat's daily task and `job_purge_expired`): every job record past its expiry by
     `expired_for`, then, when unfiltered, every grant whose job no longer exists. Dry run unless `apply`."""
     now = now or timezone.now()

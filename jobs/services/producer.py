@@ -2,6 +2,7 @@
 
 Each service commits its rows first and sends after, outside any transaction, and reports what it sent.
 """
+
 import logging
 import uuid
 from collections.abc import Callable
@@ -41,6 +42,7 @@ class Enqueued:
 
 # --- Publishing ------------------------------------------------------------------------------------------
 
+
 def _send(job_id: uuid.UUID | str, job_type: str, *, delay: int = 0) -> None:
     """Put `{jobId, type}` on the market-jobs queue. Raises whatever the transport raises.
 
@@ -48,8 +50,12 @@ def _send(job_id: uuid.UUID | str, job_type: str, *, delay: int = 0) -> None:
     reading the queue or the DLQ), and as Celery headers (the worker's instrumentation continues the trace)."""
     outside_transaction("sqs.send")  # kombu's send is a network call like any other
     tracing.set_attributes(**{"job.id": job_id, "job.type": job_type})
-    options: dict[str, Any] = {"queue": settings.MARKET_JOBS_QUEUE, "message_attributes": {
-        name: {"DataType": "String", "StringValue": value} for name, value in tracing.inject().items()}}
+    options: dict[str, Any] = {
+        "queue": settings.MARKET_JOBS_QUEUE,
+        "message_attributes": {
+            name: {"DataType": "String", "StringValue": value} for name, value in tracing.inject().items()
+        },
+    }
     if delay:
         options["DelaySeconds"] = min(int(delay), 900)  # SQS's per-message delay limit
     with tracing.contained():
@@ -69,9 +75,14 @@ def job_publish(job_id: uuid.UUID | str, job_type: str, *, delay: int = 0, first
     except Exception as exc:
         log.warning("job message could not be sent", extra={"job_id": str(job_id), "reason": type(exc).__name__})
         if first:
-            job_finish(job_id, to=JobStatus.FAILED, event="enqueue_failed", detail=type(exc).__name__,
-                       extra_filter={"lease_token__isnull": True},
-                       error=states.error_doc(codes.ENQUEUE_FAILED, "The job could not be queued.", retryable=True))
+            job_finish(
+                job_id,
+                to=JobStatus.FAILED,
+                event="enqueue_failed",
+                detail=type(exc).__name__,
+                extra_filter={"lease_token__isnull": True},
+                error=states.error_doc(codes.ENQUEUE_FAILED, "The job could not be queued.", retryable=True),
+            )
         else:
             AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS).update(message_sent_at=None)
             states.record(job_id, "send_failed", detail=f"{type(exc).__name__}; the sweeper will re-send")
@@ -83,6 +94,7 @@ def job_publish(job_id: uuid.UUID | str, job_type: str, *, delay: int = 0, first
 
 
 # --- Enqueue ---------------------------------------------------------------------------------------------
+
 
 def job_enqueue(
     *,
@@ -138,8 +150,16 @@ def job_enqueue(
             if current is not None and (current.status == JobStatus.IN_PROGRESS or current.claim != claim):
                 reused = True
             else:
-                _write_fresh_job(current, job_id=job_id, job_type=job_type, organization_id=organization_id,
-                                 brand_id=brand_id, site_id=site_id, user_id=user_id, params=params)
+                _write_fresh_job(
+                    current,
+                    job_id=job_id,
+                    job_type=job_type,
+                    organization_id=organization_id,
+                    brand_id=brand_id,
+                    site_id=site_id,
+                    user_id=user_id,
+                    params=params,
+                )
                 replaced = grants.grant_take(job_id) if current is not None else None
                 grants.grant_store(job_id=job_id, pair=pair, token=token)
     except grants.TokenAlreadyGranted:
@@ -160,15 +180,38 @@ def job_enqueue(
     return Enqueued(job_id=str(job_id), reused=False, sent=job_publish(job_id, job_type, first=True))
 
 
-def _write_fresh_job(existing: AsyncJob | None, *, job_id: uuid.UUID, job_type: str, organization_id: uuid.UUID,
-                     brand_id: uuid.UUID | None, site_id: uuid.UUID | None, user_id: str,
-                     params: dict[str, Any]) -> None:
+def _write_fresh_job(
+    existing: AsyncJob | None,
+    *,
+    job_id: uuid.UUID,
+    job_type: str,
+    organization_id: uuid.UUID,
+    brand_id: uuid.UUID | None,
+    site_id: uuid.UUID | None,
+    user_id: str,
+    params: dict[str, Any],
+) -> None:
     now = timezone.now()
     fresh: dict[str, Any] = {
-        "job_type": job_type, "organization_id": organization_id, "brand_id": brand_id, "site_id": site_id,
-        "user_id": user_id, "params": params, "phase": "queued", "checkpoints": {}, "result": None,
-        "error": None, "error_code": None, "lease_token": None, "lease_expires_at": None, "attempts": 0,
-        "lost_deliveries": 0, "message_sent_at": None, "created_at": now, "started_at": None, "claim": None,
+        "job_type": job_type,
+        "organization_id": organization_id,
+        "brand_id": brand_id,
+        "site_id": site_id,
+        "user_id": user_id,
+        "params": params,
+        "phase": "queued",
+        "checkpoints": {},
+        "result": None,
+        "error": None,
+        "error_code": None,
+        "lease_token": None,
+        "lease_expires_at": None,
+        "attempts": 0,
+        "lost_deliveries": 0,
+        "message_sent_at": None,
+        "created_at": now,
+        "started_at": None,
+        "claim": None,
         "claim_expires_at": None,
         "expires_at": now + timedelta(days=settings.JOB_RECORD_TTL_DAYS),
     }
@@ -176,14 +219,23 @@ def _write_fresh_job(existing: AsyncJob | None, *, job_id: uuid.UUID, job_type: 
         AsyncJob.objects.create(id=job_id, status=JobStatus.IN_PROGRESS, updated_at=now, **fresh)
         states.record(job_id, "created", actor=user_id or "")
     else:
-        states.transition(job_id, to=JobStatus.IN_PROGRESS, expect=states.TERMINAL, event="replaced",
-                          actor=user_id or "", detail=f"replaced a {existing.status} job", **fresh)
+        states.transition(
+            job_id,
+            to=JobStatus.IN_PROGRESS,
+            expect=states.TERMINAL,
+            event="replaced",
+            actor=user_id or "",
+            detail=f"replaced a {existing.status} job",
+            **fresh,
+        )
 
 
 # --- Re-authorisation --------------------------------------------------------------------------------------
 
-def job_reauthorize(*, job_id: uuid.UUID | str, user_id: str, pair: ClientPair,
-                    obtain_token: Callable[[], PromiseToken]) -> AsyncJob:
+
+def job_reauthorize(
+    *, job_id: uuid.UUID | str, user_id: str, pair: ClientPair, obtain_token: Callable[[], PromiseToken]
+) -> AsyncJob:
     """Give a job awaiting re-authorisation a new credential and queue the same job id again.
 
     1. Only the requester (403), only a job FAILED with NEEDS_REAUTH (409).
@@ -215,10 +267,21 @@ def job_reauthorize(*, job_id: uuid.UUID | str, user_id: str, pair: ClientPair,
     try:
         with transaction.atomic():
             moved = states.transition(
-                job.id, to=JobStatus.IN_PROGRESS, expect=JobStatus.FAILED, event="reauthorized", actor=user_id,
-                extra_filter={"claim": claim}, claim=None, claim_expires_at=None,
-                error=None, error_code=None, message_sent_at=None, attempts=0, lost_deliveries=0,
-                expires_at=timezone.now() + timedelta(days=settings.JOB_RECORD_TTL_DAYS))
+                job.id,
+                to=JobStatus.IN_PROGRESS,
+                expect=JobStatus.FAILED,
+                event="reauthorized",
+                actor=user_id,
+                extra_filter={"claim": claim},
+                claim=None,
+                claim_expires_at=None,
+                error=None,
+                error_code=None,
+                message_sent_at=None,
+                attempts=0,
+                lost_deliveries=0,
+                expires_at=timezone.now() + timedelta(days=settings.JOB_RECORD_TTL_DAYS),
+            )
             if moved:
                 grants.grant_store(job_id=job.id, pair=pair, token=token)
     except grants.TokenAlreadyGranted:
@@ -240,7 +303,8 @@ def claim_take(job_id: uuid.UUID | str, condition: Q) -> uuid.UUID | None:
     now = timezone.now()
     claim = uuid.uuid4()
     taken = (
-        AsyncJob.objects.filter(condition, id=job_id).exclude(status=JobStatus.IN_PROGRESS)
+        AsyncJob.objects.filter(condition, id=job_id)
+        .exclude(status=JobStatus.IN_PROGRESS)
         .filter(Q(claim__isnull=True) | Q(claim_expires_at__lte=now))
         .update(claim=claim, claim_expires_at=now + timedelta(seconds=settings.JOB_REAUTH_CLAIM_SECONDS))
     )

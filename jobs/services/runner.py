@@ -2,6 +2,7 @@
 
 `job_run` returns the delivery's `Outcome`; the Celery task logs and counts it (jobs/outcomes.py).
 """
+
 import logging
 import threading
 import uuid
@@ -75,8 +76,10 @@ def _job_run(job_id: object, message_type: str | None, *, worker: str) -> Outcom
         log.info("message for a finished job dropped", extra={"status": job.status})
         return Outcome("dropped", "not_in_progress")
     if message_type != job.job_type:
-        log.error("message type contradicts the stored job type; dropped",
-                  extra={"message_type": str(message_type)[:64], "stored_type": job.job_type})
+        log.error(
+            "message type contradicts the stored job type; dropped",
+            extra={"message_type": str(message_type)[:64], "stored_type": job.job_type},
+        )
         return Outcome("dropped", "type_mismatch")
     handler = handlers.get(job.job_type)
     if handler is None:
@@ -90,8 +93,14 @@ def _job_run(job_id: object, message_type: str | None, *, worker: str) -> Outcom
         states.record(job_id, "delivery_dropped", actor=worker, detail="lease held by another delivery")
         return Outcome("dropped", "lease_held")
     job.refresh_from_db()
-    tracing.set_attributes(**{"job.id": job.id, "job.type": job.job_type, "organization.id": job.organization_id,
-                              "job.attempt": job.attempts})
+    tracing.set_attributes(
+        **{
+            "job.id": job.id,
+            "job.type": job.job_type,
+            "organization.id": job.organization_id,
+            "job.attempt": job.attempts,
+        }
+    )
     ctx = JobContext(job, lease, worker=worker)
     if retries.budget_spent_before_run(job.attempts):
         return _fail(job_id, lease, _exhausted("attempts exhausted by earlier deliveries (repeated crashes)"), worker)
@@ -116,8 +125,9 @@ def _job_run(job_id: object, message_type: str | None, *, worker: str) -> Outcom
     finally:
         with _active_lock:
             _active.discard(ctx)
-    if retry_once_on_disconnect(job_finish, job_id, to=JobStatus.COMPLETED, lease_token=lease, event="completed",
-                                actor=worker, result=result):
+    if retry_once_on_disconnect(
+        job_finish, job_id, to=JobStatus.COMPLETED, lease_token=lease, event="completed", actor=worker, result=result
+    ):
         return COMPLETED
     log.warning("lease lost before the job could complete")
     return _requeue_if_unowned(ctx)
@@ -155,8 +165,11 @@ def _requeue_if_unowned(ctx: JobContext) -> Outcome:
     send a fresh message so the job is not left IN_PROGRESS with nothing queued."""
     if ctx.handed_back:
         return LEASE_LOST  # its fresh message is already out
-    unowned = AsyncJob.objects.filter(id=ctx.id, status=JobStatus.IN_PROGRESS).exclude(
-        lease_token__isnull=False, lease_expires_at__gt=timezone.now()).exists()
+    unowned = (
+        AsyncJob.objects.filter(id=ctx.id, status=JobStatus.IN_PROGRESS)
+        .exclude(lease_token__isnull=False, lease_expires_at__gt=timezone.now())
+        .exists()
+    )
     if unowned:
         retry_once_on_disconnect(lease_release, ctx.id, ctx.lease_token, reason="lease expired during the delivery")
         states.record(ctx.id, "requeued", actor=ctx.worker, detail="lease expired with nobody holding the job")
@@ -171,10 +184,16 @@ def _exhausted(reason: str) -> JobFailed:
 def _fail(job_id: uuid.UUID, lease: uuid.UUID | None, exc: JobFailed, actor: str) -> Outcome:
     """FAILED with the error's code (fenced on `lease` when there is one)."""
     moved = retry_once_on_disconnect(
-        job_finish, job_id, lease_token=lease, to=JobStatus.FAILED, event="failed", actor=actor,
+        job_finish,
+        job_id,
+        lease_token=lease,
+        to=JobStatus.FAILED,
+        event="failed",
+        actor=actor,
         detail=f"{exc.code}: {exc.message}",
         error=states.error_doc(exc.code, exc.message, retryable=exc.retryable, needs_reauth=exc.needs_reauth),
-        park_credential=exc.retryable)
+        park_credential=exc.retryable,
+    )
     if not moved:
         return LEASE_LOST
     log.info("job failed", extra={"code": exc.code})
@@ -188,11 +207,14 @@ def _retry(ctx: JobContext, exc: RetryLater) -> Outcome:
     decision = retries.retry_decision(ctx.job.attempts)
     if decision.exhausted:
         return _fail(ctx.id, ctx.lease_token, _exhausted(f"{exc.code}: {exc.message}"), ctx.worker)
-    if not retry_once_on_disconnect(lease_release, ctx.id, ctx.lease_token,
-                                    reason=f"retry in {decision.delay_seconds}s: {exc.code}"):
+    if not retry_once_on_disconnect(
+        lease_release, ctx.id, ctx.lease_token, reason=f"retry in {decision.delay_seconds}s: {exc.code}"
+    ):
         return LEASE_LOST
     states.record(ctx.id, "retry_scheduled", actor=ctx.worker, detail=f"{exc.code}: {exc.message}")
-    log.info("retryable failure; retry scheduled",
-             extra={"code": exc.code, "delay": decision.delay_seconds, "attempt": ctx.job.attempts})
+    log.info(
+        "retryable failure; retry scheduled",
+        extra={"code": exc.code, "delay": decision.delay_seconds, "attempt": ctx.job.attempts},
+    )
     job_publish(ctx.id, ctx.job.job_type, delay=decision.delay_seconds)
     return Outcome("retry", exc.code)

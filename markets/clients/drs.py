@@ -9,6 +9,7 @@ but the wire is shared.
 from `code` and `retryable`, never from `reason`. No token ever crosses this boundary: `build_request`
 copies an allow-list of job parameters and nothing else.
 """
+
 import json
 import logging
 import math
@@ -40,7 +41,16 @@ log = logging.getLogger(__name__)
 
 # The job parameter names this client reads (the contract's "job" object). `audience` is optional.
 JOB_PARAM_KEYS = (
-    "siteId", "brand", "aliases", "baseUrl", "market", "languageCode", "count", "seeds", "imsOrgId", "audience",
+    "siteId",
+    "brand",
+    "aliases",
+    "baseUrl",
+    "market",
+    "languageCode",
+    "count",
+    "seeds",
+    "imsOrgId",
+    "audience",
 )
 
 # Models DRS is priced for; anything else would be refused by DRS as a terminal gate_error.
@@ -167,7 +177,9 @@ def _lambda_client(region: str, endpoint: str, key: str, secret: str, read_timeo
         # One attempt only: a retry here would invoke DRS twice inside one job attempt, and the job runner
         # already retries with backoff. The read timeout is the whole DRS budget (SPEC §5.9).
         "config": Config(
-            read_timeout=read_timeout, connect_timeout=10, retries={"mode": "standard", "total_max_attempts": 1},
+            read_timeout=read_timeout,
+            connect_timeout=10,
+            retries={"mode": "standard", "total_max_attempts": 1},
             tcp_keepalive=True,
             # One connection per worker thread that may be waiting on DRS at once (botocore keeps 10).
             max_pool_connections=settings.HTTP_MAX_CONNECTIONS,
@@ -188,8 +200,11 @@ def lambda_client(region: str | None = None, timeout: float | None = None):
     full = float(settings.DRS_TIMEOUT_SECONDS)
     read_timeout = full if timeout is None or timeout >= full else float(max(10, math.ceil(timeout / 10) * 10))
     return _lambda_client(
-        region or settings.AWS_REGION, settings.AWS_ENDPOINT_URL, settings.AWS_ACCESS_KEY_ID,
-        settings.AWS_SECRET_ACCESS_KEY, min(read_timeout, full),
+        region or settings.AWS_REGION,
+        settings.AWS_ENDPOINT_URL,
+        settings.AWS_ACCESS_KEY_ID,
+        settings.AWS_SECRET_ACCESS_KEY,
+        min(read_timeout, full),
     )
 
 
@@ -325,11 +340,15 @@ def _record(transport: str, duration_ms: float | None, *, error: DrsError | None
     if ship is not None:
         log.info("DRS answered ship", extra={**fields, "drs_outcome": "ship", "prompt_count": len(ship.prompts)})
     elif error is not None and failed:
-        log.warning("DRS call failed", extra={**fields, "drs_outcome": error.code, "retryable": error.retryable,
-                                              "reason": error.reason})
+        log.warning(
+            "DRS call failed",
+            extra={**fields, "drs_outcome": error.code, "retryable": error.retryable, "reason": error.reason},
+        )
     elif error is not None:
-        log.info("DRS declined to ship", extra={**fields, "drs_outcome": error.code, "retryable": error.retryable,
-                                               "reason": error.reason})
+        log.info(
+            "DRS declined to ship",
+            extra={**fields, "drs_outcome": error.code, "retryable": error.retryable, "reason": error.reason},
+        )
 
 
 def generate(params: dict, *, timeout: float | None = None) -> DrsShip:

@@ -6,6 +6,7 @@ only the shared taxonomy from serenity.clients.http: TransientError (timeout, ne
 here with bounded backoff inside the caller's deadline), ReauthRequired (401/403) and PermanentError
 (other 4xx, or a payload we cannot use). The bearer never reaches a log line or an error message.
 """
+
 import hashlib
 import json
 import logging
@@ -123,8 +124,11 @@ class SemrushClient:
         if cached is not None and time.monotonic() - cached[0] < LANGUAGES_CACHE_SECONDS:
             return cached[1]
         body = self._call(self._http(), "GET", "/v1/languages", what="semrush.languages")
-        items = [item for item in _items(body, "semrush.languages")
-                 if isinstance(item, dict) and isinstance(item.get("code"), str)]
+        items = [
+            item
+            for item in _items(body, "semrush.languages")
+            if isinstance(item, dict) and isinstance(item.get("code"), str)
+        ]
         _languages[base] = (time.monotonic(), items)
         return items
 
@@ -150,7 +154,11 @@ class SemrushClient:
         payload = {"name": name, "parentId": parent_id}
         client = self._http()
         body = self._call(
-            client, "POST", "/v1/workspaces", what="semrush.create_workspace", json=payload,
+            client,
+            "POST",
+            "/v1/workspaces",
+            what="semrush.create_workspace",
+            json=payload,
             headers={"Idempotency-Key": f"ws-{uuid.uuid4()}"},
         )
         workspace_id = body.get("id")
@@ -233,8 +241,9 @@ class SemrushClient:
                 raise http.PermanentError(f"{what}: tag without id or name")
             values: dict[str, str] = {}
             for value in root.get("values") or []:
-                if not (isinstance(value, dict) and isinstance(value.get("id"), str)
-                        and isinstance(value.get("value"), str)):
+                if not (
+                    isinstance(value, dict) and isinstance(value.get("id"), str) and isinstance(value.get("value"), str)
+                ):
                     raise http.PermanentError(f"{what}: tag value without id or value")
                 values[value["value"]] = value["id"]
             taxonomy[root["name"]] = (root["id"], values)
@@ -244,8 +253,13 @@ class SemrushClient:
         # A new tag is created with its values in one call: the old path's write budget is counted in
         # round trips.
         try:
-            body = self._call(client, "POST", f"/v1/workspaces/{ws}/tags", what="semrush.create_tag",
-                              json={"name": root, "values": values})
+            body = self._call(
+                client,
+                "POST",
+                f"/v1/workspaces/{ws}/tags",
+                what="semrush.create_tag",
+                json={"name": root, "values": values},
+            )
         except http.PermanentError as exc:
             if not _is_conflict(exc):
                 raise
@@ -315,12 +329,22 @@ class SemrushClient:
         client = self._http()
         for start in range(0, len(prompts), PROMPT_BATCH_SIZE):
             batch = [
-                {"text": p["text"], "tagIds": list(p["tagIds"]), "createdBy": user_id, "createdAt": stamp,
-                 "updatedBy": user_id, "updatedAt": stamp}
-                for p in prompts[start:start + PROMPT_BATCH_SIZE]
+                {
+                    "text": p["text"],
+                    "tagIds": list(p["tagIds"]),
+                    "createdBy": user_id,
+                    "createdAt": stamp,
+                    "updatedBy": user_id,
+                    "updatedAt": stamp,
+                }
+                for p in prompts[start : start + PROMPT_BATCH_SIZE]
             ]
             body = self._call(
-                client, "POST", path, what="semrush.write_prompts", json={"prompts": batch},
+                client,
+                "POST",
+                path,
+                what="semrush.write_prompts",
+                json={"prompts": batch},
                 headers={"Idempotency-Key": _batch_key(str(project_id), user_id, batch)},
             )
             items = _items(body, "semrush.write_prompts")
@@ -343,7 +367,7 @@ class SemrushClient:
         return {"published": True, "publishedAt": body.get("publishedAt")}
 
     def publish_status(self, *, project_id: str) -> str:
-        """"published" when the project's prompts are all published, "draft" when it has unpublished
+        """ "published" when the project's prompts are all published, "draft" when it has unpublished
         changes (or was never published). Read-only."""
         path = f"/v1/ai-projects/{_segment(project_id, 'project_id')}"
         client = self._http()

@@ -6,6 +6,7 @@ Poll and re-authorisation read the job through `job_get_for_caller`, the one sco
 any job the caller may not see answers exactly like a job that does not exist. Regeneration is scoped and
 gated like the entry points; a market that does not exist and one of another brand answer the same 404.
 """
+
 import hashlib
 
 from django.http import HttpResponse, HttpResponseNotModified
@@ -68,8 +69,14 @@ class GenerationJobDetailApi(APIView):
     @extend_schema(**schemas.POLL)
     def get(self, request, orgId: str, brandId: str, jobId: str):
         org_id, brand_id, job_id = parse_ids(orgId=orgId, brandId=brandId, jobId=jobId)
-        job = job_get_for_caller(caller=request.user, org_id=org_id, brand_id=brand_id, job_id=job_id,
-                                 allowed_types=GENERATION_JOB_TYPES, fields=JOB_DTO_FIELDS)
+        job = job_get_for_caller(
+            caller=request.user,
+            org_id=org_id,
+            brand_id=brand_id,
+            job_id=job_id,
+            allowed_types=GENERATION_JOB_TYPES,
+            fields=JOB_DTO_FIELDS,
+        )
         # Rendered once: the same bytes are hashed for the ETag and served.
         content = JSONRenderer().render(job_dto(job))
         etag = etag_for(content)
@@ -94,8 +101,9 @@ class GenerationJobReauthApi(APIView):
         pair = semrush_pair(request, purpose="Re-authentication")
         header = promise_token_header(request)
         require_promise_token(request.user, header)
-        job = job_get_for_caller(caller=request.user, org_id=org_id, brand_id=brand_id, job_id=job_id,
-                                 allowed_types=GENERATION_JOB_TYPES)
+        job = job_get_for_caller(
+            caller=request.user, org_id=org_id, brand_id=brand_id, job_id=job_id, allowed_types=GENERATION_JOB_TYPES
+        )
         job = services.generation_job_reauthorize(caller=request.user, job=job, header=header, pair=pair)
         return Response(reauth_accepted(job), status=http.HTTP_202_ACCEPTED)
 
@@ -111,9 +119,14 @@ class MarketRegenerateApi(APIView):
         brand = serenity_brand_get_for_caller(request.user, org_id, brand_id)
         limits.charge_entry_point(request.user, brand.organization_id, markets=1)  # once the brand is in sight
         with semrush_generation(request, generate_prompts=True, pair=pair, use_async=True) as generation:
-            handle = services.market_regenerate(caller=request.user, brand=brand, market_id=market_id,
-                                                generation=generation)
-        poll = reverse("generation-job-detail", kwargs={"orgId": str(org_id), "brandId": str(brand_id),
-                                                        "jobId": handle["jobId"]})
-        return Response(regeneration_accepted(handle), status=http.HTTP_202_ACCEPTED,
-                        headers={"Location": request.build_absolute_uri(poll)})
+            handle = services.market_regenerate(
+                caller=request.user, brand=brand, market_id=market_id, generation=generation
+            )
+        poll = reverse(
+            "generation-job-detail", kwargs={"orgId": str(org_id), "brandId": str(brand_id), "jobId": handle["jobId"]}
+        )
+        return Response(
+            regeneration_accepted(handle),
+            status=http.HTTP_202_ACCEPTED,
+            headers={"Location": request.build_absolute_uri(poll)},
+        )

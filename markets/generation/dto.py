@@ -5,6 +5,7 @@ Everything here is an explicit allow-list. A field is shown because it is named 
 stored: the job's parameters, checkpoints, lease and internal error text stay in the database, the logs and
 the admin.
 """
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -114,11 +115,16 @@ class RegenerationAcceptedSerializer(serializers.Serializer):
     jobId = serializers.UUIDField()
     jobType = serializers.ChoiceField(choices=[MARKET_GENERATION_JOB_TYPE])
     status = serializers.ChoiceField(choices=[JobStatus.IN_PROGRESS.value])
-    reused = serializers.BooleanField(help_text="True when a job of this market was already running: nothing "
-                                                "new was queued, poll that job.")
+    reused = serializers.BooleanField(
+        help_text="True when a job of this market was already running: nothing new was queued, poll that job."
+    )
 
 
 def regeneration_accepted(handle: dict) -> dict:
     """The 202 body of a regeneration, from the producer's handle `{jobId, status, reused}`."""
-    return {"jobId": handle["jobId"], "jobType": MARKET_GENERATION_JOB_TYPE, "status": JobStatus.IN_PROGRESS.value,
-            "reused": handle["reused"]}
+    return {
+        "jobId": handle["jobId"],
+        "jobType": MARKET_GENERATION_JOB_TYPE,
+        "status": JobStatus.IN_PROGRESS.value,
+        "reused": handle["reused"],
+    }

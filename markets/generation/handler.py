@@ -12,6 +12,7 @@ lease, so a redelivery resumes where the last holder stopped:
 3. publish: publish the project (retryable: the writes are checkpointed) and return the result. A job
    whose prompts are written and published completes without calling IMS or Semrush.
 """
+
 import logging
 import time
 
@@ -36,6 +37,8 @@ log = logging.getLogger(__name__)
 
 SOURCE_TAG = ("source", "semrush")
 ORIGIN_TAG = ("origin", "ai")
+
+
 def phase_minimum() -> float:
     """The least budget worth starting a Semrush phase with; less, and the job is handed back to start
     afresh (its checkpoints keep what is done)."""
@@ -111,8 +114,12 @@ class MarketGenerationHandler:
             client = semrush.client()
             with tracing.span("semrush.publish"):
                 self.publish(ctx, client, project_id)
-        return {"promptCount": ctx.job.checkpoints["written"], "projectId": project_id, "published": True,
-                "verdict": "ship"}
+        return {
+            "promptCount": ctx.job.checkpoints["written"],
+            "projectId": project_id,
+            "published": True,
+            "verdict": "ship",
+        }
 
     # -- phase 1 --------------------------------------------------------------------------------------
     def generate(self, ctx: JobContext) -> dict:
@@ -157,8 +164,10 @@ class MarketGenerationHandler:
                 exchanged = grants.promise_exchange(pair=loaded.pair, token=loaded.token)
         except (NeedsReauth, InvalidPromiseToken):
             if in_doubt:
-                raise self.needs_reauth("IMS refused the promise token: lost rotation (an earlier exchange's "
-                                        "answer was lost after IMS had rotated the token).") from None
+                raise self.needs_reauth(
+                    "IMS refused the promise token: lost rotation (an earlier exchange's "
+                    "answer was lost after IMS had rotated the token)."
+                ) from None
             raise self.needs_reauth("IMS refused the promise token.") from None
         except TransientError as exc:
             if exc.maybe_processed:
@@ -170,25 +179,34 @@ class MarketGenerationHandler:
             grants.promise_invalidate_quietly(pair=loaded.pair, token=exchanged.rotated, job_id=ctx.job.id)
             raise self.needs_reauth("The promise token belongs to another user than the job's requester.")
         ctx.store_rotated_token(exchanged=loaded, rotated=exchanged.rotated, **{EXCHANGE_IN_DOUBT: None})
-        return SemrushClient(exchanged.access.access_token,
-                             deadline=time.monotonic() + min(settings.SEMRUSH_WRITE_BUDGET_SECONDS, ctx.remaining()))
+        return SemrushClient(
+            exchanged.access.access_token,
+            deadline=time.monotonic() + min(settings.SEMRUSH_WRITE_BUDGET_SECONDS, ctx.remaining()),
+        )
 
     def write(self, ctx: JobContext, semrush: SemrushClient, prompts: list[str]) -> None:
         params = ctx.job.params
         try:
-            project = semrush.find_project(workspace_id=params["workspaceId"], geo_target_id=params["geoTargetId"],
-                                           language_code=params["languageCode"])
+            project = semrush.find_project(
+                workspace_id=params["workspaceId"],
+                geo_target_id=params["geoTargetId"],
+                language_code=params["languageCode"],
+            )
             if project is None:
                 raise RetryLater(codes.SEMRUSH_PROJECT_MISSING, "The market's Semrush project does not exist yet.")
             ctx.checkpoint(phase=c.PHASE_WRITING, projectId=project["id"])
-            tags = semrush.ensure_tags(workspace_id=params["workspaceId"],
-                                       wanted={"source": ["semrush"], "origin": ["ai"]})
+            tags = semrush.ensure_tags(
+                workspace_id=params["workspaceId"], wanted={"source": ["semrush"], "origin": ["ai"]}
+            )
             present = {p.get("text") for p in semrush.list_prompts(project_id=project["id"])}
             missing = [p for p in prompts if p not in present]
             ctx.confirm()  # fence: the writes below happen only while the lease is ours
             if missing:
-                semrush.write_prompts(project_id=project["id"], user_id=ctx.job.user_id or "", prompts=[
-                    {"text": text, "tagIds": [tags[SOURCE_TAG], tags[ORIGIN_TAG]]} for text in missing])
+                semrush.write_prompts(
+                    project_id=project["id"],
+                    user_id=ctx.job.user_id or "",
+                    prompts=[{"text": text, "tagIds": [tags[SOURCE_TAG], tags[ORIGIN_TAG]]} for text in missing],
+                )
         except TransientError as exc:
             raise RetryLater(codes.SEMRUSH_UNAVAILABLE, f"Semrush failed: {exc}") from None
         except ReauthRequired:

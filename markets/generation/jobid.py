@@ -1,4 +1,5 @@
 """The deterministic generation-job id of a market slice (SPEC §4.3): the reservation key."""
+
 import hashlib
 import uuid
 

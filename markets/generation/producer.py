@@ -4,6 +4,7 @@ what a request acts with in Semrush (`semrush_generation`).
 It never fails the entry point: every refusal or failure is logged with its reason and answered with
 `None` (no handle for that market).
 """
+
 import enum
 import logging
 from collections.abc import Iterator
@@ -95,8 +96,9 @@ class ProducerRefused(Exception):
         self.cause = cause
 
 
-def market_generation_produce(*, caller: Caller, brand: Brand, market: Market, generation: Generation,
-                              deadline: float | None = None) -> dict:
+def market_generation_produce(
+    *, caller: Caller, brand: Brand, market: Market, generation: Generation, deadline: float | None = None
+) -> dict:
     """Enqueue (or reuse) the generation job of a market. Returns the handle
     `{jobId, status: "provisioning", reused}`; raises ProducerRefused saying why no job was queued.
 
@@ -132,8 +134,10 @@ def market_generation_produce(*, caller: Caller, brand: Brand, market: Market, g
             user_id=caller.user_id,
             params=job_params(brand=brand, market=market, seeds=seeds),
             pair=pair,
-            obtain_token=lambda: generation.credential.take_promise() or promise_mint(
-                bearer=generation.credential.mint_bearer, pair=pair),
+            obtain_token=lambda: (
+                generation.credential.take_promise()
+                or promise_mint(bearer=generation.credential.mint_bearer, pair=pair)
+            ),
         )
     except TokenAlreadyGranted as exc:
         raise ProducerRefused(NotEnqueued.TOKEN_ALREADY_GRANTED, exc) from exc
@@ -146,13 +150,15 @@ def market_generation_produce(*, caller: Caller, brand: Brand, market: Market, g
     return {"jobId": enqueued.job_id, "status": "provisioning", "reused": enqueued.reused}
 
 
-def market_generation_enqueue(*, caller: Caller, brand: Brand, market: Market, generation: Generation,
-                              deadline: float | None = None) -> dict | None:
+def market_generation_enqueue(
+    *, caller: Caller, brand: Brand, market: Market, generation: Generation, deadline: float | None = None
+) -> dict | None:
     """The entry points' producer: the handle, or None when no job was queued (the reason logged; an
     enqueue failure never fails an entry point)."""
     try:
-        return market_generation_produce(caller=caller, brand=brand, market=market, generation=generation,
-                                         deadline=deadline)
+        return market_generation_produce(
+            caller=caller, brand=brand, market=market, generation=generation, deadline=deadline
+        )
     except ProducerRefused as refused:
         extra = {"market_id": str(market.id), "brand_id": str(brand.id), "reason": refused.reason.value}
         if refused.cause is not None:
@@ -164,8 +170,9 @@ def market_generation_enqueue(*, caller: Caller, brand: Brand, market: Market, g
 
 
 @contextmanager
-def semrush_generation(request, *, generate_prompts: bool, pair: pairs.ClientPair | None = None,
-                       use_async: bool | None = None) -> Iterator[Generation]:
+def semrush_generation(
+    request, *, generate_prompts: bool, pair: pairs.ClientPair | None = None, use_async: bool | None = None
+) -> Iterator[Generation]:
     """What the request acts with in Semrush (the exchanged `x-promise-token`, else the caller's IMS bearer) and
     how it wants prompts: the producer with the flag on and `generatePrompts: true`, else the old path. When
     the request ends, a promise token IMS rotated for it that no job took is invalidated."""

@@ -1,5 +1,6 @@
 """The OpenAPI description of the generation routes: polling and re-authorisation (SPEC §7), regeneration
 (SPEC §12). Kept beside the views so each view reads as what it does."""
+
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -20,11 +21,22 @@ COMMON_PROBLEMS = {
     ),
 }
 POLL_RESPONSE_HEADERS = [
-    OpenApiParameter("ETag", OpenApiTypes.STR, OpenApiParameter.HEADER, response=[200, 304], required=True,
-                     description="Validator of this representation; send it back in If-None-Match."),
-    OpenApiParameter("Retry-After", OpenApiTypes.INT, OpenApiParameter.HEADER, response=[200, 304],
-                     description="While the job is IN_PROGRESS: seconds to wait before polling again "
-                                 "(longer while generating, shorter while writing)."),
+    OpenApiParameter(
+        "ETag",
+        OpenApiTypes.STR,
+        OpenApiParameter.HEADER,
+        response=[200, 304],
+        required=True,
+        description="Validator of this representation; send it back in If-None-Match.",
+    ),
+    OpenApiParameter(
+        "Retry-After",
+        OpenApiTypes.INT,
+        OpenApiParameter.HEADER,
+        response=[200, 304],
+        description="While the job is IN_PROGRESS: seconds to wait before polling again "
+        "(longer while generating, shorter while writing).",
+    ),
 ]
 
 
@@ -35,25 +47,48 @@ POLL: dict[str, Any] = dict(
     tags=["generation jobs"],
     parameters=[
         *PATH_IDS,
-        OpenApiParameter("If-None-Match", OpenApiTypes.STR, OpenApiParameter.HEADER,
-                         description="The ETag of the last response; 304 when nothing changed."),
+        OpenApiParameter(
+            "If-None-Match",
+            OpenApiTypes.STR,
+            OpenApiParameter.HEADER,
+            description="The ETag of the last response; 304 when nothing changed.",
+        ),
         *POLL_RESPONSE_HEADERS,
     ],
     responses={
         200: OpenApiResponse(
-            response=GenerationJobSerializer, description="The job.",
+            response=GenerationJobSerializer,
+            description="The job.",
             examples=[
-                OpenApiExample("provisioning", value={
-                    "jobId": "fb4b4490-6cba-43ac-87bb-42249acaac23", "jobType": "generateSemrushMarket",
-                    "status": "IN_PROGRESS", "result": None, "error": None,
-                    "createdAt": "2026-01-05T10:00:00Z", "updatedAt": "2026-01-05T10:00:12Z"}),
-                OpenApiExample("authorization required", value={
-                    "jobId": "fb4b4490-6cba-43ac-87bb-42249acaac23", "jobType": "generateSemrushMarket",
-                    "status": "FAILED", "result": None,
-                    "error": {"code": "NEEDS_REAUTH",
-                              "message": "Authorisation to write to Semrush has expired. Re-authorise to continue.",
-                              "retryable": False, "needsReauth": True},
-                    "createdAt": "2026-01-05T10:00:00Z", "updatedAt": "2026-01-05T10:03:40Z"}),
+                OpenApiExample(
+                    "provisioning",
+                    value={
+                        "jobId": "fb4b4490-6cba-43ac-87bb-42249acaac23",
+                        "jobType": "generateSemrushMarket",
+                        "status": "IN_PROGRESS",
+                        "result": None,
+                        "error": None,
+                        "createdAt": "2026-01-05T10:00:00Z",
+                        "updatedAt": "2026-01-05T10:00:12Z",
+                    },
+                ),
+                OpenApiExample(
+                    "authorization required",
+                    value={
+                        "jobId": "fb4b4490-6cba-43ac-87bb-42249acaac23",
+                        "jobType": "generateSemrushMarket",
+                        "status": "FAILED",
+                        "result": None,
+                        "error": {
+                            "code": "NEEDS_REAUTH",
+                            "message": "Authorisation to write to Semrush has expired. Re-authorise to continue.",
+                            "retryable": False,
+                            "needsReauth": True,
+                        },
+                        "createdAt": "2026-01-05T10:00:00Z",
+                        "updatedAt": "2026-01-05T10:03:40Z",
+                    },
+                ),
             ],
         ),
         304: OpenApiResponse(description="Not modified since the ETag in If-None-Match (no body)."),
@@ -79,31 +114,45 @@ REAUTHORIZE: dict[str, Any] = dict(
     request=None,
     parameters=[
         *PATH_IDS,
-        OpenApiParameter("x-promise-audience", OpenApiTypes.STR, OpenApiParameter.HEADER, required=True,
-                         enum=["semrush"], description="The IMS client pair: must be `semrush`."),
-        OpenApiParameter("x-promise-token", {"type": "string", "pattern": PROMISE_TOKEN_PATTERN},
-                         OpenApiParameter.HEADER,
-                         description="A promise token the browser holds, bare or as the typed JSON object "
-                                     "`{promise_token, token_type, expires_in}`: exchanged at IMS, the job "
-                                     "gets the rotated token. Absent: one is minted from the IMS bearer."),
+        OpenApiParameter(
+            "x-promise-audience",
+            OpenApiTypes.STR,
+            OpenApiParameter.HEADER,
+            required=True,
+            enum=["semrush"],
+            description="The IMS client pair: must be `semrush`.",
+        ),
+        OpenApiParameter(
+            "x-promise-token",
+            {"type": "string", "pattern": PROMISE_TOKEN_PATTERN},
+            OpenApiParameter.HEADER,
+            description="A promise token the browser holds, bare or as the typed JSON object "
+            "`{promise_token, token_type, expires_in}`: exchanged at IMS, the job "
+            "gets the rotated token. Absent: one is minted from the IMS bearer.",
+        ),
     ],
     responses={
-        202: OpenApiResponse(response=ReauthAcceptedSerializer,
-                             description="Accepted: the same job id is queued again."),
+        202: OpenApiResponse(
+            response=ReauthAcceptedSerializer, description="Accepted: the same job id is queued again."
+        ),
         (400, PROBLEM_CONTENT_TYPE): problem_response(
             "A path id is not a UUID, x-promise-audience is not `semrush`, or x-promise-token is malformed."
         ),
         (401, PROBLEM_CONTENT_TYPE): problem_response(
             "Missing, invalid or expired bearer token; a promise token IMS did not exchange; or a session-token "
-            "caller without x-promise-token (`PROMISE_TOKEN_REQUIRED`)."),
+            "caller without x-promise-token (`PROMISE_TOKEN_REQUIRED`)."
+        ),
         (403, PROBLEM_CONTENT_TYPE): problem_response("The caller is not the user who started the job."),
         (404, PROBLEM_CONTENT_TYPE): COMMON_PROBLEMS[(404, PROBLEM_CONTENT_TYPE)],
-        (409, PROBLEM_CONTENT_TYPE): problem_response("The job is not awaiting re-authorisation, or another "
-                                              "re-authorisation of it is under way."),
-        (429, PROBLEM_CONTENT_TYPE): problem_response("Too many re-authorisations by this user or of this "
-                                                      "organization: retry after `Retry-After` seconds."),
-        (502, PROBLEM_CONTENT_TYPE): problem_response("IMS did not issue a credential; the job still awaits "
-                                              "re-authorisation."),
+        (409, PROBLEM_CONTENT_TYPE): problem_response(
+            "The job is not awaiting re-authorisation, or another re-authorisation of it is under way."
+        ),
+        (429, PROBLEM_CONTENT_TYPE): problem_response(
+            "Too many re-authorisations by this user or of this organization: retry after `Retry-After` seconds."
+        ),
+        (502, PROBLEM_CONTENT_TYPE): problem_response(
+            "IMS did not issue a credential; the job still awaits re-authorisation."
+        ),
     },
 )
 
@@ -123,27 +172,40 @@ REGENERATE: dict[str, Any] = dict(
     parameters=[
         *PATH_IDS[:2],
         MARKET_ID,
-        OpenApiParameter("x-promise-audience", OpenApiTypes.STR, OpenApiParameter.HEADER, required=True,
-                         enum=["semrush"], description="The IMS client pair: must be `semrush`."),
-        OpenApiParameter("x-promise-token", {"type": "string", "pattern": PROMISE_TOKEN_PATTERN},
-                         OpenApiParameter.HEADER,
-                         description="A promise token the browser holds (see createMarket): exchanged at IMS; "
-                                     "required for a session-token caller. Absent: the IMS bearer."),
-        OpenApiParameter("Location", OpenApiTypes.STR, OpenApiParameter.HEADER, response=[202],
-                         description="The job's poll URL."),
+        OpenApiParameter(
+            "x-promise-audience",
+            OpenApiTypes.STR,
+            OpenApiParameter.HEADER,
+            required=True,
+            enum=["semrush"],
+            description="The IMS client pair: must be `semrush`.",
+        ),
+        OpenApiParameter(
+            "x-promise-token",
+            {"type": "string", "pattern": PROMISE_TOKEN_PATTERN},
+            OpenApiParameter.HEADER,
+            description="A promise token the browser holds (see createMarket): exchanged at IMS; "
+            "required for a session-token caller. Absent: the IMS bearer.",
+        ),
+        OpenApiParameter(
+            "Location", OpenApiTypes.STR, OpenApiParameter.HEADER, response=[202], description="The job's poll URL."
+        ),
     ],
     responses={
         202: OpenApiResponse(RegenerationAcceptedSerializer, "Queued (or already running)."),
         (400, PROBLEM_CONTENT_TYPE): problem_response("An id is not a UUID, or a header is unusable."),
         (401, PROBLEM_CONTENT_TYPE): problem_response("Missing, invalid or expired bearer token."),
-        (403, PROBLEM_CONTENT_TYPE): problem_response("Not a member of the organization, or Serenity is not "
-                                                      "active for it."),
+        (403, PROBLEM_CONTENT_TYPE): problem_response(
+            "Not a member of the organization, or Serenity is not active for it."
+        ),
         (404, PROBLEM_CONTENT_TYPE): problem_response("No such organization, brand or market for this caller."),
-        (409, PROBLEM_CONTENT_TYPE): problem_response("Generation disabled, brand not active, or nothing in the "
-                                                      "catalogue to generate from."),
+        (409, PROBLEM_CONTENT_TYPE): problem_response(
+            "Generation disabled, brand not active, or nothing in the catalogue to generate from."
+        ),
         (429, PROBLEM_CONTENT_TYPE): problem_response("Too many requests: retry after `Retry-After` seconds."),
         (502, PROBLEM_CONTENT_TYPE): problem_response("Semrush or IMS did not answer."),
-        (503, PROBLEM_CONTENT_TYPE): problem_response("No worker ready, or the queue refused the job: retry "
-                                                      "after `Retry-After` seconds."),
+        (503, PROBLEM_CONTENT_TYPE): problem_response(
+            "No worker ready, or the queue refused the job: retry after `Retry-After` seconds."
+        ),
     },
 )

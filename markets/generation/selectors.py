@@ -1,5 +1,6 @@
 """Reads of generation jobs, always scoped to the caller: the one rule of job access (SPEC §7), shared by the poll
 and re-authorisation. Any job the caller may not see reads exactly like one that does not exist."""
+
 import uuid
 from typing import Any
 
@@ -23,8 +24,7 @@ def _scoped_jobs(*, org_ids, org_id, brand_id, job_id, allowed_types):
             Exists(Brand.objects.filter(id=OuterRef("brand_id"), organization_id=OuterRef("organization_id"))),
         )
         .filter(
-            Q(site_id__isnull=True)
-            | Exists(Site.objects.filter(id=OuterRef("site_id"), organization__in=member_orgs))
+            Q(site_id__isnull=True) | Exists(Site.objects.filter(id=OuterRef("site_id"), organization__in=member_orgs))
         )
     )
 
@@ -47,13 +47,15 @@ def job_get_for_caller(*, caller: Caller, org_id, brand_id, job_id, allowed_type
         jobs = _scoped_jobs(org_ids=None, org_id=org_id, brand_id=brand_id, job_id=job_id, allowed_types=types)
         job = (jobs.only(*fields) if fields else jobs).first()
     elif fields is None:
-        job = _scoped_jobs(org_ids=org_ids, org_id=org_id, brand_id=brand_id, job_id=job_id,
-                           allowed_types=types).first()
+        job = _scoped_jobs(
+            org_ids=org_ids, org_id=org_id, brand_id=brand_id, job_id=job_id, allowed_types=types
+        ).first()
     elif not org_ids:
         job = None  # a caller of no organization sees no job
     else:
         job = _prepared(len(org_ids), len(types), tuple(fields)).get(
-            org_ids=org_ids, org_id=org_id, brand_id=brand_id, job_id=job_id, allowed_types=types)
+            org_ids=org_ids, org_id=org_id, brand_id=brand_id, job_id=job_id, allowed_types=types
+        )
     if job is None:
         raise JobNotFound()
     return job
@@ -71,7 +73,9 @@ class PreparedScopedQuery:
 
     def __init__(self, org_count: int, type_count: int, fields: tuple[str, ...]):
         markers = {
-            "job_id": uuid.UUID(int=1), "org_id": uuid.UUID(int=2), "brand_id": uuid.UUID(int=3),
+            "job_id": uuid.UUID(int=1),
+            "org_id": uuid.UUID(int=2),
+            "brand_id": uuid.UUID(int=3),
             "org_ids": [f"\x00org{i}" for i in range(org_count)],
             "allowed_types": [f"\x00type{i}" for i in range(type_count)],
         }

@@ -1,5 +1,6 @@
 """Generation services behind the API: re-authorising a job that awaits a fresh credential (SPEC §7) and
 regenerating an existing market's prompts with the one shared producer (SPEC §12)."""
+
 import logging
 
 from jobs import services as job_services
@@ -36,7 +37,8 @@ log = logging.getLogger(__name__)
 # Why the producer queued nothing -> what the regeneration endpoint answers.
 _REFUSALS = {
     NotEnqueued.CONSUMER_NOT_READY: lambda: GenerationUnavailable(
-        "No generation worker is ready in this environment; try again later.", headers={"Retry-After": "60"}),
+        "No generation worker is ready in this environment; try again later.", headers={"Retry-After": "60"}
+    ),
     NotEnqueued.PROMISE_PAIR_REQUIRED: lambda: GenerationDisabled("The Semrush client pair is required."),
     NotEnqueued.CATALOGUE_UNREADABLE: lambda: SemrushUnavailable("The Semrush catalogue could not be read."),
     NotEnqueued.NO_SEEDS: lambda: NoCatalogueSeeds("Nothing to generate from; the catalogue may fill later."),
@@ -44,7 +46,8 @@ _REFUSALS = {
     NotEnqueued.INVALID_PROMISE_TOKEN: lambda: InvalidForwardedToken(),
     NotEnqueued.IMS_MINT_FAILED: lambda: CredentialUnavailable("No credential was issued; try again."),
     NotEnqueued.ENQUEUE_FAILED: lambda: GenerationUnavailable(
-        "The job could not be queued; try again.", headers={"Retry-After": "30"}),
+        "The job could not be queued; try again.", headers={"Retry-After": "30"}
+    ),
 }
 
 
@@ -67,11 +70,13 @@ def market_regenerate(*, caller: Caller, brand: Brand, market_id, generation: Ge
         raise BrandNotActive()
     market.brand = brand
     try:
-        return market_generation_produce(caller=caller, brand=brand, market=market, generation=generation,
-                                         deadline=request_deadline())
+        return market_generation_produce(
+            caller=caller, brand=brand, market=market, generation=generation, deadline=request_deadline()
+        )
     except ProducerRefused as refused:
-        log.warning("prompt generation not regenerated", extra={"market_id": str(market.id),
-                                                                "reason": refused.reason.value})
+        log.warning(
+            "prompt generation not regenerated", extra={"market_id": str(market.id), "reason": refused.reason.value}
+        )
         raise _REFUSALS[refused.reason]() from None
 
 
@@ -95,11 +100,12 @@ def generation_job_reauthorize(*, caller: Caller, job: AsyncJob, header: str | N
         return credential.take_promise() or promise_mint(bearer=credential.mint_bearer, pair=pair)
 
     try:
-        return job_services.job_reauthorize(job_id=job.id, user_id=caller.user_id, pair=pair,
-                                            obtain_token=obtain_token)
+        return job_services.job_reauthorize(job_id=job.id, user_id=caller.user_id, pair=pair, obtain_token=obtain_token)
     except ClientError as exc:
-        log.warning("re-authorisation credential not issued",
-                    extra={"job_id": str(job.id), "reason": type(exc).__name__, "status": exc.status})
+        log.warning(
+            "re-authorisation credential not issued",
+            extra={"job_id": str(job.id), "reason": type(exc).__name__, "status": exc.status},
+        )
         raise CredentialUnavailable("The job still awaits re-authorisation; try again.") from None
     except InvalidPromiseToken as exc:
         raise InvalidForwardedToken(str(exc)) from None

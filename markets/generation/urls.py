@@ -3,6 +3,7 @@
 The ids are captured as strings and validated by the views, so a malformed id answers 400 problem+json
 instead of falling through to the router's 404.
 """
+
 from django.urls import path
 
 from markets.generation.apis import GenerationJobDetailApi, GenerationJobReauthApi, MarketRegenerateApi

@@ -3,6 +3,7 @@
 Thin views: scope the caller, read the body (markets/onboarding/inputs.py), call one service, render. The
 bodies and answers are the original service's (its UI calls these), with this service's fields beside them.
 """
+
 from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
@@ -26,44 +27,67 @@ from tokens.delegation import PROMISE_TOKEN_PATTERN
 # `semrush` in any case with spaces around it, or empty (the default pair), as HTTP allows.
 AUDIENCE_PATTERN = r"^[ \t]*(?:[Ss][Ee][Mm][Rr][Uu][Ss][Hh])?[ \t]*$"
 
-AUDIENCE_DESCRIPTION = ("`semrush` (any case) to delegate with the Semrush client pair (required for prompt "
-                        "generation); absent or empty: the default pair. Anything else is a 400")
-AUDIENCE_HEADER = OpenApiParameter("x-promise-audience", {"type": "string", "pattern": AUDIENCE_PATTERN},
-                                   OpenApiParameter.HEADER, required=False, description=AUDIENCE_DESCRIPTION + ".")
+AUDIENCE_DESCRIPTION = (
+    "`semrush` (any case) to delegate with the Semrush client pair (required for prompt "
+    "generation); absent or empty: the default pair. Anything else is a 400"
+)
+AUDIENCE_HEADER = OpenApiParameter(
+    "x-promise-audience",
+    {"type": "string", "pattern": AUDIENCE_PATTERN},
+    OpenApiParameter.HEADER,
+    required=False,
+    description=AUDIENCE_DESCRIPTION + ".",
+)
 # createBrand reads the header only when the brand needs Semrush work (as the original does): a pending brand, or
 # any brand of an organization without Serenity, is created whatever it says.
-BRAND_AUDIENCE_HEADER = OpenApiParameter("x-promise-audience", {"type": "string", "pattern": AUDIENCE_PATTERN},
-                                         OpenApiParameter.HEADER, required=False,
-                                         description=AUDIENCE_DESCRIPTION + " when the brand needs Semrush work "
-                                         "(an active brand of an organization with Serenity on); otherwise not read.")
+BRAND_AUDIENCE_HEADER = OpenApiParameter(
+    "x-promise-audience",
+    {"type": "string", "pattern": AUDIENCE_PATTERN},
+    OpenApiParameter.HEADER,
+    required=False,
+    description=AUDIENCE_DESCRIPTION + " when the brand needs Semrush work "
+    "(an active brand of an organization with Serenity on); otherwise not read.",
+)
 AUDIENCE_HEADERS = [
     AUDIENCE_HEADER,
-    OpenApiParameter("x-promise-token", {"type": "string", "pattern": PROMISE_TOKEN_PATTERN}, OpenApiParameter.HEADER,
-                     required=False,
-                     description="A promise token of the caller's, bare (URL-encoded, as the original's UI sends "
-                                 "it) or as the typed JSON object `{promise_token, token_type: \"promise_token\", "
-                                 "expires_in}`. It is exchanged at IMS on the selected pair: the request's Semrush "
-                                 "calls use the access token (401 `Invalid or expired promise token` when the "
-                                 "exchange fails), its first new job the rotated promise token, every other new "
-                                 "job a token minted from the access token. Absent: the caller's IMS bearer; a "
-                                 "session-token caller must send it (401 `PROMISE_TOKEN_REQUIRED`)."),
+    OpenApiParameter(
+        "x-promise-token",
+        {"type": "string", "pattern": PROMISE_TOKEN_PATTERN},
+        OpenApiParameter.HEADER,
+        required=False,
+        description="A promise token of the caller's, bare (URL-encoded, as the original's UI sends "
+        'it) or as the typed JSON object `{promise_token, token_type: "promise_token", '
+        "expires_in}`. It is exchanged at IMS on the selected pair: the request's Semrush "
+        "calls use the access token (401 `Invalid or expired promise token` when the "
+        "exchange fails), its first new job the rotated promise token, every other new "
+        "job a token minted from the access token. Absent: the caller's IMS bearer; a "
+        "session-token caller must send it (401 `PROMISE_TOKEN_REQUIRED`).",
+    ),
     X_ERROR_HEADER,
 ]
 
 ERRORS = {
-    (400, PROBLEM_CONTENT_TYPE): problem_response("The body breaks a rule (`invalidRequest`, with every failed rule "
-                                                  "in `message`), an unknown market or language "
-                                                  "(`unknownMarket`, `unknownLanguage`), or an unusable header."),
-    (401, PROBLEM_CONTENT_TYPE): problem_response("Missing, invalid or expired bearer token, or Semrush refused the "
-                                                  "credential the request acted with (`Upstream authorization "
-                                                  "failed`)."),
-    (403, PROBLEM_CONTENT_TYPE): problem_response("Not a member of the organization, or Semrush would not let the "
-                                                  "request's credential do this (`Upstream authorization failed`)."),
-    (404, PROBLEM_CONTENT_TYPE): problem_response("No such organization or brand for this caller, or Serenity is "
-                                                  "not active for the brand."),
+    (400, PROBLEM_CONTENT_TYPE): problem_response(
+        "The body breaks a rule (`invalidRequest`, with every failed rule "
+        "in `message`), an unknown market or language "
+        "(`unknownMarket`, `unknownLanguage`), or an unusable header."
+    ),
+    (401, PROBLEM_CONTENT_TYPE): problem_response(
+        "Missing, invalid or expired bearer token, or Semrush refused the "
+        "credential the request acted with (`Upstream authorization "
+        "failed`)."
+    ),
+    (403, PROBLEM_CONTENT_TYPE): problem_response(
+        "Not a member of the organization, or Semrush would not let the "
+        "request's credential do this (`Upstream authorization failed`)."
+    ),
+    (404, PROBLEM_CONTENT_TYPE): problem_response(
+        "No such organization or brand for this caller, or Serenity is not active for the brand."
+    ),
     (409, PROBLEM_CONTENT_TYPE): problem_response("The market is already live (`sliceExists`)."),
-    (429, PROBLEM_CONTENT_TYPE): problem_response("Too many requests by this user, or markets of this organization: "
-                                                  "retry after `Retry-After` seconds."),
+    (429, PROBLEM_CONTENT_TYPE): problem_response(
+        "Too many requests by this user, or markets of this organization: retry after `Retry-After` seconds."
+    ),
     (502, PROBLEM_CONTENT_TYPE): problem_response("Semrush did not complete the request (`serenityUpstreamError`)."),
     (503, PROBLEM_CONTENT_TYPE): problem_response("Not attempted within the request's time budget: send it again."),
 }
@@ -139,8 +163,9 @@ class BrandOutput(serializers.Serializer):
 
 
 class BrandCreatedOutput(BrandOutput):
-    promptGeneration = PromptGenerationHandle(required=False, help_text="When the first market's generation job "
-                                                                        "was queued.")
+    promptGeneration = PromptGenerationHandle(
+        required=False, help_text="When the first market's generation job was queued."
+    )
     market = MarketCreatedOutput(required=False, help_text="The first market, when `semrushMarket` was given.")
 
 
@@ -148,18 +173,25 @@ class ActivationOutput(serializers.Serializer):
     brandId = serializers.UUIDField()
     status = serializers.ChoiceField(choices=Brand.Status.choices)
     baseSiteId = serializers.UUIDField(required=False, allow_null=True)
-    markets = inline_serializer("ActivationEntry", many=True, fields={
-        "market": serializers.JSONField(help_text="As sent."),
-        "languageCode": serializers.JSONField(help_text="As sent."),
-        "status": serializers.IntegerField(help_text="201 new, 409 already live, 400 the entry breaks a rule, 401 "
-                                                     "or 403 Semrush refused the request's credential, 502 Semrush "
-                                                     "failed, 503 not attempted in time (retryable)"),
-        "body": serializers.JSONField(help_text="The market (as createMarket answers it) or a problem document"),
-    })
+    markets = inline_serializer(
+        "ActivationEntry",
+        many=True,
+        fields={
+            "market": serializers.JSONField(help_text="As sent."),
+            "languageCode": serializers.JSONField(help_text="As sent."),
+            "status": serializers.IntegerField(
+                help_text="201 new, 409 already live, 400 the entry breaks a rule, 401 "
+                "or 403 Semrush refused the request's credential, 502 Semrush "
+                "failed, 503 not attempted in time (retryable)"
+            ),
+            "body": serializers.JSONField(help_text="The market (as createMarket answers it) or a problem document"),
+        },
+    )
     brand = BrandOutput(help_text="This service's: the brand after the activation.")
 
 
 # --- Rendering -------------------------------------------------------------------------------------------------
+
 
 def market_body(outcome: services.MarketOutcome) -> dict:
     if outcome.market is None:
@@ -167,19 +199,27 @@ def market_body(outcome: services.MarketOutcome) -> dict:
         return outcome.problem
     market = outcome.market
     body = {
-        "brandId": str(market.brand_id), "geoTargetId": market.geo_target_id, "languageCode": market.language_code,
-        "workspaceId": market.brand.semrush_workspace_id, "projectId": market.semrush_project_id,
+        "brandId": str(market.brand_id),
+        "geoTargetId": market.geo_target_id,
+        "languageCode": market.language_code,
+        "workspaceId": market.brand.semrush_workspace_id,
+        "projectId": market.semrush_project_id,
         "published": market.publish_state == market.PublishState.PUBLISHED,
     }
     if outcome.sync_prompts is not None:
         body.update(topicCount=outcome.sync_prompts["topics"], promptCount=outcome.sync_prompts["written"])
     if outcome.prompt_generation is not None:
         body["promptGeneration"] = outcome.prompt_generation
-    body.update({
-        "id": str(market.id), "market": market.country, "name": market.name,
-        "siteId": str(market.site_id) if market.site_id else None, "publishState": market.publish_state,
-        "createdAt": serializers.DateTimeField().to_representation(market.created_at),
-    })
+    body.update(
+        {
+            "id": str(market.id),
+            "market": market.country,
+            "name": market.name,
+            "siteId": str(market.site_id) if market.site_id else None,
+            "publishState": market.publish_state,
+            "createdAt": serializers.DateTimeField().to_representation(market.created_at),
+        }
+    )
     if outcome.sync_prompts is not None:
         body["prompts"] = {"status": outcome.sync_prompts["status"], "written": outcome.sync_prompts["written"]}
     return body
@@ -189,23 +229,42 @@ def brand_body(brand: Brand) -> dict:
     when = serializers.DateTimeField().to_representation
     profile = brand.profile or {}
     return {
-        "id": str(brand.id), "name": brand.name,
+        "id": str(brand.id),
+        "name": brand.name,
         "baseSiteId": str(brand.base_site_id) if brand.base_site_id else None,
         "baseUrl": brand.base_site.base_url if brand.base_site else (brand.primary_url or None),
-        "semrushSubWorkspaceId": brand.semrush_workspace_id, "pendingSemrushProvisioning": None,
-        "status": brand.status, "urls": [{"value": url} for url in brand.urls or []],
+        "semrushSubWorkspaceId": brand.semrush_workspace_id,
+        "pendingSemrushProvisioning": None,
+        "status": brand.status,
+        "urls": [{"value": url} for url in brand.urls or []],
         "brandAliases": list(brand.aliases or []),
         "siteIds": [str(site_id) for site_id in brand.sites.order_by("created_at").values_list("id", flat=True)],
         "serenityActive": bool(brand.organization.is_serenity_active and brand.semrush_workspace_id),
         "serenityActivatedAt": when(brand.workspace_provisioned_at) if brand.workspace_provisioned_at else None,
-        "updatedAt": when(brand.updated_at), "updatedBy": brand.updated_by or None,
-        **{name: profile.get(name, default) for name, default in (
-            ("description", None), ("brandContext", None), ("mentionSentimentGuidance", None), ("vertical", None),
-            ("origin", None), ("region", []), ("competitors", []), ("socialAccounts", []), ("earnedContent", []),
-            ("brandClaimsEnabled", False))},
-        "displayName": brand.display_name or brand.name, "domain": brand.domain, "primaryUrl": brand.primary_url,
-        "aliases": list(brand.aliases or []), "semrushWorkspaceId": brand.semrush_workspace_id,
-        "semrushModelIds": list(brand.semrush_model_ids or []), "createdAt": when(brand.created_at),
+        "updatedAt": when(brand.updated_at),
+        "updatedBy": brand.updated_by or None,
+        **{
+            name: profile.get(name, default)
+            for name, default in (
+                ("description", None),
+                ("brandContext", None),
+                ("mentionSentimentGuidance", None),
+                ("vertical", None),
+                ("origin", None),
+                ("region", []),
+                ("competitors", []),
+                ("socialAccounts", []),
+                ("earnedContent", []),
+                ("brandClaimsEnabled", False),
+            )
+        },
+        "displayName": brand.display_name or brand.name,
+        "domain": brand.domain,
+        "primaryUrl": brand.primary_url,
+        "aliases": list(brand.aliases or []),
+        "semrushWorkspaceId": brand.semrush_workspace_id,
+        "semrushModelIds": list(brand.semrush_model_ids or []),
+        "createdAt": when(brand.created_at),
     }
 
 
@@ -219,10 +278,14 @@ def json_object(request) -> dict:
 
 # --- Views -----------------------------------------------------------------------------------------------------
 
+
 class BrandCreateApi(APIView):
-    @extend_schema(operation_id="createBrand", request={"application/json": schemas.ref("CreateBrandRequest")},
-                   parameters=[*PATH_IDS[:1], BRAND_AUDIENCE_HEADER, *AUDIENCE_HEADERS[1:]],
-                   responses={201: BrandCreatedOutput, **ERRORS})
+    @extend_schema(
+        operation_id="createBrand",
+        request={"application/json": schemas.ref("CreateBrandRequest")},
+        parameters=[*PATH_IDS[:1], BRAND_AUDIENCE_HEADER, *AUDIENCE_HEADERS[1:]],
+        responses={201: BrandCreatedOutput, **ERRORS},
+    )
     def post(self, request, orgId):
         (org_id,) = parse_ids(orgId=orgId)
         org = org_get_for_caller(request.user, org_id)
@@ -233,8 +296,9 @@ class BrandCreateApi(APIView):
             if semrush_work:
                 require_semrush_credential(request)
                 with semrush_generation(request, generate_prompts=brand_input.generate_prompts) as generation:
-                    created = services.brand_create(caller=request.user, org=org, request=brand_input,
-                                                    generation=generation)
+                    created = services.brand_create(
+                        caller=request.user, org=org, request=brand_input, generation=generation
+                    )
             else:
                 created = services.brand_create(caller=request.user, org=org, request=brand_input, generation=None)
         except services.FirstMarketFailed as failed:
@@ -248,8 +312,12 @@ class BrandCreateApi(APIView):
 
 
 class MarketCreateApi(APIView):
-    @extend_schema(operation_id="createMarket", request={"application/json": schemas.ref("CreateMarketRequest")},
-                   parameters=[*PATH_IDS[:2], *AUDIENCE_HEADERS], responses={201: MarketCreatedOutput, **ERRORS})
+    @extend_schema(
+        operation_id="createMarket",
+        request={"application/json": schemas.ref("CreateMarketRequest")},
+        parameters=[*PATH_IDS[:2], *AUDIENCE_HEADERS],
+        responses={201: MarketCreatedOutput, **ERRORS},
+    )
     def post(self, request, orgId, brandId):
         require_semrush_credential(request)
         brand = serenity_brand_get_for_caller(request.user, *parse_ids(orgId=orgId, brandId=brandId))
@@ -257,32 +325,39 @@ class MarketCreateApi(APIView):
         market_input = market_request(body)
         limits.charge_entry_point(request.user, brand.organization_id, markets=1)
         with semrush_generation(request, generate_prompts=body.get("generatePrompts") is True) as generation:
-            outcome = services.market_create(caller=request.user, brand=brand, request=market_input,
-                                             generation=generation)
+            outcome = services.market_create(
+                caller=request.user, brand=brand, request=market_input, generation=generation
+            )
         if outcome.market is None:
             return problem_answer(market_body(outcome))
         return Response(market_body(outcome), status=201)
 
 
 class BrandActivateApi(APIView):
-    @extend_schema(operation_id="activateMarkets", request={"application/json": schemas.ref("ActivateRequest")},
-                   parameters=[*PATH_IDS[:2], *AUDIENCE_HEADERS],
-                   responses={200: ActivationOutput, 207: OpenApiResponse(ActivationOutput, "Some market failed"),
-                              **ERRORS})
+    @extend_schema(
+        operation_id="activateMarkets",
+        request={"application/json": schemas.ref("ActivateRequest")},
+        parameters=[*PATH_IDS[:2], *AUDIENCE_HEADERS],
+        responses={200: ActivationOutput, 207: OpenApiResponse(ActivationOutput, "Some market failed"), **ERRORS},
+    )
     def post(self, request, orgId, brandId):
         require_semrush_credential(request)
         brand = serenity_brand_get_for_caller(request.user, *parse_ids(orgId=orgId, brandId=brandId))
         activate_input = activate_request(json_object(request))
-        limits.charge_entry_point(request.user, brand.organization_id,
-                          markets=services.markets_requested(brand=brand, request=activate_input))
+        limits.charge_entry_point(
+            request.user, brand.organization_id, markets=services.markets_requested(brand=brand, request=activate_input)
+        )
         with semrush_generation(request, generate_prompts=activate_input.generate_prompts) as generation:
-            activation = services.brand_activate(caller=request.user, brand=brand, request=activate_input,
-                                                 generation=generation)
+            activation = services.brand_activate(
+                caller=request.user, brand=brand, request=activate_input, generation=generation
+            )
         brand.refresh_from_db()
         body: dict[str, Any] = {"brandId": str(brand.id), "status": brand.status}
         if activation.all_live:
             body["baseSiteId"] = str(brand.base_site_id) if brand.base_site_id else None
-        body["markets"] = [{"market": o.market_as_sent, "languageCode": o.language_as_sent, "status": o.status,
-                            "body": market_body(o)} for o in activation.markets]
+        body["markets"] = [
+            {"market": o.market_as_sent, "languageCode": o.language_as_sent, "status": o.status, "body": market_body(o)}
+            for o in activation.markets
+        ]
         body["brand"] = brand_body(brand)
         return Response(body, status=activation.status)

@@ -4,6 +4,7 @@ Unknown fields are ignored; codes are normalised (`us` -> `US`, `IT` -> `it`); `
 when it is JSON `true`. A body that breaks a rule raises InvalidRequest whose detail joins the original's
 sentence for every rule broken, in the original's order; the `errors` list names each field.
 """
+
 import re
 from dataclasses import dataclass, field
 from typing import TypeGuard
@@ -14,8 +15,18 @@ from markets.exceptions import InvalidRequest, UnknownLanguage, UnknownMarket
 
 MAX_ACTIVATE_MARKETS = 50
 # Fields of the original's brand that this service keeps and returns but does not act on (docs/api.md).
-PROFILE_FIELDS = ("description", "brandContext", "mentionSentimentGuidance", "vertical", "region", "origin",
-                  "competitors", "socialAccounts", "earnedContent", "brandClaimsEnabled")
+PROFILE_FIELDS = (
+    "description",
+    "brandContext",
+    "mentionSentimentGuidance",
+    "vertical",
+    "region",
+    "origin",
+    "competitors",
+    "socialAccounts",
+    "earnedContent",
+    "brandClaimsEnabled",
+)
 BRAND_STATUSES = ("active", "pending")
 # The brand's guidance for generation, as the original checks it: a text (or null) of at most this many
 # characters once trimmed (what the original stores).
@@ -135,11 +146,16 @@ def market_request(body: dict) -> MarketRequest:
         raise UnknownMarket(f"Unknown market '{market}'")
     names = _strings(names)
     return MarketRequest(
-        country=country, language_code=language_code, brand_names=names, domain=domain,
+        country=country,
+        language_code=language_code,
+        brand_names=names,
+        domain=domain,
         site_id=body["siteId"].strip() if site_given else None,
         name=body["name"].strip() if is_text(body.get("name")) else f"{country}-{language_code}",
         display_name=body["brandDisplayName"].strip() if is_text(body.get("brandDisplayName")) else names[0],
-        model_ids=_strings(body.get("modelIds")), market=market, language=body.get("languageCode"),
+        model_ids=_strings(body.get("modelIds")),
+        market=market,
+        language=body.get("languageCode"),
     )
 
 
@@ -290,9 +306,14 @@ def brand_request(body) -> BrandRequest:
     model_ids = body.get("semrushModelIds")
     primary = url_of(urls[0]) if urls else None
     return BrandRequest(
-        name=body["name"].strip(), status=status, urls=urls, primary_url=primary,
-        domain=host_of(primary) if primary else None, market=market,
-        generate_prompts=body.get("generatePrompts") is True, model_ids=_strings(model_ids),
+        name=body["name"].strip(),
+        status=status,
+        urls=urls,
+        primary_url=primary,
+        domain=host_of(primary) if primary else None,
+        market=market,
+        generate_prompts=body.get("generatePrompts") is True,
+        model_ids=_strings(model_ids),
         models_given=isinstance(model_ids, list) and bool(model_ids) and all(is_text(m) for m in model_ids),
         base_site_id=base_site_id,
         aliases=_alias_names(body.get("brandAliases")) or _alias_names(body.get("aliases")),

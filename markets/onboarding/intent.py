@@ -5,6 +5,7 @@ replace it without touching the path. Rules, first match wins (case-insensitive,
 transactional (buy, price, order, discount…), navigational (login, website, official, near me…),
 commercial (best, vs, review, compare, top…); otherwise informational. Keywords cover en, fr, de, es, it.
 """
+
 import re
 from typing import Protocol
 
@@ -12,15 +13,17 @@ INTENTS = ("transactional", "navigational", "commercial", "informational")
 
 _KEYWORDS = {
     "transactional": "buy purchase order price prices pricing cost cheap discount deal deals coupon sale shop "
-                     "acheter prix commander kaufen preis bestellen günstig comprar precio oferta comprare prezzo",
+    "acheter prix commander kaufen preis bestellen günstig comprar precio oferta comprare prezzo",
     "navigational": "login log sign website site official app download contact near store stores "
-                    "connexion officiel anmelden offizielle iniciar oficial accedi ufficiale",
+    "connexion officiel anmelden offizielle iniciar oficial accedi ufficiale",
     "commercial": "best top vs versus review reviews compare comparison alternative alternatives rating "
-                  "meilleur meilleure meilleurs comparatif avis beste bester vergleich test mejor mejores "
-                  "comparativa migliore migliori confronto recensioni",
+    "meilleur meilleure meilleurs comparatif avis beste bester vergleich test mejor mejores "
+    "comparativa migliore migliori confronto recensioni",
 }
-_PATTERNS = {intent: re.compile(r"\b(" + "|".join(map(re.escape, words.split())) + r")\b", re.IGNORECASE)
-             for intent, words in _KEYWORDS.items()}
+_PATTERNS = {
+    intent: re.compile(r"\b(" + "|".join(map(re.escape, words.split())) + r")\b", re.IGNORECASE)
+    for intent, words in _KEYWORDS.items()
+}
 
 
 class IntentClassifier(Protocol):

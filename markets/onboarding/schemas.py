@@ -2,6 +2,7 @@
 accepts, so schemathesis can hold the two to each other. Written as JSON Schema (drf-spectacular takes
 them as they are) because the original's rules (one of two fields, any case, a catalogue) are not a
 serializer's; registered as components by `register_components`, a postprocessing hook."""
+
 from typing import Any
 
 from markets import geo
@@ -18,56 +19,77 @@ from markets.onboarding.inputs import (
 
 TEXT_SCHEMA = {"type": "string", "pattern": TEXT, "description": "A text: something besides white space, no NUL."}
 TEXTS_SCHEMA = {"type": "array", "minItems": 1, "items": TEXT_SCHEMA}
-UUID_SCHEMA = {"type": "string", "format": "uuid",
-               "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"}
-MARKET_SCHEMA = {"type": "string", "pattern": geo.MARKET_PATTERN,
-                 "description": "ISO 3166-1 alpha-2 country code, in any case (stored in capitals), e.g. `us`."}
-LANGUAGE_SCHEMA = {"type": "string", "pattern": geo.LANGUAGE_PATTERN,
-                   "description": "BCP-47 language tag in any case (stored lower-cased), e.g. `fr`, `de-CH`: a "
-                                  "primary subtag of Semrush's language catalogue and an optional region or script. "
-                                  "Semrush's live catalogue decides (400 `unknownLanguage`)."}
-DOMAIN_SCHEMA = {"type": "string", "pattern": DOMAIN_OR_URL,
-                 "description": "A domain name or an http(s) URL; its host is the domain used."}
+UUID_SCHEMA = {
+    "type": "string",
+    "format": "uuid",
+    "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
+}
+MARKET_SCHEMA = {
+    "type": "string",
+    "pattern": geo.MARKET_PATTERN,
+    "description": "ISO 3166-1 alpha-2 country code, in any case (stored in capitals), e.g. `us`.",
+}
+LANGUAGE_SCHEMA = {
+    "type": "string",
+    "pattern": geo.LANGUAGE_PATTERN,
+    "description": "BCP-47 language tag in any case (stored lower-cased), e.g. `fr`, `de-CH`: a "
+    "primary subtag of Semrush's language catalogue and an optional region or script. "
+    "Semrush's live catalogue decides (400 `unknownLanguage`).",
+}
+DOMAIN_SCHEMA = {
+    "type": "string",
+    "pattern": DOMAIN_OR_URL,
+    "description": "A domain name or an http(s) URL; its host is the domain used.",
+}
 
 CREATE_MARKET = {
     "type": "object",
     "description": "One market of the brand (the original's `SerenityCreateMarketRequest`). Unknown fields are "
-                   "ignored. `brandDomain` or `siteId` is required; a `siteId` that names no site of the brand's "
-                   "organization answers 400.",
+    "ignored. `brandDomain` or `siteId` is required; a `siteId` that names no site of the brand's "
+    "organization answers 400.",
     "required": ["market", "languageCode", "brandNames"],
     "anyOf": [{"required": ["brandDomain"]}, {"required": ["siteId"]}],
     "properties": {
         "market": MARKET_SCHEMA,
         "languageCode": LANGUAGE_SCHEMA,
-        "brandNames": {**TEXTS_SCHEMA, "description": "The brand's names in this market (the first is its display "
-                                                      "name unless `brandDisplayName` says otherwise)."},
+        "brandNames": {
+            **TEXTS_SCHEMA,
+            "description": "The brand's names in this market (the first is its display "
+            "name unless `brandDisplayName` says otherwise).",
+        },
         "brandDomain": DOMAIN_SCHEMA,
-        "siteId": {**UUID_SCHEMA, "description": "A site of the brand (or an unassigned site of its "
-                                                 "organization): the market tracks its domain and is linked to it."},
+        "siteId": {
+            **UUID_SCHEMA,
+            "description": "A site of the brand (or an unassigned site of its "
+            "organization): the market tracks its domain and is linked to it.",
+        },
         "name": {**TEXT_SCHEMA, "description": "The Semrush project's name; default `<MARKET>-<languageCode>`."},
         "brandDisplayName": {"description": "Accepted; stored with the market (a text), else ignored."},
         "primaryUrl": {"description": "Accepted, not used: the server derives the URL the market tracks."},
-        "generatePrompts": {"description": "Generation runs only for JSON `true` (and with "
-                                           "SERENITY_ASYNC_PROMPT_GEN on: the asynchronous producer)."},
+        "generatePrompts": {
+            "description": "Generation runs only for JSON `true` (and with "
+            "SERENITY_ASYNC_PROMPT_GEN on: the asynchronous producer)."
+        },
     },
 }
 
 ACTIVATE = {
     "type": "object",
     "description": "Every field optional (the original's `SerenityActivateRequest`); unknown fields are ignored. A "
-                   "pending brand ignores the body. An active brand provisions `markets` (or US/en when none is "
-                   "listed) when `brandDomain` is given; each market that breaks a createMarket rule is answered "
-                   "in its own entry.",
+    "pending brand ignores the body. An active brand provisions `markets` (or US/en when none is "
+    "listed) when `brandDomain` is given; each market that breaks a createMarket rule is answered "
+    "in its own entry.",
     "properties": {
         "generatePrompts": {"description": "Generation for the new markets only for JSON `true`."},
-        "brandDomain": {"description": "The domain the markets track (a domain or URL); without it nothing is "
-                                       "provisioned."},
+        "brandDomain": {
+            "description": "The domain the markets track (a domain or URL); without it nothing is provisioned."
+        },
         "brandNames": {"description": "The brand's names, for every market (a non-empty array of texts)."},
         "brandDisplayName": {"description": "Accepted; stored with each market."},
         "primaryUrl": {"description": "Accepted, not used."},
         "markets": {
             "description": f"At most {MAX_ACTIVATE_MARKETS} entries `{{market, languageCode, name?, modelIds?}}`; a "
-                           "value that is not an array counts as none.",
+            "value that is not an array counts as none.",
             "anyOf": [{"type": "array", "maxItems": MAX_ACTIVATE_MARKETS}, {"not": {"type": "array"}}],
         },
     },
@@ -76,38 +98,69 @@ ACTIVATE = {
 CREATE_BRAND: dict[str, Any] = {
     "type": "object",
     "description": "A brand (the original's `V2BrandInput` with `semrushMarket`, `semrushModelIds` and "
-                   "`generatePrompts`); unknown fields are ignored. Created, or updated when the organization has "
-                   "a brand of that name. In a Serenity organization an active brand gets its Semrush "
-                   "sub-workspace and, with `semrushMarket`, its first market.",
+    "`generatePrompts`); unknown fields are ignored. Created, or updated when the organization has "
+    "a brand of that name. In a Serenity organization an active brand gets its Semrush "
+    "sub-workspace and, with `semrushMarket`, its first market.",
     "required": ["name"],
     "properties": {
         "name": TEXT_SCHEMA,
-        "status": {"enum": list(BRAND_STATUSES), "description": "Default `active`; a pending brand gets nothing in "
-                                                                 "Semrush until it is activated."},
-        "urls": {"type": "array", "items": {"anyOf": [DOMAIN_SCHEMA, {"type": "object", "required": ["value"],
-                                                                      "properties": {"value": DOMAIN_SCHEMA}}]},
+        "status": {
+            "enum": list(BRAND_STATUSES),
+            "description": "Default `active`; a pending brand gets nothing in Semrush until it is activated.",
+        },
+        "urls": {
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    DOMAIN_SCHEMA,
+                    {"type": "object", "required": ["value"], "properties": {"value": DOMAIN_SCHEMA}},
+                ]
+            },
             "description": "The brand's URLs (strings or `{value}`); the first one with a value is its primary URL "
-                           "and gives its domain."},
+            "and gives its domain.",
+        },
         "semrushMarket": {
             "description": "`{market, languageCode}` (both required when the object is not empty): the brand's "
-                           "first market. Any other value counts as none.",
-            "anyOf": [{"not": {"type": "object"}}, {"type": "object", "maxProperties": 0},
-                      {"type": "object", "required": ["market", "languageCode"],
-                       "properties": {"market": MARKET_SCHEMA, "languageCode": LANGUAGE_SCHEMA}}]},
-        "generatePrompts": {"description": "Prompts for the first market only for JSON `true`; then "
-                                           "`semrushModelIds` must list a model."},
+            "first market. Any other value counts as none.",
+            "anyOf": [
+                {"not": {"type": "object"}},
+                {"type": "object", "maxProperties": 0},
+                {
+                    "type": "object",
+                    "required": ["market", "languageCode"],
+                    "properties": {"market": MARKET_SCHEMA, "languageCode": LANGUAGE_SCHEMA},
+                },
+            ],
+        },
+        "generatePrompts": {
+            "description": "Prompts for the first market only for JSON `true`; then "
+            "`semrushModelIds` must list a model."
+        },
         "semrushModelIds": {"description": "The AI models the brand's projects track; stored."},
         "brandAliases": {"description": "Other names of the brand: strings or `{name, regions}`."},
-        "baseSiteId": {**UUID_SCHEMA, "description": "An existing site of the organization to be the brand's base "
-                                                     "site."},
+        "baseSiteId": {
+            **UUID_SCHEMA,
+            "description": "An existing site of the organization to be the brand's base site.",
+        },
         **{key: {"description": "Accepted, stored and returned; not used."} for key in PROFILE_FIELDS},
-        **{key: {"type": "string", "nullable": True, "pattern": GUIDANCE,
-                 "description": f"A text or null, at most {GUIDANCE_MAX_LENGTH} characters once trimmed, as the "
-                                "original checks it; stored and returned, not used."} for key in GUIDANCE_FIELDS},
-        "domain": {**DOMAIN_SCHEMA, "description": "Ours, from before `urls`: the brand's domain when `urls` is "
-                                                   "empty."},
-        "primaryUrl": {**DOMAIN_SCHEMA, "description": "Ours, from before `urls`: the brand's URL when `urls` is "
-                                                       "empty."},
+        **{
+            key: {
+                "type": "string",
+                "nullable": True,
+                "pattern": GUIDANCE,
+                "description": f"A text or null, at most {GUIDANCE_MAX_LENGTH} characters once trimmed, as the "
+                "original checks it; stored and returned, not used.",
+            }
+            for key in GUIDANCE_FIELDS
+        },
+        "domain": {
+            **DOMAIN_SCHEMA,
+            "description": "Ours, from before `urls`: the brand's domain when `urls` is empty.",
+        },
+        "primaryUrl": {
+            **DOMAIN_SCHEMA,
+            "description": "Ours, from before `urls`: the brand's URL when `urls` is empty.",
+        },
         "aliases": {"description": "Ours, from before `brandAliases`: used when `brandAliases` is absent."},
     },
 }
@@ -118,19 +171,33 @@ PENDING = {"required": ["status"], "properties": {"status": {"enum": ["pending"]
 NOT_GENERATING = {"properties": {"generatePrompts": {"not": {"enum": [True]}}}}
 CREATE_BRAND["allOf"] = [
     # Generation needs a market.
-    {"anyOf": [NOT_GENERATING, {"required": ["semrushMarket"],
-                                "properties": {"semrushMarket": {"type": "object", "minProperties": 1}}}]},
+    {
+        "anyOf": [
+            NOT_GENERATING,
+            {"required": ["semrushMarket"], "properties": {"semrushMarket": {"type": "object", "minProperties": 1}}},
+        ]
+    },
     # An active brand's market needs a primary URL.
-    {"anyOf": [PENDING, {"properties": {"semrushMarket": NO_MARKET}},
-               {"required": ["urls"], "properties": {"urls": {"minItems": 1}}},
-               {"required": ["primaryUrl"]}, {"required": ["domain"]}]},
+    {
+        "anyOf": [
+            PENDING,
+            {"properties": {"semrushMarket": NO_MARKET}},
+            {"required": ["urls"], "properties": {"urls": {"minItems": 1}}},
+            {"required": ["primaryUrl"]},
+            {"required": ["domain"]},
+        ]
+    },
     # An active brand's generation needs at least one AI model.
-    {"anyOf": [PENDING, NOT_GENERATING,
-               {"required": ["semrushModelIds"], "properties": {"semrushModelIds": TEXTS_SCHEMA}}]},
+    {
+        "anyOf": [
+            PENDING,
+            NOT_GENERATING,
+            {"required": ["semrushModelIds"], "properties": {"semrushModelIds": TEXTS_SCHEMA}},
+        ]
+    },
 ]
 
-COMPONENTS = {"CreateBrandRequest": CREATE_BRAND, "CreateMarketRequest": CREATE_MARKET,
-              "ActivateRequest": ACTIVATE}
+COMPONENTS = {"CreateBrandRequest": CREATE_BRAND, "CreateMarketRequest": CREATE_MARKET, "ActivateRequest": ACTIVATE}
 
 
 def ref(name: str) -> dict:

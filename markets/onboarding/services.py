@@ -5,6 +5,7 @@ Network calls (Semrush, the producer) happen after the rows they belong to are c
 transaction; a market whose Semrush project cannot be made is removed again, so a retry of the same slice
 is not answered 409, and a brand whose Semrush set-up failed on its creation is not left behind.
 """
+
 import logging
 import time
 from dataclasses import dataclass, field
@@ -72,6 +73,7 @@ class MarketOutcome:
 
 # --- Brands ----------------------------------------------------------------------------------------------
 
+
 @dataclass
 class BrandCreated:
     brand: Brand
@@ -89,8 +91,9 @@ def brand_semrush_work(*, org: Organization, request: BrandRequest) -> bool:
     return org.is_serenity_active and request.status == Brand.Status.ACTIVE
 
 
-def brand_create(*, caller: Caller, org: Organization, request: BrandRequest,
-                 generation: Generation | None) -> BrandCreated:
+def brand_create(
+    *, caller: Caller, org: Organization, request: BrandRequest, generation: Generation | None
+) -> BrandCreated:
     """Create a brand, or update the organization's brand of that name (createBrand is an upsert, as in the
     original), with its base site.
 
@@ -106,9 +109,15 @@ def brand_create(*, caller: Caller, org: Organization, request: BrandRequest,
     semrush_work = brand_semrush_work(org=org, request=request)
     market_request_ = None
     if request.market is not None and semrush_work:
-        market_request_ = market_request({
-            "market": request.market["market"], "languageCode": request.market["languageCode"],
-            "brandDomain": request.domain, "brandNames": [request.name], "modelIds": request.model_ids})
+        market_request_ = market_request(
+            {
+                "market": request.market["market"],
+                "languageCode": request.market["languageCode"],
+                "brandDomain": request.domain,
+                "brandNames": [request.name],
+                "modelIds": request.model_ids,
+            }
+        )
     brand, created = _brand_upsert(org=org, request=request, user_id=caller.user_id)
     if not semrush_work or generation is None:
         return BrandCreated(brand=brand)
@@ -116,8 +125,9 @@ def brand_create(*, caller: Caller, org: Organization, request: BrandRequest,
         brand_ensure_workspace(brand=brand, semrush_bearer=generation.credential.semrush_bearer)
         outcome = None
         if market_request_ is not None:
-            (outcome,) = markets_provision(caller=caller, brand=brand, requests=[market_request_],
-                                           sites=[brand.base_site], generation=generation)
+            (outcome,) = markets_provision(
+                caller=caller, brand=brand, requests=[market_request_], sites=[brand.base_site], generation=generation
+            )
             if outcome.market is None:
                 raise FirstMarketFailed(outcome)
     except (SemrushUnavailable, SemrushRefused, FirstMarketFailed):
@@ -141,8 +151,12 @@ class FirstMarketFailed(Exception):
 def _brand_upsert(*, org: Organization, request: BrandRequest, user_id: str) -> tuple[Brand, bool]:
     """The brand row (created or updated by name) and its base site, in one transaction. Returns
     (brand, created)."""
-    fields: dict[str, Any] = {"urls": request.urls, "profile": request.profile, "updated_by": user_id,
-                              "status": request.status}
+    fields: dict[str, Any] = {
+        "urls": request.urls,
+        "profile": request.profile,
+        "updated_by": user_id,
+        "status": request.status,
+    }
     if request.primary_url:
         fields.update(primary_url=request.primary_url, domain=request.domain)
     if request.aliases:
@@ -159,12 +173,12 @@ def _brand_upsert(*, org: Organization, request: BrandRequest, user_id: str) -> 
             brand = Brand.objects.select_for_update().filter(organization=org, name=request.name).first()
             created = brand is None
             if brand is None:
-                brand = Brand.objects.create(organization=org, name=request.name, display_name=request.name,
-                                             **fields)
+                brand = Brand.objects.create(organization=org, name=request.name, display_name=request.name, **fields)
             else:
                 if brand.status == Brand.Status.ACTIVE and request.status == Brand.Status.PENDING:
-                    raise BrandDemotionRefused(f'Brand "{request.name}" already exists and is active; it cannot '
-                                               "be made pending again.")
+                    raise BrandDemotionRefused(
+                        f'Brand "{request.name}" already exists and is active; it cannot be made pending again.'
+                    )
                 for name, value in fields.items():
                     setattr(brand, name, value)
                 brand.save()
@@ -186,13 +200,15 @@ def brand_ensure_workspace(*, brand: Brand, semrush_bearer: str) -> Brand:
         return brand
     try:
         workspace = SemrushClient(semrush_bearer).create_workspace(
-            name=brand.display_name or brand.name, parent_id=settings.SEMRUSH_PARENT_WORKSPACE_ID)
+            name=brand.display_name or brand.name, parent_id=settings.SEMRUSH_PARENT_WORKSPACE_ID
+        )
     except ClientError as exc:
         log.warning("semrush workspace not created", extra={"brand_id": str(brand.id), "reason": type(exc).__name__})
         raise semrush_failed(exc, "The brand's Semrush workspace could not be created.") from None
     # Conditional: of two requests provisioning at once, the first stored workspace stays the brand's.
     Brand.objects.filter(id=brand.id, semrush_workspace_id__isnull=True).update(
-        semrush_workspace_id=workspace, workspace_provisioned_at=timezone.now())
+        semrush_workspace_id=workspace, workspace_provisioned_at=timezone.now()
+    )
     brand.refresh_from_db(fields=["semrush_workspace_id", "workspace_provisioned_at"])
     return brand
 
@@ -201,8 +217,9 @@ def brand_activate_pending(*, brand: Brand, semrush_bearer: str) -> Brand:
     """The wizard's approve: a pending brand gets its sub-workspace and becomes active. Requires a base site
     (InvalidRequest otherwise, as the original: nothing to track). Raises SemrushUnavailable or SemrushRefused."""
     if brand.base_site_id is None:
-        raise InvalidRequest([{"pointer": "", "code": "invalid",
-                               "message": f"Brand has no onboarded primary site: {brand.id}"}])
+        raise InvalidRequest(
+            [{"pointer": "", "code": "invalid", "message": f"Brand has no onboarded primary site: {brand.id}"}]
+        )
     brand_ensure_workspace(brand=brand, semrush_bearer=semrush_bearer)
     Brand.objects.filter(id=brand.id).update(status=Brand.Status.ACTIVE)
     brand.status = Brand.Status.ACTIVE
@@ -210,6 +227,7 @@ def brand_activate_pending(*, brand: Brand, semrush_bearer: str) -> Brand:
 
 
 # --- Markets ---------------------------------------------------------------------------------------------
+
 
 def market_site(*, brand: Brand, request: MarketRequest) -> Site | None:
     """The site a market is created on: the one `siteId` names (a site of the brand, or of its organization
@@ -219,16 +237,25 @@ def market_site(*, brand: Brand, request: MarketRequest) -> Site | None:
         return brand.base_site
     site = None
     if UUID.fullmatch(request.site_id):
-        site = Site.objects.filter(Q(brand=brand) | Q(brand__isnull=True), id=request.site_id,
-                                   organization_id=brand.organization_id).first()
+        site = Site.objects.filter(
+            Q(brand=brand) | Q(brand__isnull=True), id=request.site_id, organization_id=brand.organization_id
+        ).first()
     if site is None:
-        raise InvalidRequest([{"pointer": "/siteId", "code": "invalid",
-                               "message": "siteId did not resolve to a site domain"}])
+        raise InvalidRequest(
+            [{"pointer": "/siteId", "code": "invalid", "message": "siteId did not resolve to a site domain"}]
+        )
     return site
 
 
-def markets_provision(*, caller: Caller, brand: Brand, requests: list[MarketRequest], sites: list[Site | None],
-                      generation: Generation, deadline: float | None = None) -> list[MarketOutcome]:
+def markets_provision(
+    *,
+    caller: Caller,
+    brand: Brand,
+    requests: list[MarketRequest],
+    sites: list[Site | None],
+    generation: Generation,
+    deadline: float | None = None,
+) -> list[MarketOutcome]:
     """Create, set up in Semrush and publish each market, then give each new one its prompts (the producer,
     or the old path's catalogue copy).
 
@@ -244,23 +271,42 @@ def markets_provision(*, caller: Caller, brand: Brand, requests: list[MarketRequ
 
     def provision(pair) -> MarketOutcome:
         request, site = pair
-        return _market_provision(caller=caller, brand=brand, request=request, site=site, generation=generation,
-                                 semrush=semrush, budget=budget, deadline=deadline)
+        return _market_provision(
+            caller=caller,
+            brand=brand,
+            request=request,
+            site=site,
+            generation=generation,
+            semrush=semrush,
+            budget=budget,
+            deadline=deadline,
+        )
 
-    return in_parallel(provision, list(zip(requests, sites, strict=True)),
-                       limit=settings.MARKET_PROVISION_CONCURRENCY)
+    return in_parallel(provision, list(zip(requests, sites, strict=True)), limit=settings.MARKET_PROVISION_CONCURRENCY)
 
 
-def _market_provision(*, caller: Caller, brand: Brand, request: MarketRequest, site: Site | None,
-                      generation: Generation, semrush: SemrushClient, budget: SyncBudget,
-                      deadline: float) -> MarketOutcome:
+def _market_provision(
+    *,
+    caller: Caller,
+    brand: Brand,
+    request: MarketRequest,
+    site: Site | None,
+    generation: Generation,
+    semrush: SemrushClient,
+    budget: SyncBudget,
+    deadline: float,
+) -> MarketOutcome:
     country, language_code = request.country, request.language_code
     outcome = MarketOutcome(market_as_sent=request.market, language_as_sent=request.language, status=201)
     slice_ = f"{country}/{language_code}"
     if deadline - time.monotonic() < MARKET_MIN_SECONDS:
-        return _outcome_failed(outcome, NotAttempted(f"{slice_} was not attempted within the request's time "
-                                                     "budget; nothing was created. Send it again."),
-                               retryable=True)
+        return _outcome_failed(
+            outcome,
+            NotAttempted(
+                f"{slice_} was not attempted within the request's time budget; nothing was created. Send it again."
+            ),
+            retryable=True,
+        )
     geo_target_id = geo.geo_target_id(country)
     try:
         if geo.language_in(semrush.languages(), language_code) is None:
@@ -271,27 +317,49 @@ def _market_provision(*, caller: Caller, brand: Brand, request: MarketRequest, s
     try:
         with transaction.atomic():
             market = Market.objects.create(
-                brand=brand, site=site, country=country, language_code=language_code, geo_target_id=geo_target_id,
-                name=request.name, domain=request.domain or (_site_host(site) or brand.domain),
-                brand_names=request.brand_names, brand_display_name=request.display_name,
-                model_ids=request.model_ids)
+                brand=brand,
+                site=site,
+                country=country,
+                language_code=language_code,
+                geo_target_id=geo_target_id,
+                name=request.name,
+                domain=request.domain or (_site_host(site) or brand.domain),
+                brand_names=request.brand_names,
+                brand_display_name=request.display_name,
+                model_ids=request.model_ids,
+            )
     except IntegrityError:
         return _market_exists(outcome, brand, country, language_code)
     market.brand = brand
     try:
         # A new market has no project yet: create it at once (a project that exists answers 409 and is re-read).
-        project = semrush.create_project(workspace_id=brand.semrush_workspace_id, geo_target_id=geo_target_id,
-                                         language_code=language_code, name=request.name)
+        project = semrush.create_project(
+            workspace_id=brand.semrush_workspace_id,
+            geo_target_id=geo_target_id,
+            language_code=language_code,
+            name=request.name,
+        )
         market.semrush_project_id = project["id"]
         if not generation.use_async:
-            outcome.sync_prompts = sync_prompts_write(caller=caller, brand=brand, market=market,
-                                                      semrush_bearer=generation.credential.semrush_bearer,
-                                                      budget=budget)
+            outcome.sync_prompts = sync_prompts_write(
+                caller=caller,
+                brand=brand,
+                market=market,
+                semrush_bearer=generation.credential.semrush_bearer,
+                budget=budget,
+            )
         semrush.publish(project_id=project["id"])
     except ClientError as exc:
-        log.warning("market not provisioned in Semrush; market removed",
-                    extra={"brand_id": str(brand.id), "market": slice_, "reason": type(exc).__name__,
-                           "detail": str(exc), "status": exc.status})
+        log.warning(
+            "market not provisioned in Semrush; market removed",
+            extra={
+                "brand_id": str(brand.id),
+                "market": slice_,
+                "reason": type(exc).__name__,
+                "detail": str(exc),
+                "status": exc.status,
+            },
+        )
         Market.objects.filter(id=market.id).delete()
         return _outcome_failed(outcome, semrush_failed(exc, f"{slice_} could not be set up in Semrush; retry later."))
     market.publish_state = Market.PublishState.PUBLISHED
@@ -299,13 +367,15 @@ def _market_provision(*, caller: Caller, brand: Brand, request: MarketRequest, s
     outcome.market = market
     if generation.use_async:
         try:
-            outcome.prompt_generation = market_generation_enqueue(caller=caller, brand=brand, market=market,
-                                                                  generation=generation, deadline=deadline)
+            outcome.prompt_generation = market_generation_enqueue(
+                caller=caller, brand=brand, market=market, generation=generation, deadline=deadline
+            )
         except Exception:
             # The market is committed and published: whatever went wrong in the producer (a database
             # error, a bug), the answer is the market without a handle, never a 500 that hides it.
-            log.exception("prompt generation not enqueued", extra={"market_id": str(market.id),
-                                                                   "reason": "producer_error"})
+            log.exception(
+                "prompt generation not enqueued", extra={"market_id": str(market.id), "reason": "producer_error"}
+            )
     return outcome
 
 
@@ -320,8 +390,11 @@ def _outcome_failed(outcome: MarketOutcome, exc: DomainError, **extra) -> Market
 
 
 def _market_exists(outcome: MarketOutcome, brand: Brand, country: str, language_code: str) -> MarketOutcome:
-    return _outcome_failed(outcome, MarketExists(f"{country}/{language_code} is already live."),
-                           **existing_market_handle(brand, country, language_code))
+    return _outcome_failed(
+        outcome,
+        MarketExists(f"{country}/{language_code} is already live."),
+        **existing_market_handle(brand, country, language_code),
+    )
 
 
 def existing_market_handle(brand: Brand, country: str, language_code: str) -> dict:
@@ -343,12 +416,12 @@ def market_create(*, caller: Caller, brand: Brand, request: MarketRequest, gener
     sub-workspace (provisioned here if the brand has none yet, as the original does)."""
     site = market_site(brand=brand, request=request)
     brand_ensure_workspace(brand=brand, semrush_bearer=generation.credential.semrush_bearer)
-    (outcome,) = markets_provision(caller=caller, brand=brand, requests=[request], sites=[site],
-                                   generation=generation)
+    (outcome,) = markets_provision(caller=caller, brand=brand, requests=[request], sites=[site], generation=generation)
     return outcome
 
 
 # --- Activation ------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Activation:
@@ -402,8 +475,15 @@ def brand_activate(*, caller: Caller, brand: Brand, request: ActivateRequest, ge
         return Activation(status=200, brand=brand)
     if not request.domain_given:
         if request.generate_prompts:
-            raise InvalidRequest([{"pointer": "/brandDomain", "code": "invalid",
-                                   "message": "A primary URL is required to generate prompts"}])
+            raise InvalidRequest(
+                [
+                    {
+                        "pointer": "/brandDomain",
+                        "code": "invalid",
+                        "message": "A primary URL is required to generate prompts",
+                    }
+                ]
+            )
         brand_ensure_workspace(brand=brand, semrush_bearer=semrush_bearer)
         return Activation(status=200, brand=brand)
     entries = request.markets or [DEFAULT_ACTIVATION_MARKET]
@@ -413,14 +493,24 @@ def brand_activate(*, caller: Caller, brand: Brand, request: ActivateRequest, ge
         try:
             parsed.append(market_request(body))
         except DomainError as exc:
-            parsed.append(_outcome_failed(MarketOutcome(market_as_sent=body.get("market"),
-                                                        language_as_sent=body.get("languageCode"), status=0), exc))
+            parsed.append(
+                _outcome_failed(
+                    MarketOutcome(
+                        market_as_sent=body.get("market"), language_as_sent=body.get("languageCode"), status=0
+                    ),
+                    exc,
+                )
+            )
     brand_ensure_workspace(brand=brand, semrush_bearer=semrush_bearer)
     _brand_ensure_base_site(brand, domain=next((p.domain for p in parsed if isinstance(p, MarketRequest)), None))
     valid = [p for p in parsed if isinstance(p, MarketRequest)]
-    provisioned = iter(markets_provision(caller=caller, brand=brand, requests=valid,
-                                         sites=[brand.base_site] * len(valid), generation=generation)
-                       if valid else [])
+    provisioned = iter(
+        markets_provision(
+            caller=caller, brand=brand, requests=valid, sites=[brand.base_site] * len(valid), generation=generation
+        )
+        if valid
+        else []
+    )
     outcomes = [p if isinstance(p, MarketOutcome) else next(provisioned) for p in parsed]
     activation = Activation(status=200, brand=brand, markets=outcomes)
     if not activation.all_live:

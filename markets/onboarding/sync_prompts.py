@@ -1,5 +1,6 @@
 """The old synchronous prompt path (SPEC §8): catalogue prompts copied verbatim into a new market's project,
 tagged, inside the request, under one write deadline shared by every market of the request."""
+
 import logging
 import time
 from dataclasses import dataclass, field
@@ -26,8 +27,15 @@ class SyncBudget:
         return self.deadline - time.monotonic()
 
 
-def sync_prompts_write(*, caller: Caller, brand: Brand, market: Market, semrush_bearer: str, budget: SyncBudget,
-                       classifier: IntentClassifier | None = None) -> dict:
+def sync_prompts_write(
+    *,
+    caller: Caller,
+    brand: Brand,
+    market: Market,
+    semrush_bearer: str,
+    budget: SyncBudget,
+    classifier: IntentClassifier | None = None,
+) -> dict:
     """Copy the catalogue's verbatim example prompts into the market's project, tagged, within the
     request's shared deadline. Returns `{status, written, topics}`: `status` is `written` (all of them),
     `partial` (the deadline or Semrush cut it short), `skipped` (no time left before starting), `empty` (no
@@ -38,8 +46,9 @@ def sync_prompts_write(*, caller: Caller, brand: Brand, market: Market, semrush_
     client = SemrushClient(semrush_bearer, deadline=budget.deadline)
     classifier = classifier or KeywordIntentClassifier()
     try:
-        items = client.brand_topics(workspace_id=brand.semrush_workspace_id, domain=market.domain or brand.domain,
-                                    country=market.country)
+        items = client.brand_topics(
+            workspace_id=brand.semrush_workspace_id, domain=market.domain or brand.domain, country=market.country
+        )
     except ClientError as exc:
         log.warning("catalogue unreadable; market left without prompts", extra={"reason": type(exc).__name__})
         return {"status": "failed", "written": 0, "topics": 0}
@@ -51,20 +60,27 @@ def sync_prompts_write(*, caller: Caller, brand: Brand, market: Market, semrush_
     labelled = [(t, prompt_type(t, needles), classifier.classify(t)) for t in texts]
     written = 0
     try:
-        tags = client.ensure_tags(workspace_id=brand.semrush_workspace_id, wanted={
-            "source": ["semrush"],
-            "type": sorted({kind for _, kind, _ in labelled}),
-            "intent": sorted({intent for _, _, intent in labelled}),
-        })
+        tags = client.ensure_tags(
+            workspace_id=brand.semrush_workspace_id,
+            wanted={
+                "source": ["semrush"],
+                "type": sorted({kind for _, kind, _ in labelled}),
+                "intent": sorted({intent for _, _, intent in labelled}),
+            },
+        )
         batch = 100
         for start in range(0, len(labelled), batch):
             if budget.remaining() <= 0:
                 break
-            chunk = labelled[start:start + batch]
-            client.write_prompts(project_id=market.semrush_project_id, user_id=caller.user_id, prompts=[
-                {"text": t, "tagIds": [tags[("source", "semrush")], tags[("type", kind)], tags[("intent", intent)]]}
-                for t, kind, intent in chunk
-            ])
+            chunk = labelled[start : start + batch]
+            client.write_prompts(
+                project_id=market.semrush_project_id,
+                user_id=caller.user_id,
+                prompts=[
+                    {"text": t, "tagIds": [tags[("source", "semrush")], tags[("type", kind)], tags[("intent", intent)]]}
+                    for t, kind, intent in chunk
+                ],
+            )
             written += len(chunk)
     except TransientError as exc:
         log.warning("old-path prompt write cut short", extra={"reason": type(exc).__name__, "written": written})

@@ -5,6 +5,7 @@ where the simulators serving the call need that same lock) for as long as the ot
 Every client calls `outside_transaction()` before it sends anything. Local runs and the test suite raise,
 so a violation fails loudly; deployments log an error and carry on (NETWORK_CALL_IN_TRANSACTION).
 """
+
 import logging
 
 from django.conf import settings
@@ -53,6 +54,7 @@ def require_no_transaction(what: str) -> None:
 
 def guard_boto3_client(client, service: str):
     """Make a boto3 client check the rule before every request it sends; returns the client."""
+
     def check(event_name: str = "", **kwargs) -> None:  # returning None lets botocore send as usual
         outside_transaction(event_name.removeprefix("before-send.") or service)
 

@@ -8,6 +8,7 @@ A `TransientError` also says whether the other side may have acted on the reques
 false only when the request provably never reached it (the connection was refused or never opened, or it
 answered 429). A call with a side effect elsewhere (an IMS mint or exchange) is retried in place only then.
 """
+
 import logging
 import random
 import threading
@@ -37,8 +38,9 @@ class TransientError(ClientError):
 
     `maybe_processed` is False only when the request provably did not reach the service."""
 
-    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None,
-                 maybe_processed: bool = True):
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: float | None = None, maybe_processed: bool = True
+    ):
         super().__init__(message, status=status, retry_after=retry_after)
         self.maybe_processed = maybe_processed
 
@@ -75,9 +77,12 @@ def pooled_client(base_url: str, *, timeout: float) -> httpx.Client:
             if client is None or client.is_closed:
                 size = getattr(settings, "HTTP_MAX_CONNECTIONS", 100)
                 client = _clients[key] = httpx.Client(
-                    base_url=base_url, timeout=timeout,
-                    limits=httpx.Limits(max_connections=size, max_keepalive_connections=size,
-                                        keepalive_expiry=KEEPALIVE_SECONDS))
+                    base_url=base_url,
+                    timeout=timeout,
+                    limits=httpx.Limits(
+                        max_connections=size, max_keepalive_connections=size, keepalive_expiry=KEEPALIVE_SECONDS
+                    ),
+                )
     return client
 
 
@@ -103,8 +108,12 @@ def raise_for_status(response: httpx.Response, what: str) -> None:
         raise ReauthRequired(f"{what}: HTTP {status}", status=status)
     if status == 429 or status >= 500:
         # 429 is a refusal to process; a 5xx may come after the work was done (and its answer lost).
-        raise TransientError(f"{what}: HTTP {status}", status=status, retry_after=_retry_after_seconds(response),
-                             maybe_processed=status != 429)
+        raise TransientError(
+            f"{what}: HTTP {status}",
+            status=status,
+            retry_after=_retry_after_seconds(response),
+            maybe_processed=status != 429,
+        )
     raise PermanentError(f"{what}: HTTP {status}", status=status)
 
 

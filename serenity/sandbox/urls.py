@@ -1,5 +1,6 @@
 """The local simulators, each under its own prefix: /sandbox/ims/, /sandbox/semrush/, /sandbox/drs/, and the
 original service's sign-in, /sandbox/spacecat/."""
+
 from django.urls import include, path
 
 urlpatterns = [

@@ -5,6 +5,7 @@ read), django.py (Django, the API, security), services.py (IMS, Semrush, DRS, AW
 beat), observability.py (logging). Local runs (SERENITY_ENVIRONMENT=local or test) get safe embedded
 defaults; a deployment has no default for a value that cannot be safe and fails at start-up naming it.
 """
+
 from serenity.settings.django import *  # noqa: F403
 from serenity.settings.environment import *  # noqa: F403
 from serenity.settings.jobs import *  # noqa: F403

@@ -1,5 +1,6 @@
 """Django itself: secrets, the database, apps, middleware, security headers, DRF, the API docs, the cache,
 request limits and the admin's login limits."""
+
 from datetime import timedelta
 from typing import Any
 
@@ -44,12 +45,14 @@ else:
     DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=16)
     if DB_POOL_MAX_SIZE > 0:
         DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps the connections; Django must not
-        _pool: dict[str, Any] | None = {"min_size": min(env.int("DB_POOL_MIN_SIZE", default=2), DB_POOL_MAX_SIZE),
-                 "max_size": DB_POOL_MAX_SIZE,
-                 # A thread waits this long for a connection before its query fails: above a burst of every
-                 # thread wanting one at once, and above the pool's reconnection backoff (1, 2, 4, 8 s) after a
-                 # restart or failover killed its connections, so a write after a DRS call still lands.
-                 "timeout": env.float("DB_POOL_TIMEOUT_SECONDS", default=30.0)}
+        _pool: dict[str, Any] | None = {
+            "min_size": min(env.int("DB_POOL_MIN_SIZE", default=2), DB_POOL_MAX_SIZE),
+            "max_size": DB_POOL_MAX_SIZE,
+            # A thread waits this long for a connection before its query fails: above a burst of every
+            # thread wanting one at once, and above the pool's reconnection backoff (1, 2, 4, 8 s) after a
+            # restart or failover killed its connections, so a write after a DRS call still lands.
+            "timeout": env.float("DB_POOL_TIMEOUT_SECONDS", default=30.0),
+        }
     else:
         DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
         _pool = None
@@ -63,7 +66,7 @@ else:
     DATABASES["default"]["OPTIONS"] = {
         "connect_timeout": env.int("DB_CONNECT_TIMEOUT_SECONDS", default=5),
         "options": f"-c statement_timeout={env.int('DB_STATEMENT_TIMEOUT_MS', default=30000)} "
-                   f"-c lock_timeout={env.int('DB_LOCK_TIMEOUT_MS', default=5000)}",
+        f"-c lock_timeout={env.int('DB_LOCK_TIMEOUT_MS', default=5000)}",
         "keepalives": 1,
         "keepalives_idle": 30,
         "keepalives_interval": 10,
@@ -186,10 +189,23 @@ CORS_ALLOW_ALL_ORIGINS = _cors_origins == ["*"]
 CORS_ALLOWED_ORIGINS = [] if CORS_ALLOW_ALL_ORIGINS else _cors_origins
 CORS_ALLOW_CREDENTIALS = not CORS_ALLOW_ALL_ORIGINS
 CORS_ALLOW_METHODS = ["GET", "HEAD", "PATCH", "POST", "OPTIONS", "DELETE"]
-CORS_ALLOW_HEADERS = ["x-api-key", "authorization", "origin", "x-requested-with", "content-type", "accept",
-                      "x-import-api-key", "x-client-type", "x-trigger-audits", "x-view-as-trial",
-                      "x-view-full-experience", "x-promise-token", "x-promise-audience", "x-request-id",
-                      "if-none-match"]
+CORS_ALLOW_HEADERS = [
+    "x-api-key",
+    "authorization",
+    "origin",
+    "x-requested-with",
+    "content-type",
+    "accept",
+    "x-import-api-key",
+    "x-client-type",
+    "x-trigger-audits",
+    "x-view-as-trial",
+    "x-view-full-experience",
+    "x-promise-token",
+    "x-promise-audience",
+    "x-request-id",
+    "if-none-match",
+]
 CORS_EXPOSE_HEADERS = ["x-error", "x-request-id", "etag", "retry-after", "location"]
 CORS_PREFLIGHT_MAX_AGE = 86400
 
@@ -199,8 +215,11 @@ CORS_PREFLIGHT_MAX_AGE = 86400
 # session tokens on and no key refuses to start.
 SESSION_TOKENS_ENABLED = env.bool("SESSION_TOKENS_ENABLED", default=True)
 SESSION_TOKEN_ISSUER = env.str("SESSION_TOKEN_ISSUER", default="https://spacecat.experiencecloud.live")
-SESSION_TOKEN_PUBLIC_KEY_B64 = (required("SESSION_TOKEN_PUBLIC_KEY_B64", _local.get("SESSION_TOKEN_PUBLIC_KEY_B64"))
-                                if SESSION_TOKENS_ENABLED else env.str("SESSION_TOKEN_PUBLIC_KEY_B64", default=""))
+SESSION_TOKEN_PUBLIC_KEY_B64 = (
+    required("SESSION_TOKEN_PUBLIC_KEY_B64", _local.get("SESSION_TOKEN_PUBLIC_KEY_B64"))
+    if SESSION_TOKENS_ENABLED
+    else env.str("SESSION_TOKEN_PUBLIC_KEY_B64", default="")
+)
 # Local only: the sign-in simulator's private key (never read outside local runs).
 SESSION_TOKEN_SANDBOX_PRIVATE_KEY_PEM = _local.get("SESSION_TOKEN_PRIVATE_KEY_PEM", "")
 
@@ -208,14 +227,28 @@ SESSION_TOKEN_SANDBOX_PRIVATE_KEY_PEM = _local.get("SESSION_TOKEN_PRIVATE_KEY_PE
 # pages (the admin, the API docs) load their own scripts, styles and images and nothing from elsewhere; inline
 # styles are allowed (the admin and Swagger UI set some), inline scripts are not. serenity.middleware.CspMiddleware
 # gives the pages' policy to the paths in CSP_PAGE_PATHS.
-CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
-    "default-src": ["'none'"], "frame-ancestors": ["'none'"], "base-uri": ["'none'"], "form-action": ["'none'"],
-}}
-CSP_PAGES_POLICY = {"DIRECTIVES": {
-    "default-src": ["'self'"], "script-src": ["'self'"], "style-src": ["'self'", "'unsafe-inline'"],
-    "img-src": ["'self'", "data:"], "font-src": ["'self'"], "connect-src": ["'self'"], "object-src": ["'none'"],
-    "base-uri": ["'self'"], "form-action": ["'self'"], "frame-ancestors": ["'none'"],
-}}
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'none'"],
+        "frame-ancestors": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'none'"],
+    }
+}
+CSP_PAGES_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 CSP_PAGE_PATHS = ("/admin/", "/api/docs", "/static/")
 
 # --- The API -------------------------------------------------------------------------------------------------
@@ -241,10 +274,15 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
-                             "markets.onboarding.schemas.register_components"],
-    "ENUM_NAME_OVERRIDES": {"JobStatusEnum": "jobs.models.JobStatus", "AcceptedStatusEnum": ["IN_PROGRESS"],
-                            "BrandStatusEnum": "markets.models.Brand.Status"},
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "markets.onboarding.schemas.register_components",
+    ],
+    "ENUM_NAME_OVERRIDES": {
+        "JobStatusEnum": "jobs.models.JobStatus",
+        "AcceptedStatusEnum": ["IN_PROGRESS"],
+        "BrandStatusEnum": "markets.models.Brand.Status",
+    },
     "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
 }
 

@@ -5,6 +5,7 @@ embedded run, `make run`, the compose stack) and `test` (the suite) get safe emb
 mount the simulators; anything else is a deployment, with no default for a value that cannot be safe.
 Every variable may also be given as NAME_FILE, a path whose content is the value (container secrets).
 """
+
 from pathlib import Path
 
 import environ

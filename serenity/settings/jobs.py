@@ -3,6 +3,7 @@
 The timeouts nest (a system check refuses a configuration where they do not): queue visibility >
 lease > task time limit > DRS timeout + Semrush write budget.
 """
+
 from urllib.parse import urlsplit
 
 from celery.schedules import crontab
@@ -42,8 +43,9 @@ JOB_ENQUEUE_GRACE_SECONDS = env.int("JOB_ENQUEUE_GRACE_SECONDS", default=60)
 JOB_REAUTH_CLAIM_SECONDS = int(3 * IMS_TIMEOUT_SECONDS + 30)
 # A job IN_PROGRESS with no activity (no claim, checkpoint, heartbeat or message) for longer than anything
 # legitimate can take is stuck: a lease that ran out, then the longest retry delay.
-JOB_STUCK_AFTER_SECONDS = env.int("JOB_STUCK_AFTER_SECONDS",
-                                  default=JOB_LEASE_TTL_SECONDS + min(JOB_RETRY_MAX_SECONDS, 900))
+JOB_STUCK_AFTER_SECONDS = env.int(
+    "JOB_STUCK_AFTER_SECONDS", default=JOB_LEASE_TTL_SECONDS + min(JOB_RETRY_MAX_SECONDS, 900)
+)
 # On SIGTERM a worker takes no new message; deliveries still running this long after are handed back
 # (lease released, a fresh message sent) so another worker resumes them from their last checkpoint.
 WORKER_STOP_GRACE_SECONDS = env.float("WORKER_STOP_GRACE_SECONDS", default=10.0)
@@ -68,8 +70,9 @@ NETWORK_CALL_IN_TRANSACTION = env.str("NETWORK_CALL_IN_TRANSACTION", default="ra
 
 # --- Celery on SQS ---------------------------------------------------------------------------------------------
 _endpoint = urlsplit(AWS_ENDPOINT_URL) if AWS_ENDPOINT_URL else None
-_credentials = ({"access_key_id": AWS_ACCESS_KEY_ID, "secret_access_key": AWS_SECRET_ACCESS_KEY}
-                if AWS_ACCESS_KEY_ID else {})
+_credentials = (
+    {"access_key_id": AWS_ACCESS_KEY_ID, "secret_access_key": AWS_SECRET_ACCESS_KEY} if AWS_ACCESS_KEY_ID else {}
+)
 CELERY_BROKER_URL = env.str(
     "CELERY_BROKER_URL", default=f"sqs://{_endpoint.hostname}:{_endpoint.port}" if _endpoint else "sqs://"
 )
@@ -123,6 +126,8 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-unsent-jobs": {"task": "jobs.sweep_unsent", "schedule": env.int("SWEEP_EVERY_SECONDS", default=60)},
     # Every minute: WorkersAlive and the queue metrics must page within minutes of the last worker dying.
     "probe-stuck-jobs": {"task": "jobs.probe", "schedule": env.int("PROBE_EVERY_SECONDS", default=60)},
-    "purge-expired-jobs": {"task": "jobs.purge_expired",
-                           "schedule": crontab(*env.str("PURGE_CRONTAB", default="15 3 * * *").split())},
+    "purge-expired-jobs": {
+        "task": "jobs.purge_expired",
+        "schedule": crontab(*env.str("PURGE_CRONTAB", default="15 3 * * *").split()),
+    },
 }

@@ -1,6 +1,7 @@
 """Logging: JSON lines with request, job and trace ids on stderr; token values are redacted before output.
 Metrics are EMF lines on stdout (serenity/metrics.py), whatever LOG_LEVEL says. Traces: OpenTelemetry
 (serenity/tracing.py), exported with OTLP when configured, to a local file in `make run`."""
+
 from serenity.settings.environment import ENVIRONMENT, VAR_DIR, env
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
@@ -15,10 +16,17 @@ LOGGING = {
     },
     "formatters": {"json": {"()": "serenity.logging.JsonFormatter"}},
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "json",
-                    "filters": ["no_metrics", "context", "redact"]},
-        "metrics": {"class": "logging.StreamHandler", "stream": "ext://sys.stdout", "formatter": "json",
-                    "filters": ["metrics_only"]},
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json",
+            "filters": ["no_metrics", "context", "redact"],
+        },
+        "metrics": {
+            "class": "logging.StreamHandler",
+            "stream": "ext://sys.stdout",
+            "formatter": "json",
+            "filters": ["metrics_only"],
+        },
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
@@ -41,8 +49,9 @@ LOGGING = {
 TRACING_ENABLED = env.bool("TRACING_ENABLED", default=True)
 # The standard OpenTelemetry variables: spans go to this OTLP/HTTP collector when either is set (the exporter reads
 # OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT… itself). The service's name in every trace.
-TRACES_OTLP_ENDPOINT = (env.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", default="")
-                        or env.str("OTEL_EXPORTER_OTLP_ENDPOINT", default=""))
+TRACES_OTLP_ENDPOINT = env.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", default="") or env.str(
+    "OTEL_EXPORTER_OTLP_ENDPOINT", default=""
+)
 TRACES_SERVICE_NAME = env.str("OTEL_SERVICE_NAME", default="serenity")
 # Without a collector: spans appended to this JSON-lines file, which the admin's job page draws as a waterfall.
 # `make run` keeps them in var/traces/spans.jsonl; deployments keep none (set an OTLP endpoint).

@@ -1,5 +1,6 @@
 """The services the product calls: IMS, Semrush, DRS, and AWS (SQS, SSM); the feature flag; every client's
 timeouts. Local runs point at the simulators the embedded run serves beside the API."""
+
 from serenity.settings.environment import IS_LOCAL, env, required
 
 # `true` in any case turns asynchronous prompt generation on; anything else leaves the old path.

@@ -1,14 +1,27 @@
 """A real browser for the pages people open: headless Chromium (Debian's `chromium` and `chromium-driver`,
 which .ci/run installs) driven by Selenium, against the live server. It records what the page's console
 says and every Content-Security-Policy violation, from before the page's first script runs."""
+
 import shutil
 from dataclasses import dataclass
 
 import pytest
 
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--window-size=1400,1000")
+from tests.markets.conftest import async_on, world  # noqa: F401  (fixtures of the generation tests)
+from tests.markets.test_traces import issued_tokens  # noqa: F401  (fixture)
+
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1400,1000",
+)
 # Registered on every new document before its own scripts: collects the policy violations the page meets.
 RECORD_VIOLATIONS = """
 window.__cspViolations = [];
@@ -19,8 +32,7 @@ document.addEventListener('securitypolicyviolation', function (e) {
 
 
 def chromium_paths() -> tuple[str | None, str | None]:
-    return (shutil.which("chromium") or shutil.which("chromium-browser"),
-            shutil.which("chromedriver"))
+    return (shutil.which("chromium") or shutil.which("chromium-browser"), shutil.which("chromedriver"))
 
 
 @dataclass
@@ -34,8 +46,11 @@ class Browser:
 
     def problems(self) -> list[str]:
         """Console errors and CSP violations since the last call (the browser log is drained by reading it)."""
-        logs = [f"console {e['level']}: {e['message']}" for e in self.driver.get_log("browser")
-                if e["level"] in ("SEVERE", "ERROR")]
+        logs = [
+            f"console {e['level']}: {e['message']}"
+            for e in self.driver.get_log("browser")
+            if e["level"] in ("SEVERE", "ERROR")
+        ]
         violations = self.driver.execute_script("return window.__cspViolations || [];")
         return logs + [f"CSP violation: {v}" for v in violations]
 
@@ -49,8 +64,9 @@ class Browser:
         driver.find_element(By.NAME, "username").send_keys(username)
         driver.find_element(By.NAME, "password").send_keys(password)
         driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-        WebDriverWait(driver, 30).until(expected_conditions.presence_of_element_located((By.ID, "user-tools")),
-                                        "the admin login did not succeed")
+        WebDriverWait(driver, 30).until(
+            expected_conditions.presence_of_element_located((By.ID, "user-tools")), "the admin login did not succeed"
+        )
 
 
 @pytest.fixture
@@ -58,8 +74,10 @@ def browser(live_server, tmp_path):
     """Headless Chromium on the live server. Skipped only when no Chromium can be found on this machine."""
     binary, driver_path = chromium_paths()
     if not binary or not driver_path:
-        pytest.skip("Chromium and chromedriver are not installed (apt-get install chromium chromium-driver; "
-                    ".ci/run installs them before the suite)")
+        pytest.skip(
+            "Chromium and chromedriver are not installed (apt-get install chromium chromium-driver; "
+            ".ci/run installs them before the suite)"
+        )
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

@@ -1,6 +1,7 @@
 """The pages an operator opens, in headless Chromium: the jobs overview draws the bars of a known set of jobs,
 a real generation's page draws its waterfall, the admin and the API docs work under their
 Content-Security-Policy, and no page shows a token or logs an error to the console."""
+
 import time
 from datetime import timedelta
 
@@ -13,8 +14,6 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from jobs.models import AsyncJob
 from tests.jobs.conftest import KNOWN_TOKEN, plant, store_grant, waiting
-from tests.markets.conftest import async_on, world  # noqa: F401  (fixtures)
-from tests.markets.test_traces import issued_tokens  # noqa: F401  (fixture)
 from tests.markets.test_worker import start_job, wait_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -37,8 +36,10 @@ def drawn_bars(driver, chart: str) -> dict:
     """`{(hour, outcome): count}` of the bars the browser laid out with a height, in one chart."""
     bars = driver.find_elements(By.CSS_SELECTOR, f'svg.outcomes[data-range="{chart}"] rect.bar')
     assert all(bar.size["height"] > 0 and bar.size["width"] > 0 for bar in bars)
-    return {(bar.get_attribute("data-hour"), bar.get_attribute("data-outcome")): int(bar.get_attribute("data-count"))
-            for bar in bars}
+    return {
+        (bar.get_attribute("data-hour"), bar.get_attribute("data-outcome")): int(bar.get_attribute("data-count"))
+        for bar in bars
+    }
 
 
 def test_the_overview_draws_the_bars_of_a_known_set_of_jobs(operator, queues, workers_alive):
@@ -54,10 +55,17 @@ def test_the_overview_draws_the_bars_of_a_known_set_of_jobs(operator, queues, wo
     day = {(hour_label(0), "completed"): 3, (hour_label(1), "failed"): 1, (hour_label(5), "needs_reauth"): 1}
     assert drawn_bars(driver, "24h") == day
     assert drawn_bars(driver, "7d") == {**day, (hour_label(30), "completed"): 1}
-    figures = {cell.get_attribute("data-figure"): cell.text for cell in driver.find_elements(By.CSS_SELECTOR,
-                                                                                            "td.figure")}
-    assert figures == {"running": "0", "waiting": "1", "stuck": "0", "awaiting reauth": "1",
-                       "market-jobs queue": "0", "DLQ": "0"}
+    figures = {
+        cell.get_attribute("data-figure"): cell.text for cell in driver.find_elements(By.CSS_SELECTOR, "td.figure")
+    }
+    assert figures == {
+        "running": "0",
+        "waiting": "1",
+        "stuck": "0",
+        "awaiting reauth": "1",
+        "market-jobs queue": "0",
+        "DLQ": "0",
+    }
     assert KNOWN_TOKEN not in driver.page_source
     assert operator.problems() == []
 
@@ -70,7 +78,8 @@ def test_the_overview_draws_the_bars_of_a_known_set_of_jobs(operator, queues, wo
 
 @pytest.mark.worker
 def test_a_generations_page_draws_its_waterfall_from_its_spans(
-        operator, span_file, issued_tokens, world, async_on, celery_worker):  # noqa: F811
+    operator, span_file, issued_tokens, world, async_on, celery_worker
+):
     job, _market = start_job(world)
     job = wait_terminal(job, timeout=45)
     assert job.status == "COMPLETED", job.error
@@ -81,8 +90,15 @@ def test_a_generations_page_draws_its_waterfall_from_its_spans(
     segments = driver.find_elements(By.CSS_SELECTOR, "svg.waterfall g.segment")
     labels = [s.get_attribute("data-label") for s in segments]
     steps = [label for label in labels if not label.startswith(("IMS POST", "Semrush ", "DRS POST"))]
-    assert steps == ["request POST …/serenity/markets", "queue wait", "delivery 1", "DRS: generate prompts",
-                     "IMS: exchange token", "Semrush: write prompts", "publish"]
+    assert steps == [
+        "request POST …/serenity/markets",
+        "queue wait",
+        "delivery 1",
+        "DRS: generate prompts",
+        "IMS: exchange token",
+        "Semrush: write prompts",
+        "publish",
+    ]
     # Each outside call, in the step it belongs to: the request's own IMS mint and Semrush calls, DRS, the
     # exchange, the Semrush reads and writes, the publish.
     calls = [label.split(" ")[0] for label in labels if label.startswith(("IMS POST", "Semrush ", "DRS POST"))]
@@ -118,7 +134,8 @@ def test_the_api_docs_render_under_their_content_security_policy(browser):
 
     try:
         title = WebDriverWait(driver, 30).until(
-            expected_conditions.visibility_of_element_located((By.CSS_SELECTOR, ".swagger-ui .info .title")))
+            expected_conditions.visibility_of_element_located((By.CSS_SELECTOR, ".swagger-ui .info .title"))
+        )
     except TimeoutException:
         pytest.fail(f"Swagger UI did not render: {browser.problems()}")
     assert title.text.startswith("Serenity market provisioning API")

@@ -9,6 +9,7 @@ Every conformance test runs twice, once per kind of caller (`caller` is parametr
   request that reaches Semrush or IMS, a fresh promise token of the same user in `x-promise-token`, URL-encoded
   as the UI sends it, with `x-promise-audience: semrush`.
 """
+
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
@@ -65,8 +66,11 @@ class Caller:
 def make_caller(kind: str, *, user_id: str = USER_ID, org_ids: tuple[str, ...] = (ORG_IMS_ID,)) -> Caller:
     ims_token = issue_user_token(user_id=user_id, org_ids=list(org_ids))
     # A session token's email differs from its user id, so that a job's requester is seen to be the id.
-    bearer = ims_token if kind == "ims" else issue_session_token(user_id=user_id, org_ids=list(org_ids),
-                                                                 email=f"{user_id}@example.com")
+    bearer = (
+        ims_token
+        if kind == "ims"
+        else issue_session_token(user_id=user_id, org_ids=list(org_ids), email=f"{user_id}@example.com")
+    )
     return Caller(kind=kind, user_id=user_id, ims_token=ims_token, bearer=bearer)
 
 
@@ -77,8 +81,9 @@ class Api:
         self.http = httpx.Client(base_url=base_url, timeout=120)
         self.caller = caller
 
-    def post(self, path: str, body=None, *, promise: bool = True, headers: dict | None = None,
-             caller: Caller | None = None) -> httpx.Response:
+    def post(
+        self, path: str, body=None, *, promise: bool = True, headers: dict | None = None, caller: Caller | None = None
+    ) -> httpx.Response:
         """POST `body` as JSON (None: no body at all); `promise` says whether the request reaches Semrush."""
         sent = {**(caller or self.caller).headers(promise=promise), **(headers or {})}
         if body is None:
@@ -112,16 +117,21 @@ class World:
 
     def brand_with_workspace(self, **fields) -> Brand:
         workspace = SemrushClient(self.caller.ims_token).create_workspace(
-            name=fields.get("name", "Brand"), parent_id="serenity")
+            name=fields.get("name", "Brand"), parent_id="serenity"
+        )
         return BrandFactory(organization=self.org, semrush_workspace_id=workspace, **fields)
 
     def job(self, *, brand: Brand | None = None, **fields) -> AsyncJob:
         """A generation job of this world's caller, with SECRET planted where no answer may show it."""
         brand = brand or self.brand
-        values = {"organization_id": self.org.id, "brand_id": brand.id, "site_id": brand.base_site_id,
-                  "user_id": self.caller.user_id,
-                  "params": {"promiseToken": {"promise_token": SECRET}, "seeds": [{"topic": SECRET}]},
-                  "checkpoints": {"note": SECRET}}
+        values = {
+            "organization_id": self.org.id,
+            "brand_id": brand.id,
+            "site_id": brand.base_site_id,
+            "user_id": self.caller.user_id,
+            "params": {"promiseToken": {"promise_token": SECRET}, "seeds": [{"topic": SECRET}]},
+            "checkpoints": {"note": SECRET},
+        }
         return GenerationJobFactory(**{**values, **fields})
 
 
@@ -135,8 +145,9 @@ def world(sims, caller, queues) -> World:
     org = OrganizationFactory(ims_org_id=ORG_IMS_ID, name="Nordlicht Group")
     api = Api(sims.url, caller)
     world = World(org=org, brand=None, caller=caller, api=api)
-    world.brand = world.brand_with_workspace(name="Nordlicht Outdoor", domain="nordlicht-outdoor.example",
-                                             aliases=["Nordlicht"])
+    world.brand = world.brand_with_workspace(
+        name="Nordlicht Outdoor", domain="nordlicht-outdoor.example", aliases=["Nordlicht"]
+    )
     yield world
     api.http.close()
 

@@ -2,6 +2,7 @@
 against the running service. The original tests the module's functions one by one (the flag, the requester's id,
 the re-authorisation rule, the job's DTO, the producer's handle); here each is observed where the UI meets it:
 createMarket's `promptGeneration`, the job the producer leaves, the poll and re-authorisation."""
+
 import pytest
 
 from jobs.models import AsyncJob, JobStatus
@@ -27,6 +28,7 @@ def the_job(body) -> AsyncJob:
 
 # --- isAsyncPromptGenEnabled --------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(("flag", "on"), [("true", True), ("TRUE", True), ("false", False), ("", False)])
 def test_is_on_only_for_the_explicit_true_flag(world, settings, flag, on):
     """async-prompt-gen.test.js: 'is on only for the explicit "true" flag'"""
@@ -40,6 +42,7 @@ def test_is_on_only_for_the_explicit_true_flag(world, settings, flag, on):
 
 
 # --- resolveStableImsUserId, callerMayReauth -------------------------------------------------------------------------
+
 
 def test_reads_only_user_id_never_sub_or_email(world, async_on):
     """async-prompt-gen.test.js: 'reads ONLY user_id — never sub/email'. A session token's user id is its `sub`
@@ -64,6 +67,7 @@ def test_permits_only_a_matching_resolvable_pair_of_ids(world):
 
 # --- toGenerationJobDto -------------------------------------------------------------------------------------------
 
+
 def test_never_leaks_the_promise_token_or_raw_metadata(world):
     """async-prompt-gen.test.js: 'never leaks the promise token or raw metadata'"""
     job = world.job(status=JobStatus.IN_PROGRESS)
@@ -79,8 +83,10 @@ def test_never_leaks_the_promise_token_or_raw_metadata(world):
 
 def test_projects_a_whitelisted_result_only_when_completed(world):
     """async-prompt-gen.test.js: 'projects a whitelisted result only when COMPLETED'"""
-    job = world.job(status=JobStatus.COMPLETED, result={"promptCount": 5, "projectId": "p9", "published": True,
-                                                        "verdict": "ship", "secretField": "x"})
+    job = world.job(
+        status=JobStatus.COMPLETED,
+        result={"promptCount": 5, "projectId": "p9", "published": True, "verdict": "ship", "secretField": "x"},
+    )
 
     body = world.api.get(world.job_path(job.id)).json()
 
@@ -92,17 +98,25 @@ def test_surfaces_a_needs_reauth_flag_on_a_needs_reauth_failure(world):
     """async-prompt-gen.test.js: 'surfaces a needsReauth flag on a NEEDS_REAUTH failure'. The message is this
     service's fixed public sentence, not the stored one (docs/api.md, "Differences from the original", the row
     on a failed job's message)."""
-    job = world.job(status=JobStatus.FAILED, error_code=codes.NEEDS_REAUTH,
-                    error={"code": codes.NEEDS_REAUTH, "message": "dead token", "retryable": False})
+    job = world.job(
+        status=JobStatus.FAILED,
+        error_code=codes.NEEDS_REAUTH,
+        error={"code": codes.NEEDS_REAUTH, "message": "dead token", "retryable": False},
+    )
 
     body = world.api.get(world.job_path(job.id)).json()
 
     assert body["result"] is None
-    assert body["error"] == {"code": "NEEDS_REAUTH", "message": codes.PUBLIC_MESSAGES[codes.NEEDS_REAUTH],
-                             "retryable": False, "needsReauth": True}
+    assert body["error"] == {
+        "code": "NEEDS_REAUTH",
+        "message": codes.PUBLIC_MESSAGES[codes.NEEDS_REAUTH],
+        "retryable": False,
+        "needsReauth": True,
+    }
 
 
 # --- maybeEnqueueMarketGeneration ---------------------------------------------------------------------------------
+
 
 def test_resolves_site_id_from_the_brand_base_site_when_the_entry_point_supplies_none(world, async_on):
     """async-prompt-gen.test.js: 'resolves siteId from the brand base site when the entry point supplies none

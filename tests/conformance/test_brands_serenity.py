@@ -1,6 +1,7 @@
 """The serenity cases of the original's `test/controllers/brands.test.js` (adobe/spacecat-api-service,
 `createBrandForOrg`), replayed over HTTP against the running service: createBrand in an organization with and
 without Serenity, its validation, and its Semrush failures."""
+
 import pytest
 
 from markets.models import Brand, Market
@@ -9,8 +10,12 @@ from serenity.sandbox.semrush import state as semrush
 from tests.conformance.conftest import OTHER_IMS_ID, problem
 from tests.markets.factories import SiteFactory
 
-SEMRUSH_DATA = {"name": "New Brand", "urls": [{"value": "https://acme.com/path"}],
-                "semrushMarket": {"market": "us", "languageCode": "en"}, "semrushModelIds": ["model-a", "model-b"]}
+SEMRUSH_DATA = {
+    "name": "New Brand",
+    "urls": [{"value": "https://acme.com/path"}],
+    "semrushMarket": {"market": "us", "languageCode": "en"},
+    "semrushModelIds": ["model-a", "model-b"],
+}
 
 
 def workspace_count() -> int:
@@ -42,13 +47,17 @@ def test_returns_409_when_a_by_name_create_would_demote_an_active_brand_to_pendi
 
 def test_returns_400_when_brand_data_is_missing(world):
     """brands.test.js: 'returns 400 when brand data is missing'"""
-    response = world.api.http.post(world.brands_path, content=b"null", headers={
-        **world.caller.headers(promise=False), "content-type": "application/json"})
+    response = world.api.http.post(
+        world.brands_path,
+        content=b"null",
+        headers={**world.caller.headers(promise=False), "content-type": "application/json"},
+    )
 
     problem(response, 400, "invalidRequest")
 
 
 # --- serenity-first provisioning (semrushMarket present) -------------------------------------------------------------
+
 
 def test_provisions_the_sub_workspace_then_creates_the_brand_bound_to_it(world):
     """brands.test.js: 'provisions the sub-workspace then creates the brand bound to it (201)'"""
@@ -110,8 +119,10 @@ def test_redacts_the_gateway_url_from_a_semrush_upstream_error_on_provisioning(w
     response = world.api.post(world.brands_path, SEMRUSH_DATA)
 
     body = problem(response, 502, "serenityUpstreamError")
-    assert (body["title"], body["message"]) == ("Upstream request failed",
-                                                "The brand's Semrush workspace could not be created.")
+    assert (body["title"], body["message"]) == (
+        "Upstream request failed",
+        "The brand's Semrush workspace could not be created.",
+    )
     for internal in ("/v1/workspaces", "sandbox", "127.0.0.1"):
         assert internal not in response.text and internal not in response.headers.get("x-error", "")
     assert not Brand.objects.filter(name="New Brand").exists()
@@ -132,8 +143,10 @@ def test_maps_a_401_semrush_upstream_error_on_provisioning_to_http_401(world):
 
 def test_returns_400_when_semrush_market_lacks_a_language_code(world):
     """brands.test.js: 'returns 400 when semrushMarket lacks a languageCode'"""
-    response = world.api.post(world.brands_path, {"name": "New Brand", "urls": [{"value": "https://acme.com"}],
-                                                  "semrushMarket": {"market": "us"}})
+    response = world.api.post(
+        world.brands_path,
+        {"name": "New Brand", "urls": [{"value": "https://acme.com"}], "semrushMarket": {"market": "us"}},
+    )
 
     problem(response, 400, "invalidRequest")
     assert not Brand.objects.filter(name="New Brand").exists()
@@ -141,9 +154,15 @@ def test_returns_400_when_semrush_market_lacks_a_language_code(world):
 
 def test_returns_400_when_semrush_model_ids_is_missing_and_generate_prompts_is_true(world):
     """brands.test.js: 'returns 400 when semrushModelIds is missing or empty and generatePrompts is true'"""
-    response = world.api.post(world.brands_path, {"name": "New Brand", "urls": [{"value": "https://acme.com"}],
-                                                  "semrushMarket": {"market": "us", "languageCode": "en"},
-                                                  "generatePrompts": True})
+    response = world.api.post(
+        world.brands_path,
+        {
+            "name": "New Brand",
+            "urls": [{"value": "https://acme.com"}],
+            "semrushMarket": {"market": "us", "languageCode": "en"},
+            "generatePrompts": True,
+        },
+    )
 
     problem(response, 400, "invalidRequest")
     assert not Brand.objects.filter(name="New Brand").exists()
@@ -151,8 +170,9 @@ def test_returns_400_when_semrush_model_ids_is_missing_and_generate_prompts_is_t
 
 def test_returns_400_when_generate_prompts_is_true_but_no_market_was_supplied(world):
     """brands.test.js: 'returns 400 when generatePrompts is true but no market/language was supplied'"""
-    response = world.api.post(world.brands_path, {"name": "New Brand", "urls": [{"value": "https://acme.com"}],
-                                                  "generatePrompts": True})
+    response = world.api.post(
+        world.brands_path, {"name": "New Brand", "urls": [{"value": "https://acme.com"}], "generatePrompts": True}
+    )
 
     problem(response, 400, "invalidRequest")
     assert not Brand.objects.filter(name="New Brand").exists()
@@ -160,9 +180,15 @@ def test_returns_400_when_generate_prompts_is_true_but_no_market_was_supplied(wo
 
 def test_provisions_without_models_when_generate_prompts_is_false(world):
     """brands.test.js: 'provisions WITHOUT models when generatePrompts is false (model-less project allowed)'"""
-    response = world.api.post(world.brands_path, {"name": "New Brand", "urls": [{"value": "https://acme.com"}],
-                                                  "semrushMarket": {"market": "us", "languageCode": "en"},
-                                                  "generatePrompts": False})
+    response = world.api.post(
+        world.brands_path,
+        {
+            "name": "New Brand",
+            "urls": [{"value": "https://acme.com"}],
+            "semrushMarket": {"market": "us", "languageCode": "en"},
+            "generatePrompts": False,
+        },
+    )
 
     assert response.status_code == 201, response.text
     assert response.json()["semrushModelIds"] == []
@@ -171,8 +197,9 @@ def test_provisions_without_models_when_generate_prompts_is_false(world):
 
 def test_returns_400_when_no_primary_url_is_present_to_derive_a_domain(world):
     """brands.test.js: 'returns 400 when no primary URL is present to derive a domain'"""
-    response = world.api.post(world.brands_path, {"name": "New Brand", "urls": [],
-                                                  "semrushMarket": {"market": "us", "languageCode": "en"}})
+    response = world.api.post(
+        world.brands_path, {"name": "New Brand", "urls": [], "semrushMarket": {"market": "us", "languageCode": "en"}}
+    )
 
     problem(response, 400, "invalidRequest")
     assert not Brand.objects.filter(name="New Brand").exists()
@@ -204,20 +231,26 @@ def test_does_a_flat_create_when_the_org_is_not_serenity_active(world):
 
 def test_saves_a_pending_draft_defers_provisioning_writes_no_stash_no_anchor(world):
     """brands.test.js: 'saves a pending draft: defers provisioning, writes no stash, no anchor (201)'"""
-    response = world.api.post(world.brands_path, {"name": "New Brand", "status": "pending", "urls": [],
-                                                  "semrushMarket": {"market": "us", "languageCode": "en"}},
-                              promise=False)
+    response = world.api.post(
+        world.brands_path,
+        {"name": "New Brand", "status": "pending", "urls": [], "semrushMarket": {"market": "us", "languageCode": "en"}},
+        promise=False,
+    )
 
     assert response.status_code == 201, response.text
     body = response.json()
     assert (body["pendingSemrushProvisioning"], body["semrushSubWorkspaceId"], body["status"]) == (
-        None, None, "pending")
+        None,
+        None,
+        "pending",
+    )
 
 
 def test_still_requires_market_and_language_code_even_for_a_pending_draft(world):
     """brands.test.js: 'still requires market and languageCode even for a pending draft'"""
-    response = world.api.post(world.brands_path, {"name": "New Brand", "status": "pending",
-                                                  "semrushMarket": {"market": "us"}}, promise=False)
+    response = world.api.post(
+        world.brands_path, {"name": "New Brand", "status": "pending", "semrushMarket": {"market": "us"}}, promise=False
+    )
 
     problem(response, 400, "invalidRequest")
     assert not Brand.objects.filter(name="New Brand").exists()
@@ -267,7 +300,8 @@ def test_returns_400_when_brand_guidance_fields_are_longer_than_4000_characters(
     response = world.api.post(world.brands_path, {"name": "New Brand", "mentionSentimentGuidance": "x" * 4001})
 
     assert problem(response, 400, "invalidRequest")["message"] == (
-        "mentionSentimentGuidance must be at most 4000 characters")
+        "mentionSentimentGuidance must be at most 4000 characters"
+    )
     assert not Brand.objects.filter(name="New Brand").exists()
 
 
@@ -275,21 +309,30 @@ def test_accepts_brand_guidance_that_trims_to_within_the_limit(world):
     """brands.test.js: 'accepts brand guidance that trims to within the limit despite surrounding whitespace'"""
     site = SiteFactory(organization=world.org, base_url="https://new-brand.example")
 
-    response = world.api.post(world.brands_path, {"name": "New Brand", "baseSiteId": str(site.id),
-                                                  "brandContext": f"  {'x' * 4000}  "})
+    response = world.api.post(
+        world.brands_path, {"name": "New Brand", "baseSiteId": str(site.id), "brandContext": f"  {'x' * 4000}  "}
+    )
 
     assert response.status_code == 201, response.text
 
 
 # --- competitor self-reference guard + Semrush-mode gating (create) -----------------------------------------------
 
+
 def test_enters_bare_semrush_mode_for_a_serenity_active_create_with_generate_prompts_false(world):
     """brands.test.js: 'enters bare Semrush mode for a serenity-active create with generatePrompts:false and no
     market'"""
     site = SiteFactory(organization=world.org, base_url="https://bare.com")
 
-    response = world.api.post(world.brands_path, {"name": "Bare Brand", "urls": [{"value": "https://bare.com"}],
-                                                  "baseSiteId": str(site.id), "generatePrompts": False})
+    response = world.api.post(
+        world.brands_path,
+        {
+            "name": "Bare Brand",
+            "urls": [{"value": "https://bare.com"}],
+            "baseSiteId": str(site.id),
+            "generatePrompts": False,
+        },
+    )
 
     assert response.status_code == 201, response.text
     body = response.json()
@@ -301,15 +344,21 @@ def test_flat_creates_a_non_serenity_org_sending_a_bare_generate_prompts_false(w
     """brands.test.js: 'flat-creates (no 403) a non-serenity org sending a bare generatePrompts:false'"""
     serenity_off(world)
 
-    response = world.api.post(world.brands_path, {"name": "Flat Brand", "urls": [{"value": "https://flat.com"}],
-                                                  "generatePrompts": False}, promise=False)
+    response = world.api.post(
+        world.brands_path,
+        {"name": "Flat Brand", "urls": [{"value": "https://flat.com"}], "generatePrompts": False},
+        promise=False,
+    )
 
     assert response.status_code == 201, response.text
     assert (response.json()["semrushSubWorkspaceId"], response.json()["pendingSemrushProvisioning"]) == (None, None)
 
 
-@pytest.mark.parametrize("body", [{"name": "X", "semrushMarket": {"market": "us", "languageCode": "en"}},
-                                  {"name": "X", "generatePrompts": True}], ids=["semrushMarket", "generatePrompts"])
+@pytest.mark.parametrize(
+    "body",
+    [{"name": "X", "semrushMarket": {"market": "us", "languageCode": "en"}}, {"name": "X", "generatePrompts": True}],
+    ids=["semrushMarket", "generatePrompts"],
+)
 def test_403s_a_non_serenity_org_that_asks_for_semrush_work(world, body):
     """brands.test.js: '403s a non-serenity org that supplies a semrushMarket' and '403s a non-serenity org that
     requests generatePrompts:true (no market)'"""
@@ -325,8 +374,9 @@ def test_does_not_stash_for_a_pending_serenity_active_create(world):
     """brands.test.js: 'does not stash for a PENDING serenity-active create (generatePrompts:false, no market)'"""
     workspaces = workspace_count()
 
-    response = world.api.post(world.brands_path, {"name": "Draft", "status": "pending", "generatePrompts": False},
-                              promise=False)
+    response = world.api.post(
+        world.brands_path, {"name": "Draft", "status": "pending", "generatePrompts": False}, promise=False
+    )
 
     assert response.status_code == 201, response.text
     assert (response.json()["status"], response.json()["pendingSemrushProvisioning"]) == ("pending", None)

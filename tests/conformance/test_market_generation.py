@@ -1,5 +1,6 @@
 """The original's `test/controllers/serenity-market-generation.test.js` (adobe/spacecat-api-service), replayed
 over HTTP against the running service: polling a generation job and re-authorising it."""
+
 from jobs.models import JobStatus
 from markets import codes
 from serenity.sandbox.ims import ledger
@@ -11,9 +12,13 @@ RESULT = {"promptCount": 4, "projectId": "p1", "published": True, "verdict": "sh
 
 
 def awaiting_reauth(world, **fields):
-    return world.job(status=JobStatus.FAILED, phase="generated", error_code=codes.NEEDS_REAUTH,
-                     error={"code": codes.NEEDS_REAUTH, "message": "dead token", "retryable": False,
-                            "needsReauth": True}, **fields)
+    return world.job(
+        status=JobStatus.FAILED,
+        phase="generated",
+        error_code=codes.NEEDS_REAUTH,
+        error={"code": codes.NEEDS_REAUTH, "message": "dead token", "retryable": False, "needsReauth": True},
+        **fields,
+    )
 
 
 def reauth(world, job, **kwargs):
@@ -21,6 +26,7 @@ def reauth(world, job, **kwargs):
 
 
 # --- getSemrushMarketGenerationJobStatus (polling) ----------------------------------------------------------------
+
 
 def test_returns_a_token_safe_dto_for_an_owned_job(world):
     """serenity-market-generation.test.js: 'returns a token-safe DTO for an owned job'"""
@@ -50,8 +56,7 @@ def test_passes_through_the_primitive_access_error(world):
     other_org = OrganizationFactory(ims_org_id=OTHER_IMS_ID)
     job = world.job(brand=BrandFactory(organization=other_org), organization_id=other_org.id)
 
-    response = world.api.get(f"/v2/orgs/{other_org.id}/brands/{job.brand_id}/serenity/markets/generation/jobs/"
-                             f"{job.id}")
+    response = world.api.get(f"/v2/orgs/{other_org.id}/brands/{job.brand_id}/serenity/markets/generation/jobs/{job.id}")
 
     assert problem(response, 404, "notFound")["code"] == "job_not_found"
 
@@ -64,6 +69,7 @@ def test_400s_an_invalid_job_id(world):
 
 
 # --- reauthSemrushMarketGenerationJob (Gap 6) ---------------------------------------------------------------------
+
 
 def test_re_authenticates_swaps_the_token_flips_to_in_progress_and_re_enqueues_the_same_job_id(world, queues):
     """serenity-market-generation.test.js: 're-authenticates, swaps the token, flips to IN_PROGRESS, and

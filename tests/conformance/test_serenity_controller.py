@@ -5,6 +5,7 @@ The original drives its controller with its handlers stubbed; here the same requ
 service and the simulators, and each test asserts the status and the fields the original asserts. Where the
 original's case is about a route this service does not have (listPrompts), it is replayed on createMarket.
 """
+
 from markets.models import Brand, Market
 from serenity.sandbox.ims import ledger
 from serenity.sandbox.semrush import controls as semrush_controls
@@ -13,11 +14,15 @@ from tests.conformance.conftest import OTHER_IMS_ID, problem
 from tests.markets.factories import BrandFactory, OrganizationFactory, SiteFactory
 
 MINIMUM_BODY = {"market": "us", "languageCode": "en", "brandDomain": "x.com", "brandNames": ["X"]}
-TWO_MARKETS = {"brandDomain": "x.com", "brandNames": ["X"],
-               "markets": [{"market": "us", "languageCode": "en"}, {"market": "de", "languageCode": "de"}]}
+TWO_MARKETS = {
+    "brandDomain": "x.com",
+    "brandNames": ["X"],
+    "markets": [{"market": "us", "languageCode": "en"}, {"market": "de", "languageCode": "de"}],
+}
 
 
 # --- auth + brand resolution --------------------------------------------------------------------------------------
+
 
 def test_401s_without_an_authorization_header(world):
     """serenity.test.js: '401s without an Authorization header'"""
@@ -48,8 +53,12 @@ def test_decodes_a_uri_encoded_x_promise_token_header_before_exchanging(world):
     token = world.caller.forwarded[-1]
     encoded = "".join(f"%{byte:02X}" for byte in token.encode())  # every character percent-encoded
 
-    response = world.api.post(world.path("markets"), MINIMUM_BODY, promise=False,
-                              headers={"x-promise-token": encoded, "x-promise-audience": "semrush"})
+    response = world.api.post(
+        world.path("markets"),
+        MINIMUM_BODY,
+        promise=False,
+        headers={"x-promise-token": encoded, "x-promise-audience": "semrush"},
+    )
 
     assert response.status_code == 201, response.text
     assert [e["fingerprint"] for e in ledger.events(ledger.EXCHANGED)] == [ledger.fingerprint(token)]
@@ -58,8 +67,12 @@ def test_decodes_a_uri_encoded_x_promise_token_header_before_exchanging(world):
 def test_401s_with_a_generic_message_when_the_promise_token_exchange_fails(world):
     """serenity.test.js: '401s with a generic message (no leaked exchange detail) when the promise token exchange
     fails'"""
-    response = world.api.post(world.path("markets"), MINIMUM_BODY, promise=False,
-                              headers={"x-promise-token": "promise-token-xyz", "x-promise-audience": "semrush"})
+    response = world.api.post(
+        world.path("markets"),
+        MINIMUM_BODY,
+        promise=False,
+        headers={"x-promise-token": "promise-token-xyz", "x-promise-audience": "semrush"},
+    )
 
     body = problem(response, 401, "authenticationRequired")
     assert body["message"] == "Invalid or expired promise token"
@@ -127,13 +140,15 @@ def test_404s_when_serenity_is_not_active_for_the_brand(world):
 
 def test_404s_when_the_organization_is_not_found(world):
     """serenity.test.js: '404s when the organization is not found' (authorize error branches)"""
-    response = world.api.post(f"/v2/orgs/8c24224f-d559-478d-a546-9b3f04cc3f78/brands/{world.brand.id}/serenity/"
-                              "markets", MINIMUM_BODY)
+    response = world.api.post(
+        f"/v2/orgs/8c24224f-d559-478d-a546-9b3f04cc3f78/brands/{world.brand.id}/serenity/markets", MINIMUM_BODY
+    )
 
     problem(response, 404, "notFound")
 
 
 # --- createMarket ------------------------------------------------------------------------------------------------
+
 
 def test_create_market_routes_to_the_subworkspace_handler_with_the_brand_and_parent_workspace(world):
     """serenity.test.js: 'createMarket routes to the subworkspace handler with the brand + parent workspace'"""
@@ -142,8 +157,11 @@ def test_create_market_routes_to_the_subworkspace_handler_with_the_brand_and_par
     assert response.status_code == 201, response.text
     body = response.json()
     assert {k: body[k] for k in ("brandId", "geoTargetId", "languageCode", "workspaceId")} == {
-        "brandId": str(world.brand.id), "geoTargetId": 2840, "languageCode": "en",
-        "workspaceId": world.brand.semrush_workspace_id}
+        "brandId": str(world.brand.id),
+        "geoTargetId": 2840,
+        "languageCode": "en",
+        "workspaceId": world.brand.semrush_workspace_id,
+    }
     assert semrush.project(body["projectId"])["workspaceId"] == world.brand.semrush_workspace_id
 
 
@@ -180,8 +198,9 @@ def test_create_market_derives_brand_domain_from_a_supplied_site_id_and_links_th
     """serenity.test.js: 'createMarket derives brandDomain from a supplied siteId and links THAT site (LLMO-6405)'"""
     site = SiteFactory(organization=world.org, brand=world.brand, base_url="https://acme.com/markets")
 
-    response = world.api.post(world.path("markets"), {"market": "us", "languageCode": "en",
-                                                       "siteId": str(site.id), "brandNames": ["X"]})
+    response = world.api.post(
+        world.path("markets"), {"market": "us", "languageCode": "en", "siteId": str(site.id), "brandNames": ["X"]}
+    )
 
     assert response.status_code == 201, response.text
     assert response.json()["siteId"] == str(site.id)
@@ -190,9 +209,10 @@ def test_create_market_derives_brand_domain_from_a_supplied_site_id_and_links_th
 
 def test_create_market_400s_when_a_supplied_site_id_does_not_resolve_to_a_domain(world):
     """serenity.test.js: 'createMarket 400s when a supplied siteId does not resolve to a domain'"""
-    response = world.api.post(world.path("markets"), {"market": "us", "languageCode": "en",
-                                                       "siteId": "8c24224f-d559-478d-a546-9b3f04cc3f78",
-                                                       "brandNames": ["X"]})
+    response = world.api.post(
+        world.path("markets"),
+        {"market": "us", "languageCode": "en", "siteId": "8c24224f-d559-478d-a546-9b3f04cc3f78", "brandNames": ["X"]},
+    )
 
     assert problem(response, 400, "invalidRequest")["message"] == "siteId did not resolve to a site domain"
     assert Market.objects.count() == 0
@@ -200,8 +220,10 @@ def test_create_market_400s_when_a_supplied_site_id_does_not_resolve_to_a_domain
 
 def test_create_market_ignores_a_caller_supplied_primary_url_and_derives_its_own(world):
     """serenity.test.js: 'createMarket ignores a caller-supplied primaryUrl and derives its own'"""
-    response = world.api.post(world.path("markets"), {**MINIMUM_BODY, "brandDomain": "acme.com",
-                                                       "primaryUrl": "evil.example.com/attacker-path"})
+    response = world.api.post(
+        world.path("markets"),
+        {**MINIMUM_BODY, "brandDomain": "acme.com", "primaryUrl": "evil.example.com/attacker-path"},
+    )
 
     assert response.status_code == 201, response.text
     assert Market.objects.get(id=response.json()["id"]).domain == "acme.com"
@@ -256,6 +278,7 @@ def test_upstream_401_propagates_as_401_authentication_required(world):
 
 # --- activate -----------------------------------------------------------------------------------------------------
 
+
 def test_activate_401s_before_any_provisioning_when_the_caller_is_not_ims_authenticated(world):
     """serenity.test.js: 'activate 401s (IMS-only) before any provisioning when the caller is not
     IMS-authenticated'. The session-token caller without x-promise-token is that caller; the IMS caller goes ahead
@@ -288,9 +311,14 @@ def test_activate_ensures_the_subworkspace_once_for_the_batch_and_creates_each_m
 def test_activate_passes_a_body_supplied_markets_model_ids(world):
     """serenity.test.js: 'activate passes a body-supplied market's modelIds into the options arg (LLMs applied at
     activation)'"""
-    response = world.api.post(world.path("activate"), {
-        "brandDomain": "x.com", "brandNames": ["X"],
-        "markets": [{"market": "us", "languageCode": "en", "modelIds": ["chatgpt", "perplexity"]}]})
+    response = world.api.post(
+        world.path("activate"),
+        {
+            "brandDomain": "x.com",
+            "brandNames": ["X"],
+            "markets": [{"market": "us", "languageCode": "en", "modelIds": ["chatgpt", "perplexity"]}],
+        },
+    )
 
     assert response.status_code == 200, response.text
     assert Market.objects.get().model_ids == ["chatgpt", "perplexity"]
@@ -359,8 +387,7 @@ def test_activate_400s_when_the_markets_array_exceeds_the_cap(world):
     """serenity.test.js: 'activate 400s when the markets array exceeds the cap (and does not provision)'"""
     markets = [{"market": "us", "languageCode": f"l{i}"} for i in range(51)]
 
-    response = world.api.post(world.path("activate"), {"markets": markets, "brandDomain": "x.com",
-                                                        "brandNames": ["X"]})
+    response = world.api.post(world.path("activate"), {"markets": markets, "brandDomain": "x.com", "brandNames": ["X"]})
 
     problem(response, 400, "invalidRequest")
     assert semrush.calls(path_contains="/ai-projects") == []
@@ -368,8 +395,9 @@ def test_activate_400s_when_the_markets_array_exceeds_the_cap(world):
 
 def test_activate_returns_200_for_a_mixed_201_and_409_batch(world):
     """serenity.test.js: 'activate returns 200 for a mixed 201 + 409 batch and reports both markets'"""
-    assert world.api.post(world.path("markets"), {**MINIMUM_BODY, "market": "de", "languageCode": "de"}
-                          ).status_code == 201
+    assert (
+        world.api.post(world.path("markets"), {**MINIMUM_BODY, "market": "de", "languageCode": "de"}).status_code == 201
+    )
 
     response = world.api.post(world.path("activate"), TWO_MARKETS)
 
@@ -444,8 +472,9 @@ def test_activate_falls_back_to_an_empty_body_when_there_is_none(world):
 def test_activate_treats_a_non_array_markets_value_as_empty(world):
     """serenity.test.js: 'activate treats a non-array markets value as empty, falling back to US/EN when a
     brandDomain is present'"""
-    response = world.api.post(world.path("activate"), {"markets": "not-an-array", "brandDomain": "x.com",
-                                                        "brandNames": ["X"]})
+    response = world.api.post(
+        world.path("activate"), {"markets": "not-an-array", "brandDomain": "x.com", "brandNames": ["X"]}
+    )
 
     assert response.status_code == 200, response.text
     assert [(m["market"], m["languageCode"], m["status"]) for m in response.json()["markets"]] == [("US", "en", 201)]
@@ -456,7 +485,8 @@ def test_activate_returns_the_authorize_error_without_throwing(world):
     org access)"""
     stranger = world.other_caller(user_id="stranger", org_ids=(OTHER_IMS_ID,))
 
-    response = world.api.post(world.path("activate"), {"markets": [{"market": "us", "languageCode": "en"}]},
-                              caller=stranger)
+    response = world.api.post(
+        world.path("activate"), {"markets": [{"market": "us", "languageCode": "en"}]}, caller=stranger
+    )
 
     problem(response, 403, "forbidden")

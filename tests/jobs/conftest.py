@@ -1,5 +1,6 @@
 """Fixtures for the operator tests: jobs planted in any state, real Celery-shaped messages in the real
 DLQ, command runs with captured output, and the IMS invalidation seam recorded."""
+
 import io
 import uuid
 from datetime import timedelta
@@ -37,8 +38,9 @@ def waiting(*, quiet=timedelta(hours=3), **fields) -> AsyncJob:
 
 def leased(*, expires_in: timedelta, **fields) -> AsyncJob:
     """IN_PROGRESS under a lease expiring in `expires_in` (negative: already expired)."""
-    return waiting(**{"lease_token": uuid.uuid4(), "lease_expires_at": timezone.now() + expires_in,
-                      "attempts": 1, **fields})
+    return waiting(
+        **{"lease_token": uuid.uuid4(), "lease_expires_at": timezone.now() + expires_in, "attempts": 1, **fields}
+    )
 
 
 def store_grant(job, value: str = KNOWN_TOKEN):
@@ -100,8 +102,11 @@ def lines_about(lines, job) -> list[str]:
 
 def snapshot() -> list[tuple]:
     """Every job row's mutable state, to prove a dry run changed nothing."""
-    return list(AsyncJob.objects.order_by("id").values_list(
-        "id", "status", "error_code", "lease_token", "lease_expires_at", "updated_at", "message_sent_at"))
+    return list(
+        AsyncJob.objects.order_by("id").values_list(
+            "id", "status", "error_code", "lease_token", "lease_expires_at", "updated_at", "message_sent_at"
+        )
+    )
 
 
 @pytest.fixture

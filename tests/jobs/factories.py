@@ -1,4 +1,5 @@
 """factory-boy factory for async jobs."""
+
 import uuid
 
 import factory

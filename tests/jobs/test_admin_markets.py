@@ -1,4 +1,5 @@
 """The organization, brand, site and market admin: browsable, read-only, and linked to a brand's jobs."""
+
 import pytest
 from django.urls import reverse
 
@@ -15,8 +16,12 @@ def market():
 
 @pytest.mark.parametrize("model", ["organization", "brand", "site", "market"])
 def test_each_list_and_detail_page_renders_read_only(admin_client, market, model):
-    obj = {"organization": market.brand.organization, "brand": market.brand, "site": market.brand.base_site,
-           "market": market}[model]
+    obj = {
+        "organization": market.brand.organization,
+        "brand": market.brand,
+        "site": market.brand.base_site,
+        "market": market,
+    }[model]
 
     listing = admin_client.get(reverse(f"admin:markets_{model}_changelist"))
     page = admin_client.get(reverse(f"admin:markets_{model}_change", args=[obj.pk]))
@@ -35,7 +40,7 @@ def test_a_brand_lists_its_markets_and_links_to_its_generation_jobs(admin_client
     listing = admin_client.get(reverse("admin:markets_brand_changelist")).content.decode()
 
     assert "proj-1" in page
-    link = f'{reverse("admin:jobs_asyncjob_changelist")}?brand_id={market.brand.id}'
+    link = f"{reverse('admin:jobs_asyncjob_changelist')}?brand_id={market.brand.id}"
     assert f'href="{link}"' in listing
     jobs = admin_client.get(link)
     assert jobs.status_code == 200
@@ -46,4 +51,5 @@ def test_brands_are_found_by_name_and_domain(admin_client, market):
     url = reverse("admin:markets_brand_changelist")
     assert [b.pk for b in admin_client.get(url, {"q": "Acme"}).context["cl"].result_list] == [market.brand.pk]
     assert [b.pk for b in admin_client.get(url, {"q": market.brand.domain}).context["cl"].result_list] == [
-        market.brand.pk]
+        market.brand.pk
+    ]

@@ -1,5 +1,6 @@
 """The operator overview (outcomes per hour, live work, queues, workers, organizations waiting; every figure a
 link to exactly the jobs it counts; a few queries) and a job's waterfall, from its spans or its history."""
+
 import json
 import re
 import uuid
@@ -47,8 +48,9 @@ def fleet(workers_alive):
 def bars(html: str, chart: str) -> dict:
     """`{(hour, outcome): count}` read from one chart's SVG blocks."""
     svg = re.search(rf'<svg class="outcomes" data-range="{chart}".*?</svg>', html, re.S).group(0)
-    return {(h, o): int(c) for h, o, c in re.findall(
-        r'data-hour="([^"]+)" data-outcome="([^"]+)" data-count="(\d+)"', svg)}
+    return {
+        (h, o): int(c) for h, o, c in re.findall(r'data-hour="([^"]+)" data-outcome="([^"]+)" data-count="(\d+)"', svg)
+    }
 
 
 def hour_label(hours_ago: int) -> str:
@@ -56,21 +58,33 @@ def hour_label(hours_ago: int) -> str:
 
 
 def test_the_overview_charts_each_hours_outcomes_and_counts_live_work_in_a_few_queries(
-        admin_client, fleet, queues, django_assert_max_num_queries):
+    admin_client, fleet, queues, django_assert_max_num_queries
+):
     admin_client.get(OVERVIEW)  # the session and the user are loaded once per request either way
     with django_assert_max_num_queries(7):
         response = admin_client.get(OVERVIEW)
 
     assert response.status_code == 200
     html = response.content.decode()
-    assert bars(html, "24h") == {(hour_label(0), "completed"): 3, (hour_label(0), "failed"): 1,
-                                 (hour_label(2), "needs_reauth"): 1}
+    assert bars(html, "24h") == {
+        (hour_label(0), "completed"): 3,
+        (hour_label(0), "failed"): 1,
+        (hour_label(2), "needs_reauth"): 1,
+    }
     assert bars(html, "7d") == {**bars(html, "24h"), (hour_label(72), "completed"): 1}
     figures = dict(re.findall(r'data-figure="([^"]+)"><a href="[^"]+">(\d+)</a>', html))
-    assert figures == {"running": "1", "waiting": "3", "stuck": "1", "awaiting reauth": "1",
-                       "market-jobs queue": "0", "DLQ": "0"}
+    assert figures == {
+        "running": "1",
+        "waiting": "3",
+        "stuck": "1",
+        "awaiting reauth": "1",
+        "market-jobs queue": "0",
+        "DLQ": "0",
+    }
     assert re.findall(r'data-organization="([^"]+)"><td>[^<]+</td><td><a href="[^"]+">(\d+)</a>', html) == [
-        (str(ORG_A), "2"), (str(ORG_B), "1")]
+        (str(ORG_A), "2"),
+        (str(ORG_B), "1"),
+    ]
     assert 'class="worker" data-alive="yes"' in html
 
 
@@ -83,8 +97,9 @@ def listed(client, url: str) -> set:
 def test_each_figure_links_to_exactly_the_jobs_it_counts(admin_client, fleet, queues):
     html = admin_client.get(OVERVIEW).content.decode()
 
-    block = re.search(r'<a href="([^"]+)"><rect class="bar" data-hour="' + hour_label(0)
-                      + r'" data-outcome="completed"', html).group(1)
+    block = re.search(
+        r'<a href="([^"]+)"><rect class="bar" data-hour="' + hour_label(0) + r'" data-outcome="completed"', html
+    ).group(1)
     assert listed(admin_client, block) == {j.id for j in fleet["done_now"]}
     links = dict(re.findall(r'data-figure="([^"]+)"><a href="([^"]+)"', html))
     assert listed(admin_client, links["running"]) == {j.id for j in fleet["running"]}
@@ -107,52 +122,108 @@ def history(job, *steps):
 
 def segments(html: str) -> list[tuple[str, str]]:
     svg = re.search(r'<svg class="waterfall".*?</svg>', html, re.S).group(0)
-    return [(label, duration) for label, duration in re.findall(
-        r'class="segment" data-kind="[^"]+" data-label="([^"]+)" data-duration="([^"]+)"', svg)]
+    return [
+        (label, duration)
+        for label, duration in re.findall(
+            r'class="segment" data-kind="[^"]+" data-label="([^"]+)" data-duration="([^"]+)"', svg
+        )
+    ]
 
 
 def test_without_spans_the_waterfall_is_drawn_from_the_jobs_history(admin_client, settings):
     settings.TRACES_FILE = ""
     job = plant(status="COMPLETED", ended_at=timezone.now())
     store_grant(job, KNOWN_TOKEN)
-    history(job, (0, "created", ""), (0.5, "message_sent", ""), (2.5, "lease_claimed", ""),
-            (2.6, "checkpoint", "generating"), (12.6, "checkpoint", "generated"), (13.1, "checkpoint", "writing"),
-            (15.1, "checkpoint", "written"), (15.6, "retry_scheduled", "SEMRUSH_PUBLISH_FAILED: publish failed"),
-            (15.7, "message_sent", "delayed 30s"), (46, "lease_claimed", ""), (46.2, "checkpoint", "writing"),
-            (47.2, "checkpoint", "published"), (47.3, "completed", ""))
+    history(
+        job,
+        (0, "created", ""),
+        (0.5, "message_sent", ""),
+        (2.5, "lease_claimed", ""),
+        (2.6, "checkpoint", "generating"),
+        (12.6, "checkpoint", "generated"),
+        (13.1, "checkpoint", "writing"),
+        (15.1, "checkpoint", "written"),
+        (15.6, "retry_scheduled", "SEMRUSH_PUBLISH_FAILED: publish failed"),
+        (15.7, "message_sent", "delayed 30s"),
+        (46, "lease_claimed", ""),
+        (46.2, "checkpoint", "writing"),
+        (47.2, "checkpoint", "published"),
+        (47.3, "completed", ""),
+    )
 
     html = admin_client.get(reverse("admin:jobs_asyncjob_change", args=[job.id])).content.decode()
 
     assert "From its history" in html
     assert segments(html) == [
-        ("request (enqueue)", "500 ms"), ("queue wait", "2.00 s"), ("delivery 1", "13.10 s"),
-        ("DRS: generate prompts", "10.00 s"), ("IMS exchange, Semrush project", "500 ms"),
-        ("Semrush: write prompts", "2.00 s"), ("queue wait", "30.30 s"), ("delivery 2", "1.30 s"),
-        ("IMS exchange, Semrush project", "200 ms"), ("publish", "1.00 s")]
+        ("request (enqueue)", "500 ms"),
+        ("queue wait", "2.00 s"),
+        ("delivery 1", "13.10 s"),
+        ("DRS: generate prompts", "10.00 s"),
+        ("IMS exchange, Semrush project", "500 ms"),
+        ("Semrush: write prompts", "2.00 s"),
+        ("queue wait", "30.30 s"),
+        ("delivery 2", "1.30 s"),
+        ("IMS exchange, Semrush project", "200 ms"),
+        ("publish", "1.00 s"),
+    ]
     assert KNOWN_TOKEN not in html
 
 
 def span(trace, span_id, parent, name, kind, start, end, **attributes):
-    return {"traceId": trace, "spanId": span_id, "parentId": parent, "name": name, "kind": kind,
-            "start": int(start * 1e9), "end": int(end * 1e9), "status": "UNSET", "service": "serenity",
-            "attributes": attributes}
+    return {
+        "traceId": trace,
+        "spanId": span_id,
+        "parentId": parent,
+        "name": name,
+        "kind": kind,
+        "start": int(start * 1e9),
+        "end": int(end * 1e9),
+        "status": "UNSET",
+        "service": "serenity",
+        "attributes": attributes,
+    }
 
 
 def test_with_spans_kept_the_waterfall_shows_the_request_queue_deliveries_and_external_calls(
-        admin_client, settings, tmp_path):
+    admin_client, settings, tmp_path
+):
     trace = uuid.uuid4().hex
     settings.TRACES_FILE = str(tmp_path / "spans.jsonl")
     job = plant(status="COMPLETED", ended_at=timezone.now())
     JobEvent.objects.create(job=job, kind="created", trace_id=trace)
     base = 1_700_000_000
     docs = [
-        span(trace, "a1", None, "POST v2/orgs/<str:orgId>/brands/<str:brandId>/serenity/markets", "SERVER",
-             base, base + 0.8, **{"http.response.status_code": 201}),
-        span(trace, "a2", "a1", "POST", "CLIENT", base + 0.1, base + 0.3, **{"url.full": "http://ims.example/ims/token/v4",
-                                                                           "http.request.method": "POST"}),
+        span(
+            trace,
+            "a1",
+            None,
+            "POST v2/orgs/<str:orgId>/brands/<str:brandId>/serenity/markets",
+            "SERVER",
+            base,
+            base + 0.8,
+            **{"http.response.status_code": 201},
+        ),
+        span(
+            trace,
+            "a2",
+            "a1",
+            "POST",
+            "CLIENT",
+            base + 0.1,
+            base + 0.3,
+            **{"url.full": "http://ims.example/ims/token/v4", "http.request.method": "POST"},
+        ),
         span(trace, "a3", "a1", "apply_async/jobs.run", "PRODUCER", base + 0.6, base + 0.7),
-        span(trace, "a4", "a3", "run/jobs.run", "CONSUMER", base + 1.7, base + 6.7,
-             **{"job.attempt": 1, "job.outcome": "completed"}),
+        span(
+            trace,
+            "a4",
+            "a3",
+            "run/jobs.run",
+            "CONSUMER",
+            base + 1.7,
+            base + 6.7,
+            **{"job.attempt": 1, "job.outcome": "completed"},
+        ),
         span(trace, "a5", "a4", "drs.generate", "INTERNAL", base + 1.8, base + 4.8),
         span(trace, "a6", "a5", "POST", "CLIENT", base + 1.8, base + 4.7, **{"url.full": "http://drs.example/invoke"}),
         span(trace, "a7", "a4", "ims.exchange", "INTERNAL", base + 4.9, base + 5.1),
@@ -166,7 +237,13 @@ def test_with_spans_kept_the_waterfall_shows_the_request_queue_deliveries_and_ex
 
     assert "From its traces" in html and trace in html
     assert segments(html) == [
-        ("request POST …/serenity/markets", "800 ms"), ("IMS POST /ims/token/v4", "200 ms"),
-        ("queue wait", "1.00 s"), ("delivery 1", "5.00 s"), ("DRS: generate prompts", "3.00 s"),
-        ("DRS POST /invoke", "2.90 s"), ("IMS: exchange token", "200 ms"), ("publish", "500 ms")]
+        ("request POST …/serenity/markets", "800 ms"),
+        ("IMS POST /ims/token/v4", "200 ms"),
+        ("queue wait", "1.00 s"),
+        ("delivery 1", "5.00 s"),
+        ("DRS: generate prompts", "3.00 s"),
+        ("DRS POST /invoke", "2.90 s"),
+        ("IMS: exchange token", "200 ms"),
+        ("publish", "500 ms"),
+    ]
     assert 'data-label="delivery 1" data-duration="5.00 s" data-note="completed, 1 SQL"' in html

@@ -1,4 +1,5 @@
 """The queue bootstrap command against the session's local SQS (moto server mode)."""
+
 import json
 from io import StringIO
 
@@ -36,8 +37,9 @@ def test_local_bootstrap_run_twice_reports_the_same_and_keeps_one_queue_each():
     assert bootstrap("--local") == expected
     assert bootstrap("--local") == expected
     urls = sqs.client().list_queues(QueueNamePrefix="serenity-").get("QueueUrls", [])
-    assert sorted(urls) == sorted([settings.MARKET_JOBS_QUEUE_URL, settings.MARKET_JOBS_DLQ_URL,
-                                   settings.MAINTENANCE_QUEUE_URL])
+    assert sorted(urls) == sorted(
+        [settings.MARKET_JOBS_QUEUE_URL, settings.MARKET_JOBS_DLQ_URL, settings.MAINTENANCE_QUEUE_URL]
+    )
 
 
 def test_local_bootstrap_gives_the_queue_its_visibility_timeout_and_a_redrive_to_the_dlq():
@@ -92,20 +94,24 @@ def test_verify_reports_a_wrong_visibility_timeout_and_leaves_it_alone(restore_q
 def test_verify_reports_a_receive_limit_not_above_the_attempt_budget(restore_queues):
     client = sqs.client()
     policy = json.loads(sqs.queue_attributes(settings.MARKET_JOBS_QUEUE_URL)["RedrivePolicy"])
-    client.set_queue_attributes(QueueUrl=settings.MARKET_JOBS_QUEUE_URL, Attributes={
-        "RedrivePolicy": json.dumps({**policy, "maxReceiveCount": "5"})})
+    client.set_queue_attributes(
+        QueueUrl=settings.MARKET_JOBS_QUEUE_URL,
+        Attributes={"RedrivePolicy": json.dumps({**policy, "maxReceiveCount": "5"})},
+    )
 
     with pytest.raises(CommandError) as failure:
         bootstrap("--verify")
 
     assert str(failure.value).endswith(
-        f"  - {settings.MARKET_JOBS_QUEUE}: RedrivePolicy maxReceiveCount is 5, it must be above JOB_MAX_ATTEMPTS=5")
+        f"  - {settings.MARKET_JOBS_QUEUE}: RedrivePolicy maxReceiveCount is 5, it must be above JOB_MAX_ATTEMPTS=5"
+    )
 
 
 def test_verify_reports_a_missing_queue_without_creating_it(settings):
     settings.MARKET_JOBS_QUEUE = "serenity-market-jobs-missing"
-    settings.MARKET_JOBS_QUEUE_URL = settings.MARKET_JOBS_QUEUE_URL.replace("serenity-market-jobs",
-                                                                            "serenity-market-jobs-missing")
+    settings.MARKET_JOBS_QUEUE_URL = settings.MARKET_JOBS_QUEUE_URL.replace(
+        "serenity-market-jobs", "serenity-market-jobs-missing"
+    )
 
     with pytest.raises(CommandError) as failure:
         bootstrap("--verify")

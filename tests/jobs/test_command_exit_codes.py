@@ -2,6 +2,7 @@
 something does or a named job does not exist, 2 a usage error, 130 interrupted; run twice with --apply, the
 second run exits 0; a reader that stops reading (`| head`) ends nothing; an interrupt releases the DLQ messages
 the command held, even when it arrives in the middle of a receive or a second time on the way out."""
+
 import os
 import signal
 import subprocess
@@ -22,25 +23,40 @@ from tests.jobs.conftest import ago, dlq_job_ids, leased, plant, run, store_gran
 pytestmark = pytest.mark.django_db
 
 REPO = Path(__file__).resolve().parents[2]
-RUNBOOKS = ["doctor", "job_inspect", "job_release_leases", "job_requeue_stuck", "job_redrive_dlq", "job_mark_failed",
-            "job_purge_expired", "job_sweep_unsent", "job_rerun", "job_probe"]
+RUNBOOKS = [
+    "doctor",
+    "job_inspect",
+    "job_release_leases",
+    "job_requeue_stuck",
+    "job_redrive_dlq",
+    "job_mark_failed",
+    "job_purge_expired",
+    "job_sweep_unsent",
+    "job_rerun",
+    "job_probe",
+]
 NOT_FOUND = "job {}  not found (purged after expiry, or never created)"
 
 
 def minimal_args(command: str) -> list[str]:
     """What a command needs to run at all."""
-    return {"job_inspect": ["--status", "IN_PROGRESS"], "job_mark_failed": ["--job", str(uuid.uuid4()), "--reason", "x"]
-            }.get(command, [])
+    return {
+        "job_inspect": ["--status", "IN_PROGRESS"],
+        "job_mark_failed": ["--job", str(uuid.uuid4()), "--reason", "x"],
+    }.get(command, [])
 
 
-@pytest.mark.parametrize(("command", "args"), [
-    ("job_inspect", []),
-    ("job_release_leases", ["--apply"]),
-    ("job_requeue_stuck", ["--apply"]),
-    ("job_redrive_dlq", ["--apply"]),
-    ("job_rerun", ["--apply"]),
-    ("job_mark_failed", ["--reason", "gone", "--apply"]),
-])
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [
+        ("job_inspect", []),
+        ("job_release_leases", ["--apply"]),
+        ("job_requeue_stuck", ["--apply"]),
+        ("job_redrive_dlq", ["--apply"]),
+        ("job_rerun", ["--apply"]),
+        ("job_mark_failed", ["--reason", "gone", "--apply"]),
+    ],
+)
 def test_a_well_formed_job_id_that_names_no_job_exits_1_saying_so(queues, command, args):
     present, missing = waiting(), uuid.uuid4()
 
@@ -81,8 +97,12 @@ def _running():
 
 
 def _exhausted():
-    job = waiting(status="FAILED", error_code="RETRIES_EXHAUSTED", ended_at=ago(minutes=5),
-                  error={"code": "RETRIES_EXHAUSTED", "message": "x", "retryable": True, "needsReauth": False})
+    job = waiting(
+        status="FAILED",
+        error_code="RETRIES_EXHAUSTED",
+        ended_at=ago(minutes=5),
+        error={"code": "RETRIES_EXHAUSTED", "message": "x", "retryable": True, "needsReauth": False},
+    )
     store_grant(job)
     return ["--job", str(job.id)]
 
@@ -101,18 +121,22 @@ def _doctor_finding():
     return []
 
 
-@pytest.mark.parametrize(("command", "plant_work"), [
-    ("job_release_leases", _stale_lease),
-    ("job_requeue_stuck", _stuck),
-    ("job_redrive_dlq", _in_dlq),
-    ("job_mark_failed", _running),
-    ("job_rerun", _exhausted),
-    ("job_purge_expired", _expired_record),
-    ("job_sweep_unsent", _unsent),
-    ("doctor", _doctor_finding),
-])
+@pytest.mark.parametrize(
+    ("command", "plant_work"),
+    [
+        ("job_release_leases", _stale_lease),
+        ("job_requeue_stuck", _stuck),
+        ("job_redrive_dlq", _in_dlq),
+        ("job_mark_failed", _running),
+        ("job_rerun", _exhausted),
+        ("job_purge_expired", _expired_record),
+        ("job_sweep_unsent", _unsent),
+        ("doctor", _doctor_finding),
+    ],
+)
 def test_a_dry_run_that_finds_work_exits_1_and_apply_twice_exits_0_both_times(
-        queues, workers_alive, ims_invalidations, command, plant_work):
+    queues, workers_alive, ims_invalidations, command, plant_work
+):
     args = plant_work()
 
     dry, first, second = run(command, *args), run(command, *args, "--apply"), run(command, *args, "--apply")
@@ -128,8 +152,14 @@ def test_a_usage_error_exits_2(command):
             run(command, *bad)
         assert refused.value.returncode == 2
         return
-    manage = subprocess.run([sys.executable, "manage.py", command, *bad], cwd=REPO, capture_output=True, text=True,
-                            env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}, timeout=120)
+    manage = subprocess.run(
+        [sys.executable, "manage.py", command, *bad],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"},
+        timeout=120,
+    )
     assert manage.returncode == 2, manage.stderr
 
 
@@ -155,6 +185,7 @@ def test_the_probe_exits_0_only_when_no_job_is_stuck_and_a_worker_is_alive(queue
 
 
 # --- Interrupted DLQ reads ------------------------------------------------------------------------------------
+
 
 def test_a_sigterm_inside_a_dlq_receive_releases_every_message_received_so_far_and_exits_130(queues, monkeypatch):
     jobs = [waiting(status="COMPLETED") for _ in range(12)]  # two receives' worth
@@ -207,8 +238,11 @@ def test_a_second_sigterm_during_the_release_does_not_cut_it_short(queues, monke
 
 def manage_env() -> dict:
     db = django_settings.DATABASES["default"]
-    return {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
-            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"}
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+    }
 
 
 @pytest.mark.django_db(transaction=True)
@@ -218,8 +252,14 @@ def test_from_the_shell_a_sigterm_mid_read_and_another_on_the_way_out_exit_130_w
     for job in jobs:
         to_dlq(job.id)
 
-    result = subprocess.run([sys.executable, str(REPO / "tests" / "interrupted_command.py"), *command], cwd=REPO,
-                            env=manage_env(), capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "interrupted_command.py"), *command],
+        cwd=REPO,
+        env=manage_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
     assert result.returncode == 130, result.stderr
     assert result.stderr.strip().splitlines()[-1] == f"{command[0]}: interrupted; nothing more was done."
@@ -229,12 +269,19 @@ def test_from_the_shell_a_sigterm_mid_read_and_another_on_the_way_out_exit_130_w
 
 # --- A reader that stops reading -----------------------------------------------------------------------------
 
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(("exists", "code"), [(True, 0), (False, 1)])
 def test_a_reader_that_closes_the_pipe_ends_nothing_and_the_exit_code_stays_the_commands(queues, exists, code):
     job_id = waiting().id if exists else uuid.uuid4()
-    command = subprocess.Popen([sys.executable, "manage.py", "job_inspect", "--job", str(job_id)], cwd=REPO,
-                               env=manage_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    command = subprocess.Popen(
+        [sys.executable, "manage.py", "job_inspect", "--job", str(job_id)],
+        cwd=REPO,
+        env=manage_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     command.stdout.close()  # `| head` that has read its lines: before the command writes its first one
 
     stderr = command.stderr.read()

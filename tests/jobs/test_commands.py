@@ -1,5 +1,6 @@
 """Runbook commands through call_command on PostgreSQL and the local SQS: dry run changes nothing,
 --apply does what the dry run printed, a second run finds nothing to do, bad input is refused."""
+
 import uuid
 from datetime import timedelta
 
@@ -33,6 +34,7 @@ def events(job, kind):
 
 
 # --- job_release_leases ----------------------------------------------------------------------------------
+
 
 def test_release_leases_dry_run_lists_expired_leases_and_changes_nothing():
     stale = leased(expires_in=-timedelta(minutes=5))
@@ -82,6 +84,7 @@ def test_release_leases_refuses_bad_input(args):
 
 
 # --- job_requeue_stuck -----------------------------------------------------------------------------------
+
 
 def test_requeue_stuck_dry_run_lists_only_quiet_jobs_without_a_live_lease_and_sends_nothing(queues):
     stuck = waiting(quiet=timedelta(hours=2))
@@ -135,12 +138,17 @@ def test_a_usage_error_exits_2_and_an_unreachable_database_is_one_line_not_a_tra
     from pathlib import Path
 
     repo = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
-           "DATABASE_URL": "postgres://postgres@127.0.0.1:9/serenity", "DB_CONNECT_TIMEOUT_SECONDS": "2"}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": "postgres://postgres@127.0.0.1:9/serenity",
+        "DB_CONNECT_TIMEOUT_SECONDS": "2",
+    }
 
     def manage(*args):
-        return subprocess.run([sys.executable, "manage.py", *args], cwd=repo, env=env, capture_output=True,
-                              text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=60
+        )
 
     usage = manage("job_requeue_stuck", "--older-than", "soon")
     down = manage("doctor")
@@ -159,6 +167,7 @@ def test_requeue_stuck_honours_older_than():
 
 
 # --- job_redrive_dlq ---------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def dead_letters(queues):
@@ -298,12 +307,14 @@ def test_only_other_tasks_drops_the_messages_that_are_not_job_messages_and_no_jo
     output = run("job_redrive_dlq", "--only-other-tasks", "--apply")
 
     assert {subject: verdict for subject, verdict in verdicts(output[:2]).items()} == {
-        f"message {task_message} (jobs.sweep_unsent)": "drop"} | {
-        subject: "drop" for subject in verdicts(output[:2]) if subject.endswith("(not a Celery message)")}
+        f"message {task_message} (jobs.sweep_unsent)": "drop"
+    } | {subject: "drop" for subject in verdicts(output[:2]) if subject.endswith("(not a Celery message)")}
     assert all(line.endswith("[done]") for line in output[:2])
     assert output[-2] == "2 of 2 DLQ messages to re-send or drop handled; 0 skipped."
-    assert output[-1] == ("3 message(s) left in the DLQ: 3 not selected: job messages (--only-other-tasks drops "
-                          "the other messages alone).")
+    assert output[-1] == (
+        "3 message(s) left in the DLQ: 3 not selected: job messages (--only-other-tasks drops "
+        "the other messages alone)."
+    )
     assert output.code == 1  # job messages remain: they need an operator
     assert queues.drain() == []  # nothing re-sent, the crash-looping job least of all
     assert snapshot() == before
@@ -357,13 +368,16 @@ def test_a_redrive_that_cannot_read_what_another_reader_holds_says_so_and_exits_
     with DlqScan(hold_seconds=60):  # another redrive, a doctor or job_inspect holds the DLQ's message
         output = run("job_redrive_dlq", "--apply")
 
-    assert output == ["No DLQ messages to re-send or drop found: nothing to do.",
-                      "1 message(s) left in the DLQ: 1 held by another reader, not read (run it again in a minute)."]
+    assert output == [
+        "No DLQ messages to re-send or drop found: nothing to do.",
+        "1 message(s) left in the DLQ: 1 held by another reader, not read (run it again in a minute).",
+    ]
     assert output.code == 1
     assert dlq_job_ids() == [str(job.id)]
 
 
 # --- job_mark_failed -------------------------------------------------------------------------------------
+
 
 def test_mark_failed_dry_run_changes_nothing(ims_invalidations):
     job = waiting()
@@ -378,19 +392,23 @@ def test_mark_failed_dry_run_changes_nothing(ims_invalidations):
     assert ims_invalidations == []
 
 
-def test_mark_failed_apply_fails_the_job_invalidates_its_token_deletes_its_grant_and_is_safe_twice(
-        ims_invalidations):
+def test_mark_failed_apply_fails_the_job_invalidates_its_token_deletes_its_grant_and_is_safe_twice(ims_invalidations):
     job = waiting()
     store_grant(job)
 
-    lines = run("job_mark_failed", "--job", str(job.id), "--code", "MARKET_REMOVED", "--reason", "market removed",
-                "--apply")
+    lines = run(
+        "job_mark_failed", "--job", str(job.id), "--code", "MARKET_REMOVED", "--reason", "market removed", "--apply"
+    )
 
     assert lines[0].endswith("[done]") and lines[-1] == "1 of 1 IN_PROGRESS jobs to fail marked FAILED; 0 skipped."
     job.refresh_from_db()
     assert (job.status, job.error_code, job.lease_token) == ("FAILED", "MARKET_REMOVED", None)
-    assert job.error == {"code": "MARKET_REMOVED", "message": "market removed", "retryable": False,
-                         "needsReauth": False}
+    assert job.error == {
+        "code": "MARKET_REMOVED",
+        "message": "market removed",
+        "retryable": False,
+        "needsReauth": False,
+    }
     ((_, actor, detail),) = events(job, "marked_failed")
     assert actor.startswith("cli:") and detail == "MARKET_REMOVED: market removed"
     assert not PromiseGrant.objects.filter(job_id=job.id).exists()
@@ -398,25 +416,31 @@ def test_mark_failed_apply_fails_the_job_invalidates_its_token_deletes_its_grant
 
     again = run("job_mark_failed", "--job", str(job.id), "--reason", "market removed", "--apply")
 
-    assert again == [f"{job.id}  already finished  FAILED MARKET_REMOVED: nothing to do",
-                     "No IN_PROGRESS jobs to fail found: nothing to do."]
+    assert again == [
+        f"{job.id}  already finished  FAILED MARKET_REMOVED: nothing to do",
+        "No IN_PROGRESS jobs to fail found: nothing to do.",
+    ]
     assert again.code == 0  # safe to run twice: the job it was asked to stop is stopped
     assert ims_invalidations == [("semrush", KNOWN_TOKEN)]
 
 
-@pytest.mark.parametrize("args", [
-    ["--reason", "x"],  # no job
-    ["--job", "00000000-0000-0000-0000-000000000001"],  # no reason
-    ["--job", "00000000-0000-0000-0000-000000000001", "--reason", "  "],
-    ["--job", "00000000-0000-0000-0000-000000000001", "--reason", "x", "--code", "lower-case"],
-    ["--job", "nope", "--reason", "x"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--reason", "x"],  # no job
+        ["--job", "00000000-0000-0000-0000-000000000001"],  # no reason
+        ["--job", "00000000-0000-0000-0000-000000000001", "--reason", "  "],
+        ["--job", "00000000-0000-0000-0000-000000000001", "--reason", "x", "--code", "lower-case"],
+        ["--job", "nope", "--reason", "x"],
+    ],
+)
 def test_mark_failed_refuses_bad_input(args):
     with pytest.raises(CommandError):
         run("job_mark_failed", *args)
 
 
 # --- job_purge_expired ---------------------------------------------------------------------------------
+
 
 def test_purge_dry_run_lists_expired_records_and_deletes_nothing(ims_invalidations):
     expired = waiting(status="COMPLETED", expires_at=ago(hours=1))
@@ -431,8 +455,7 @@ def test_purge_dry_run_lists_expired_records_and_deletes_nothing(ims_invalidatio
     assert ims_invalidations == []
 
 
-def test_purge_apply_deletes_expired_records_with_history_and_grants_and_a_second_run_finds_nothing(
-        ims_invalidations):
+def test_purge_apply_deletes_expired_records_with_history_and_grants_and_a_second_run_finds_nothing(ims_invalidations):
     expired = waiting(status="FAILED", error_code="NEEDS_REAUTH", expires_at=ago(hours=1))
     JobEvent.objects.create(job_id=expired.id, kind="failed")
     store_grant(expired)
@@ -472,6 +495,7 @@ def test_purge_refuses_an_unknown_status():
 
 # --- job_sweep_unsent -------------------------------------------------------------------------------------
 
+
 def test_sweep_unsent_dry_run_lists_jobs_never_sent_and_apply_publishes_them_once(queues):
     unsent = plant(created_at=ago(minutes=5), updated_at=ago(minutes=5), message_sent_at=None)
     young = plant(message_sent_at=None)
@@ -493,10 +517,15 @@ def test_sweep_unsent_dry_run_lists_jobs_never_sent_and_apply_publishes_them_onc
 
 # --- job_inspect --------------------------------------------------------------------------------------------
 
+
 def test_inspect_shows_status_lease_checkpoints_history_and_dlq_presence_without_changing_anything(queues):
-    job = leased(expires_in=-timedelta(minutes=3), phase="generated", job_type="generateSemrushMarket",
-                 params={"market": "FR", "languageCode": "fr", "brand": "Acme", "promiseToken": KNOWN_TOKEN},
-                 checkpoints={"batch": {"prompts": [{"prompt": "a"}, {"prompt": "b"}]}, "batchSize": 2})
+    job = leased(
+        expires_in=-timedelta(minutes=3),
+        phase="generated",
+        job_type="generateSemrushMarket",
+        params={"market": "FR", "languageCode": "fr", "brand": "Acme", "promiseToken": KNOWN_TOKEN},
+        checkpoints={"batch": {"prompts": [{"prompt": "a"}, {"prompt": "b"}]}, "batchSize": 2},
+    )
     JobEvent.objects.create(job_id=job.id, kind="lease_claimed", actor="worker-1", at=ago(minutes=20))
     store_grant(job)
     to_dlq(job.id, "generateSemrushMarket")
@@ -538,8 +567,19 @@ def test_inspect_needs_a_job_or_a_filter():
         run("job_inspect")
 
 
-@pytest.mark.parametrize("name", ["job_inspect", "job_release_leases", "job_requeue_stuck", "job_redrive_dlq",
-                                  "job_mark_failed", "job_purge_expired", "job_sweep_unsent", "job_probe"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "job_inspect",
+        "job_release_leases",
+        "job_requeue_stuck",
+        "job_redrive_dlq",
+        "job_mark_failed",
+        "job_purge_expired",
+        "job_sweep_unsent",
+        "job_probe",
+    ],
+)
 def test_every_runbook_help_says_when_to_run_it(name):
     from django.core.management import load_command_class
 
@@ -552,8 +592,9 @@ def test_timestamps_in_the_future_read_as_in():
     assert age(timezone.now() + timedelta(minutes=10, seconds=5)) == "in 10m"
 
 
-@pytest.mark.parametrize(("seconds", "text"), [(30, "30s"), (90, "90s"), (1800, "30m"), (1830, "1830s"),
-                                               (7200, "2h"), (86400, "1d")])
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(30, "30s"), (90, "90s"), (1800, "30m"), (1830, "1830s"), (7200, "2h"), (86400, "1d")]
+)
 def test_a_default_threshold_is_shown_exactly_as_older_than_would_take_it(seconds, text):
     from jobs.management.commands._runbook import duration_text, parse_duration
 

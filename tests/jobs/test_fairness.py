@@ -5,6 +5,7 @@ through a real worker on the real SQS (it never reaches the DLQ and runs once ot
 dozens of concurrent deliveries on real threads keeping every lease and fencing guarantee on a pool of
 connections smaller than the number of threads.
 """
+
 import threading
 import time
 import uuid
@@ -32,8 +33,16 @@ HELD_BACK = Outcome("held", "fair_share")
 
 def running(org, n=1, **fields):
     """`n` jobs of `org` under a live lease."""
-    return [AsyncJobFactory(organization_id=org, lease_token=uuid.uuid4(), attempts=1,
-                            lease_expires_at=timezone.now() + timedelta(minutes=10), **fields) for _ in range(n)]
+    return [
+        AsyncJobFactory(
+            organization_id=org,
+            lease_token=uuid.uuid4(),
+            attempts=1,
+            lease_expires_at=timezone.now() + timedelta(minutes=10),
+            **fields,
+        )
+        for _ in range(n)
+    ]
 
 
 def waiting(org, **fields):
@@ -55,10 +64,20 @@ CASES = [
     ("A above its share, B waits but runs as many", 2, 3, ["running", "running", "running", {}], True),
     ("A above its share, B waits but runs more", 2, 3, ["running"] * 4 + [{}], True),
     ("B's job is running, not waiting", 2, 2, ["running"], True),
-    ("B's message is delayed (a retry, a held-back delivery)", 2, 2,
-     [{"runnable_at": timezone.now() + timedelta(minutes=5)}], True),
-    ("B's delayed message has become receivable", 2, 2, [{"runnable_at": timezone.now() - timedelta(seconds=1)}],
-     False),
+    (
+        "B's message is delayed (a retry, a held-back delivery)",
+        2,
+        2,
+        [{"runnable_at": timezone.now() + timedelta(minutes=5)}],
+        True,
+    ),
+    (
+        "B's delayed message has become receivable",
+        2,
+        2,
+        [{"runnable_at": timezone.now() - timedelta(seconds=1)}],
+        False,
+    ),
     ("B's message was never sent (the sweeper's)", 2, 2, [{"message_sent_at": None}], True),
     ("B's job is in a crash loop (nothing re-sends it)", 2, 2, [{"lost_deliveries": 2, **expired_lease()}], True),
     ("B's job lost its worker (lease expired): it waits", 2, 2, [expired_lease()], False),
@@ -212,8 +231,9 @@ def test_many_concurrent_deliveries_keep_every_lease_and_fence_on_a_small_pool(t
 
 
 @pytest.mark.worker
-def test_a_held_back_job_never_reaches_the_dlq_and_runs_once_others_stop_waiting(celery_worker, handler, queues,
-                                                                                  settings):
+def test_a_held_back_job_never_reaches_the_dlq_and_runs_once_others_stop_waiting(
+    celery_worker, handler, queues, settings
+):
     settings.JOB_ORG_FAIR_SHARE = 1
     settings.JOB_FAIR_HOLD_SECONDS = 1
     running(A)

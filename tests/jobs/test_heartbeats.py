@@ -1,6 +1,7 @@
 """Worker heartbeats, with real Celery workers on the local SQS and PostgreSQL: a running worker keeps one row
 naming the queues it consumes, a warm stop removes it, a SIGKILLed worker stops counting as alive once its row
 is three beats old, and a worker whose consumer loop stops turning withholds its beat."""
+
 import os
 import signal
 import subprocess
@@ -31,16 +32,26 @@ def both_queues() -> list[str]:
 def worker_process(**env) -> subprocess.Popen:
     """A real worker process (tests/crashing_worker.py, crashing nowhere) on this test database."""
     db = django_settings.DATABASES["default"]
-    env = {**os.environ, **{k: str(v) for k, v in env.items()}, "DJANGO_SETTINGS_MODULE": "tests.settings",
-           "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"}
-    return subprocess.Popen([sys.executable, str(REPO / "tests" / "crashing_worker.py"), "never"], env=env,
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        **{k: str(v) for k, v in env.items()},
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+    }
+    return subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "crashing_worker.py"), "never"],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def test_a_running_worker_keeps_a_heartbeat_for_the_queues_it_consumes_and_a_warm_stop_removes_it(queues, settings):
     settings.WORKER_HEARTBEAT_SECONDS = 1
-    with start_worker(app, pool="threads", concurrency=1, perform_ping_check=False, loglevel="WARNING",
-                      queues=both_queues()):
+    with start_worker(
+        app, pool="threads", concurrency=1, perform_ping_check=False, loglevel="WARNING", queues=both_queues()
+    ):
         (row,) = wait_until(lambda: list(WorkerHeartbeat.objects.all()), timeout=30)
         first = row.beat_at
         wait_until(lambda: WorkerHeartbeat.objects.get(worker=row.worker).beat_at > first, timeout=30)
@@ -56,8 +67,14 @@ def test_a_running_worker_keeps_a_heartbeat_for_the_queues_it_consumes_and_a_war
 
 def test_a_worker_consuming_one_queue_is_no_consumer_of_the_other(queues, settings):
     settings.WORKER_HEARTBEAT_SECONDS = 1
-    with start_worker(app, pool="threads", concurrency=1, perform_ping_check=False, loglevel="WARNING",
-                      queues=[django_settings.MARKET_JOBS_QUEUE]):
+    with start_worker(
+        app,
+        pool="threads",
+        concurrency=1,
+        perform_ping_check=False,
+        loglevel="WARNING",
+        queues=[django_settings.MARKET_JOBS_QUEUE],
+    ):
         wait_until(lambda: selectors.workers_alive(django_settings.MARKET_JOBS_QUEUE) == 1, timeout=30)
 
         assert selectors.workers_alive(django_settings.MAINTENANCE_QUEUE) == 0

@@ -1,6 +1,7 @@
 """The probe: explicit zeros when clean, the right counts, workers alive from their heartbeats, the queue gauges
 from the queues' counts, a gauge it cannot read left out (never a false 0), nothing at all when its query fails,
 and never a change to a job."""
+
 from datetime import timedelta
 
 import pytest
@@ -32,24 +33,37 @@ def emitted(caplog) -> list[dict]:
 
 def gauges(*, stuck: int, reauth: int) -> dict:
     """What the probe returns with a worker alive and both queues empty."""
-    return {"StuckInProgressJobs": stuck, "NeedsReauthBacklog": reauth, "WorkersAlive": 1,
-            "JobMessagesWithoutConsumer": 0, "MaintenanceQueueDepth": 0}
+    return {
+        "StuckInProgressJobs": stuck,
+        "NeedsReauthBacklog": reauth,
+        "WorkersAlive": 1,
+        "JobMessagesWithoutConsumer": 0,
+        "MaintenanceQueueDepth": 0,
+    }
 
 
-def metric_line(stuck: int, reauth: int, doc: dict, *, alive: int = 1, without_consumer: int | None = 0,
-                maintenance: int | None = 0) -> dict:
+def metric_line(
+    stuck: int, reauth: int, doc: dict, *, alive: int = 1, without_consumer: int | None = 0, maintenance: int | None = 0
+) -> dict:
     """The EMF document the probe must emit, with the emitter's own timestamp (a gauge given as None is absent)."""
-    values = {"StuckInProgressJobs": stuck, "NeedsReauthBacklog": reauth, "WorkersAlive": alive,
-              "JobMessagesWithoutConsumer": without_consumer, "MaintenanceQueueDepth": maintenance}
+    values = {
+        "StuckInProgressJobs": stuck,
+        "NeedsReauthBacklog": reauth,
+        "WorkersAlive": alive,
+        "JobMessagesWithoutConsumer": without_consumer,
+        "MaintenanceQueueDepth": maintenance,
+    }
     values = {name: value for name, value in values.items() if value is not None}
     return {
         "_aws": {
             "Timestamp": doc["_aws"]["Timestamp"],
-            "CloudWatchMetrics": [{
-                "Namespace": "SpacecatSerenityMarketWorker",
-                "Dimensions": [["Environment"]],
-                "Metrics": [{"Name": name, "Unit": "Count"} for name in values],
-            }],
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": "SpacecatSerenityMarketWorker",
+                    "Dimensions": [["Environment"]],
+                    "Metrics": [{"Name": name, "Unit": "Count"} for name in values],
+                }
+            ],
         },
         "Environment": "test",
         **values,
@@ -111,7 +125,10 @@ def test_probe_emits_nothing_and_logs_an_error_when_its_query_fails(monkeypatch,
     assert emitted(caplog) == []
     (error,) = [r for r in caplog.records if r.levelname == "ERROR"]
     assert (error.name, error.getMessage(), error.reason) == (
-        "jobs.probe", "job probe query failed; no metrics emitted", "OperationalError")
+        "jobs.probe",
+        "job probe query failed; no metrics emitted",
+        "OperationalError",
+    )
 
 
 def test_probe_never_changes_a_job():
@@ -141,8 +158,13 @@ def test_the_probe_command_prints_the_counts_it_emitted(caplog):
     caplog.set_level("INFO")
     waiting(status="FAILED", error_code="NEEDS_REAUTH")
 
-    assert run("job_probe") == ["StuckInProgressJobs  0", "NeedsReauthBacklog  1", "WorkersAlive  1",
-                                "JobMessagesWithoutConsumer  0", "MaintenanceQueueDepth  0"]
+    assert run("job_probe") == [
+        "StuckInProgressJobs  0",
+        "NeedsReauthBacklog  1",
+        "WorkersAlive  1",
+        "JobMessagesWithoutConsumer  0",
+        "MaintenanceQueueDepth  0",
+    ]
     (doc,) = emitted(caplog)
     assert doc == metric_line(0, 1, doc)
 
@@ -164,12 +186,19 @@ def test_with_no_worker_alive_the_probe_counts_the_job_messages_nobody_will_take
     caplog.set_level("INFO")
     WorkerHeartbeat.objects.update(beat_at=ago(seconds=3 * settings.WORKER_HEARTBEAT_SECONDS + 1))
     producer._send(waiting(quiet=timedelta(minutes=1)).id, "testEcho")
-    producer._send(waiting(quiet=timedelta(minutes=1)).id, "testEcho", delay=60)  # a retry waiting out its delay: nobody will take it either
+    producer._send(
+        waiting(quiet=timedelta(minutes=1)).id, "testEcho", delay=60
+    )  # a retry waiting out its delay: nobody will take it either
     sweep_unsent_task.apply_async()
     sweep_unsent_task.apply_async()  # the sweeper's messages pile up on the maintenance queue
 
-    assert probe.run_probe() == {"StuckInProgressJobs": 0, "NeedsReauthBacklog": 0, "WorkersAlive": 0,
-                                 "JobMessagesWithoutConsumer": 2, "MaintenanceQueueDepth": 2}
+    assert probe.run_probe() == {
+        "StuckInProgressJobs": 0,
+        "NeedsReauthBacklog": 0,
+        "WorkersAlive": 0,
+        "JobMessagesWithoutConsumer": 2,
+        "MaintenanceQueueDepth": 2,
+    }
 
     (doc,) = emitted(caplog)
     assert doc == metric_line(0, 0, doc, alive=0, without_consumer=2, maintenance=2)

@@ -1,4 +1,5 @@
 """The retry decision is a pure function of the attempt count and the settings: no database needed."""
+
 import pytest
 
 from jobs import retries

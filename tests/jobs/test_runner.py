@@ -1,4 +1,5 @@
 """The job runner: drops, dispatch on the stored type, the lease claim, outcomes, retries (SPEC §5.1-5.3, §5.8)."""
+
 import threading
 import time
 import uuid
@@ -88,8 +89,12 @@ def test_a_job_type_without_a_handler_fails_with_unknown_job_type(db):
     assert job_services.job_run(job.id, "noSuchType") == Outcome("failed", "UNKNOWN_JOB_TYPE")
     job.refresh_from_db()
     assert job.status == "FAILED"
-    assert job.error == {"code": "UNKNOWN_JOB_TYPE", "message": "No handler for this job type.",
-                         "retryable": False, "needsReauth": False}
+    assert job.error == {
+        "code": "UNKNOWN_JOB_TYPE",
+        "message": "No handler for this job type.",
+        "retryable": False,
+        "needsReauth": False,
+    }
     assert job.ended_at is not None
 
 
@@ -98,7 +103,12 @@ def test_a_successful_run_completes_with_the_result_and_clears_the_lease(db, han
     handler.behaviour = lambda run: {"promptCount": 3}
     assert job_services.job_run(job.id, "testEcho") == COMPLETED
     job.refresh_from_db()
-    assert (job.status, job.result, job.lease_token, job.lease_expires_at) == ("COMPLETED", {"promptCount": 3}, None, None)
+    assert (job.status, job.result, job.lease_token, job.lease_expires_at) == (
+        "COMPLETED",
+        {"promptCount": 3},
+        None,
+        None,
+    )
     assert job.attempts == 1 and job.lease_epoch == 1 and job.ended_at is not None and job.started_at is not None
     assert list(JobEvent.objects.filter(job=job).values_list("kind", flat=True)) == ["lease_claimed", "completed"]
 
@@ -212,8 +222,12 @@ def test_retries_are_bounded_and_end_failed_and_retryable(db, handler, queues, s
     assert job_services.job_run(job.id, "testEcho") == Outcome("failed", "RETRIES_EXHAUSTED")
     job.refresh_from_db()
     assert job.status == "FAILED"
-    assert job.error == {"code": "RETRIES_EXHAUSTED", "message": "SEMRUSH_UNAVAILABLE: 503", "retryable": True,
-                         "needsReauth": False}
+    assert job.error == {
+        "code": "RETRIES_EXHAUSTED",
+        "message": "SEMRUSH_UNAVAILABLE: 503",
+        "retryable": True,
+        "needsReauth": False,
+    }
 
 
 def test_a_job_redelivered_past_its_attempt_budget_fails_without_running(db, handler, settings):

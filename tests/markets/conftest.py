@@ -1,5 +1,6 @@
 """Fixtures for onboarding and worker tests: an org + active brand with a Semrush workspace in the
 simulator, an authenticated API client, and the async flag."""
+
 from dataclasses import dataclass
 
 import pytest
@@ -27,8 +28,9 @@ class World:
         return {"brandDomain": self.brand.domain, "brandNames": [self.brand.name]}
 
     def post(self, path: str, body: dict, **headers):
-        return self.client.post(path, body, format="json", **{f"HTTP_{k.upper().replace('-', '_')}": v
-                                                               for k, v in headers.items()})
+        return self.client.post(
+            path, body, format="json", **{f"HTTP_{k.upper().replace('-', '_')}": v for k, v in headers.items()}
+        )
 
 
 @pytest.fixture
@@ -36,8 +38,13 @@ def world(sims, bearer, queues):
     org = OrganizationFactory(ims_org_id="0A1B2C3D4E5F60718293A4B5@AdobeOrg")
     token = bearer(user_id="user-1", org_ids=[org.ims_org_id])
     workspace = SemrushClient(token).create_workspace(name="Nordlicht Outdoor", parent_id="serenity")
-    brand = BrandFactory(organization=org, name="Nordlicht Outdoor", domain="nordlicht-outdoor.example",
-                         aliases=["Nordlicht", "Nordlicht Gear"], semrush_workspace_id=workspace)
+    brand = BrandFactory(
+        organization=org,
+        name="Nordlicht Outdoor",
+        domain="nordlicht-outdoor.example",
+        aliases=["Nordlicht", "Nordlicht Gear"],
+        semrush_workspace_id=workspace,
+    )
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     return World(org=org, brand=brand, user_id="user-1", token=token, client=client)

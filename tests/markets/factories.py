@@ -1,4 +1,5 @@
 """factory-boy factories for organizations, brands, sites, markets and market-generation jobs."""
+
 import factory
 
 from markets import geo

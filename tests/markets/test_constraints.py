@@ -1,4 +1,5 @@
 """Database constraints behind the domain model (SPEC §2)."""
+
 import uuid
 
 import pytest
@@ -27,8 +28,9 @@ def test_the_same_country_in_another_language_is_another_market(brand):
     assert Market.objects.filter(brand=brand).count() == 2
 
 
-@pytest.mark.parametrize(("country", "language"), [("fr", "fr"), ("FRA", "fr"), ("FR", "FR"), ("FR", "f"),
-                                                   ("FR", "fr_fr"), ("FR", "fr-CH")])
+@pytest.mark.parametrize(
+    ("country", "language"), [("fr", "fr"), ("FRA", "fr"), ("FR", "FR"), ("FR", "f"), ("FR", "fr_fr"), ("FR", "fr-CH")]
+)
 def test_the_database_rejects_malformed_country_and_language_codes(brand, country, language):
     # A check constraint (IntegrityError), or the column width itself (DataError) for 3-letter values.
     with pytest.raises((IntegrityError, DataError)), transaction.atomic():
@@ -44,8 +46,13 @@ def test_the_database_rejects_a_lease_on_a_finished_job(db):
     from django.utils import timezone
 
     with pytest.raises(IntegrityError), transaction.atomic():
-        AsyncJobFactory(job_type="t", status="COMPLETED", organization_id=uuid.uuid4(),
-                                lease_token=uuid.uuid4(), lease_expires_at=timezone.now())
+        AsyncJobFactory(
+            job_type="t",
+            status="COMPLETED",
+            organization_id=uuid.uuid4(),
+            lease_token=uuid.uuid4(),
+            lease_expires_at=timezone.now(),
+        )
 
 
 def test_a_brand_domain_is_unique_within_an_organization(brand):

@@ -1,6 +1,7 @@
 """The promise-token lifecycle under rotation (SPEC §11), through the entry points, the real queue and a real
 worker: one owner per token, no blind retry of a rotating call, IMS only when Semrush is about to be called,
 rotations stored fenced, forwarded tokens bound to the caller."""
+
 import json
 import socket
 from datetime import timedelta
@@ -52,10 +53,15 @@ def test_a_forwarded_token_serves_one_market_of_an_activation_and_the_others_min
     forwarded = browser_token(world.token)
     drs_controls.set_latency(1500)  # keep the jobs running while their grants are read
 
-    response = world.post(world.url("activate"), {**world.brand_fields, "markets": [{"market": m, "languageCode": lang} for m, lang in
-                                                              (("FR", "fr"), ("DE", "de"), ("ES", "es"))],
-                                                  "generatePrompts": True},
-                          **{"x-promise-audience": "semrush", "x-promise-token": header(forwarded)})
+    response = world.post(
+        world.url("activate"),
+        {
+            **world.brand_fields,
+            "markets": [{"market": m, "languageCode": lang} for m, lang in (("FR", "fr"), ("DE", "de"), ("ES", "es"))],
+            "generatePrompts": True,
+        },
+        **{"x-promise-audience": "semrush", "x-promise-token": header(forwarded)},
+    )
 
     assert response.status_code == 200, response.content
     job_ids = [entry["body"]["promptGeneration"]["jobId"] for entry in response.json()["markets"]]
@@ -64,7 +70,9 @@ def test_a_forwarded_token_serves_one_market_of_an_activation_and_the_others_min
     # The request exchanged the browser's token once: the first market's job holds the token IMS rotated for it
     # (no one else does), and the other two jobs hold tokens minted from the access token it got.
     (request_exchange,) = [e for e in ledger.events("exchanged") if e["fingerprint"] == fingerprint(forwarded)]
-    (rotated,) = [e["fingerprint"] for e in ledger.events("rotated_to") if e["replaces"] == request_exchange["fingerprint"]]
+    (rotated,) = [
+        e["fingerprint"] for e in ledger.events("rotated_to") if e["replaces"] == request_exchange["fingerprint"]
+    ]
     first_job_grant = PromiseGrant.objects.get(job_id=job_ids[0])
     assert grants.grant_load(first_job_grant.job_id).token.promise_token != forwarded["promise_token"]
     assert ledger.count(ledger.MINTED) == 1 + 2  # the browser's own, then one per other market
@@ -81,17 +89,24 @@ def test_a_forwarded_token_serves_one_market_of_an_activation_and_the_others_min
 def test_a_forwarded_token_of_another_user_is_refused_before_anything_is_created(
     world, async_on, bearer, queues, owner_org
 ):
-    someone_else = bearer(user_id="user-2", org_ids=[world.org.ims_org_id if owner_org == "same org"
-                                                     else "FFFFFFFFFFFFFFFFFFFFFFFF@AdobeOrg"])
+    someone_else = bearer(
+        user_id="user-2",
+        org_ids=[world.org.ims_org_id if owner_org == "same org" else "FFFFFFFFFFFFFFFFFFFFFFFF@AdobeOrg"],
+    )
     forwarded = browser_token(someone_else)
 
-    response = world.post(world.url("markets"), {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True},
-                          **{"x-promise-audience": "semrush", "x-promise-token": header(forwarded)})
+    response = world.post(
+        world.url("markets"),
+        {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True},
+        **{"x-promise-audience": "semrush", "x-promise-token": header(forwarded)},
+    )
 
     assert response.status_code == 401
     assert response["Content-Type"] == "application/problem+json"
-    assert (response.json()["code"], response.json()["message"]) == ("promise_token_rejected",
-                                                                     "Invalid or expired promise token")
+    assert (response.json()["code"], response.json()["message"]) == (
+        "promise_token_rejected",
+        "Invalid or expired promise token",
+    )
     assert not Market.objects.exists() and not AsyncJob.objects.exists() and not PromiseGrant.objects.exists()
     assert queues.drain() == []
     # IMS rotated B's token on the exchange; the rotated one was invalidated at once: nothing of B's is left live.
@@ -104,8 +119,11 @@ def test_a_forwarded_token_claiming_an_absurd_lifetime_is_a_400_and_nothing_is_h
     world, async_on, queues, expires_in, entry
 ):
     forwarded = f'{{"promise_token": "x.y.z", "token_type": "promise_token", "expires_in": {expires_in}}}'
-    body = ({**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True} if entry == "markets"
-            else {**world.brand_fields, "markets": [{"market": "DE", "languageCode": "de"}], "generatePrompts": True})
+    body = (
+        {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True}
+        if entry == "markets"
+        else {**world.brand_fields, "markets": [{"market": "DE", "languageCode": "de"}], "generatePrompts": True}
+    )
 
     response = world.post(world.url(entry), body, **{"x-promise-audience": "semrush", "x-promise-token": forwarded})
 
@@ -118,8 +136,11 @@ def test_a_forwarded_token_claiming_an_absurd_lifetime_is_a_400_and_nothing_is_h
 def test_a_forwarded_token_of_another_token_type_is_refused(world, async_on, queues):
     forwarded = {**browser_token(world.token), "token_type": "bearer"}
 
-    response = world.post(world.url("markets"), {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True},
-                          **{"x-promise-audience": "semrush", "x-promise-token": header(forwarded)})
+    response = world.post(
+        world.url("markets"),
+        {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True},
+        **{"x-promise-audience": "semrush", "x-promise-token": header(forwarded)},
+    )
 
     assert (response.status_code, response.json()["code"]) == (400, "invalid_promise_token")
     assert not Market.objects.exists()
@@ -161,7 +182,11 @@ def test_a_lost_exchange_answer_is_not_retried_in_place_and_ends_the_job_awaitin
     assert "lost rotation" in job.error["message"]
     # One exchange per delivery: the one whose answer was lost, then the stored (rotated-away) token once.
     assert [e["kind"] for e in ledger.events() if e["operation"] == "exchange"] == [
-        "exchanged", "rotated_to", "answer_lost", "refused"]
+        "exchanged",
+        "rotated_to",
+        "answer_lost",
+        "refused",
+    ]
     assert job.attempts == 2
     assert semrush.prompts(market.semrush_project_id) == []
 
@@ -178,23 +203,41 @@ def test_the_public_answer_for_a_lost_rotation_is_the_usual_needs_reauth(world, 
 
     job, _market = start_job(world)
     AsyncJob.objects.filter(id=job.id).update(
-        status="FAILED", error_code="NEEDS_REAUTH", ended_at=timezone.now(),
-        error={"code": "NEEDS_REAUTH", "message": "IMS refused the promise token: lost rotation (...)",
-               "retryable": False, "needsReauth": True})
+        status="FAILED",
+        error_code="NEEDS_REAUTH",
+        ended_at=timezone.now(),
+        error={
+            "code": "NEEDS_REAUTH",
+            "message": "IMS refused the promise token: lost rotation (...)",
+            "retryable": False,
+            "needsReauth": True,
+        },
+    )
     job.refresh_from_db()
 
-    assert job_dto(job)["error"] == {"code": "NEEDS_REAUTH",
-                                     "message": "Authorisation to write to Semrush has expired. Re-authorise to continue.",
-                                     "retryable": False, "needsReauth": True}
+    assert job_dto(job)["error"] == {
+        "code": "NEEDS_REAUTH",
+        "message": "Authorisation to write to Semrush has expired. Re-authorise to continue.",
+        "retryable": False,
+        "needsReauth": True,
+    }
 
 
 @pytest.mark.worker
-def test_a_job_already_written_and_published_completes_without_calling_ims(world, async_on, settings, queues,
-                                                                          transactional_db, caplog):
+def test_a_job_already_written_and_published_completes_without_calling_ims(
+    world, async_on, settings, queues, transactional_db, caplog
+):
     job, market = start_job(world)  # queued; no worker yet
-    AsyncJob.objects.filter(id=job.id).update(checkpoints={
-        "batch": {"prompts": [{"prompt": "Welche Jacke?", "category": ""}], "summary": {}}, "batchSize": 1,
-        "projectId": market.semrush_project_id, "written": 1, "published": True}, phase="published")
+    AsyncJob.objects.filter(id=job.id).update(
+        checkpoints={
+            "batch": {"prompts": [{"prompt": "Welche Jacke?", "category": ""}], "summary": {}},
+            "batchSize": 1,
+            "projectId": market.semrush_project_id,
+            "written": 1,
+            "published": True,
+        },
+        phase="published",
+    )
     ledger.clear()
     settings.IMS_HOST = f"http://127.0.0.1:{closed_port()}"  # IMS is down
 
@@ -207,8 +250,12 @@ def test_a_job_already_written_and_published_completes_without_calling_ims(world
 
     assert job.status == "COMPLETED", job.error
     assert job.attempts == 1
-    assert job.result == {"promptCount": 1, "projectId": market.semrush_project_id, "published": True,
-                          "verdict": "ship"}
+    assert job.result == {
+        "promptCount": 1,
+        "projectId": market.semrush_project_id,
+        "published": True,
+        "verdict": "ship",
+    }
     assert ledger.events() == []
     assert not [r for r in caplog.records if getattr(r, "call", "") == "ims.exchange"]
 

@@ -1,6 +1,7 @@
 """The doctor, against a planted case of each inconsistency it knows: it names each one, a dry run
 changes nothing, and --apply leaves a state a second run reports clean. A worker is alive (its heartbeat row)
 unless a test says otherwise; tests/markets/test_doctor_cases.py runs the table of cases with real workers."""
+
 import uuid
 from datetime import timedelta
 
@@ -30,9 +31,12 @@ pytestmark = pytest.mark.django_db
 def a_worker_is_alive(workers_alive):
     return workers_alive
 
+
 GEN = c.MARKET_GENERATION_JOB_TYPE
-BATCH = {"prompts": [{"prompt": "best running shoes", "category": "x"}, {"prompt": "trail shoes", "category": "y"}],
-         "summary": {"verdict": "ship"}}
+BATCH = {
+    "prompts": [{"prompt": "best running shoes", "category": "x"}, {"prompt": "trail shoes", "category": "y"}],
+    "summary": {"verdict": "ship"},
+}
 
 
 @pytest.fixture
@@ -40,24 +44,41 @@ def planted(queues):
     """One job (or DLQ message) per inconsistency, beside healthy jobs the doctor must leave alone."""
     cases = {
         doctor.WAITING_WITHOUT_MESSAGE + ":never_sent": plant(
-            job_type=GEN, created_at=ago(minutes=5), updated_at=ago(minutes=5), message_sent_at=None),
+            job_type=GEN, created_at=ago(minutes=5), updated_at=ago(minutes=5), message_sent_at=None
+        ),
         doctor.WAITING_WITHOUT_MESSAGE + ":lost": waiting(job_type=GEN, quiet=timedelta(hours=2)),
         doctor.LEASE_EXPIRED: leased(job_type=GEN, expires_in=-timedelta(minutes=20), phase=c.PHASE_GENERATING),
-        doctor.WRITE_STALLED: waiting(job_type=GEN, quiet=timedelta(minutes=10), phase=c.PHASE_GENERATED,
-                                      checkpoints={"batch": BATCH, "batchSize": 2}),
-        doctor.WRITTEN_NOT_COMPLETED: waiting(job_type=GEN, quiet=timedelta(minutes=10), phase=c.PHASE_WRITTEN,
-                                              checkpoints={"batch": BATCH, "batchSize": 2, "projectId": "proj-1",
-                                                           "written": 2}),
+        doctor.WRITE_STALLED: waiting(
+            job_type=GEN,
+            quiet=timedelta(minutes=10),
+            phase=c.PHASE_GENERATED,
+            checkpoints={"batch": BATCH, "batchSize": 2},
+        ),
+        doctor.WRITTEN_NOT_COMPLETED: waiting(
+            job_type=GEN,
+            quiet=timedelta(minutes=10),
+            phase=c.PHASE_WRITTEN,
+            checkpoints={"batch": BATCH, "batchSize": 2, "projectId": "proj-1", "written": 2},
+        ),
         doctor.DLQ_MESSAGE_FOR_FINISHED_JOB: waiting(job_type=GEN, status="COMPLETED"),
     }
     missing = uuid.uuid4()
     to_dlq(cases[doctor.DLQ_MESSAGE_FOR_FINISHED_JOB].id, GEN)
     to_dlq(missing, GEN)
     healthy = [
-        leased(job_type=GEN, expires_in=timedelta(minutes=10), phase=c.PHASE_GENERATED, quiet=timedelta(seconds=20),
-               checkpoints={"batch": BATCH, "batchSize": 2}),  # a worker is writing right now
-        waiting(job_type=GEN, quiet=timedelta(minutes=1), phase=c.PHASE_GENERATED,
-                checkpoints={"batch": BATCH, "batchSize": 2}),  # batch just persisted
+        leased(
+            job_type=GEN,
+            expires_in=timedelta(minutes=10),
+            phase=c.PHASE_GENERATED,
+            quiet=timedelta(seconds=20),
+            checkpoints={"batch": BATCH, "batchSize": 2},
+        ),  # a worker is writing right now
+        waiting(
+            job_type=GEN,
+            quiet=timedelta(minutes=1),
+            phase=c.PHASE_GENERATED,
+            checkpoints={"batch": BATCH, "batchSize": 2},
+        ),  # batch just persisted
         waiting(job_type=GEN, quiet=timedelta(minutes=10)),  # queued, message sent 10 minutes ago
         waiting(job_type=GEN, status="FAILED", error_code="NEEDS_REAUTH"),
         waiting(job_type=GEN, status="COMPLETED"),
@@ -92,8 +113,10 @@ def test_the_doctor_names_each_planted_inconsistency_and_its_action_without_chan
 
     assert findings(lines[:-1]) == expected(cases, missing)
     by_subject = {line.split("  ")[0]: line for line in lines if not line.startswith("note")}
-    assert "-> re-enqueue (job_requeue_stuck): its worker died; a claim takes an expired lease over  [dry run]" in by_subject[
-        str(cases[doctor.LEASE_EXPIRED].id)]
+    assert (
+        "-> re-enqueue (job_requeue_stuck): its worker died; a claim takes an expired lease over  [dry run]"
+        in by_subject[str(cases[doctor.LEASE_EXPIRED].id)]
+    )
     assert "which is not produced again" in by_subject[str(cases[doctor.WRITE_STALLED].id)]
     written = by_subject[str(cases[doctor.WRITTEN_NOT_COMPLETED].id)]
     assert "external writes done (" in written and "written=2" in written and "projectId=proj-1" in written
@@ -101,7 +124,8 @@ def test_the_doctor_names_each_planted_inconsistency_and_its_action_without_chan
     assert "its message was never sent" in by_subject[str(cases[doctor.WAITING_WITHOUT_MESSAGE + ":never_sent"].id)]
     assert "-> drop the DLQ message" in by_subject[str(missing)]
     assert lines[-1].startswith("7 inconsistencies (") and lines[-1].endswith(
-        "Dry run: nothing changed; re-run with --apply to take the safe actions.")
+        "Dry run: nothing changed; re-run with --apply to take the safe actions."
+    )
     assert any(line.startswith("note  Semrush not compared") for line in lines)
     assert snapshot() == before
     assert queues.drain() == []
@@ -119,13 +143,22 @@ def test_the_doctor_apply_takes_each_safe_action_and_a_second_run_reports_clean(
     assert lines[-1].startswith("7 inconsistencies (") and lines[-1].endswith("7 of 7 fixed, 0 need an operator.")
     expired = AsyncJob.objects.get(id=cases[doctor.LEASE_EXPIRED].id)
     assert (expired.status, expired.lease_token) == ("IN_PROGRESS", None)
-    requeued = {str(cases[k].id) for k in (doctor.LEASE_EXPIRED, doctor.WAITING_WITHOUT_MESSAGE + ":never_sent",
-                                           doctor.WAITING_WITHOUT_MESSAGE + ":lost", doctor.WRITE_STALLED,
-                                           doctor.WRITTEN_NOT_COMPLETED)}
+    requeued = {
+        str(cases[k].id)
+        for k in (
+            doctor.LEASE_EXPIRED,
+            doctor.WAITING_WITHOUT_MESSAGE + ":never_sent",
+            doctor.WAITING_WITHOUT_MESSAGE + ":lost",
+            doctor.WRITE_STALLED,
+            doctor.WRITTEN_NOT_COMPLETED,
+        )
+    }
     assert sorted((m["kwargs"]["jobId"], m["kwargs"]["type"]) for m in queues.drain()) == sorted(
-        (job_id, GEN) for job_id in requeued)
+        (job_id, GEN) for job_id in requeued
+    )
     assert set(JobEvent.objects.filter(kind="requeued").values_list("job_id", flat=True)) == {
-        uuid.UUID(i) for i in requeued}
+        uuid.UUID(i) for i in requeued
+    }
     assert JobEvent.objects.get(kind="dlq_message_dropped").job_id == cases[doctor.DLQ_MESSAGE_FOR_FINISHED_JOB].id
     assert [h for h in snapshot() if h[0] in {j.id for j in healthy}] == healthy_before
 
@@ -170,11 +203,14 @@ def test_the_doctor_stops_with_one_clear_line_when_sqs_refuses(monkeypatch):
     output = run("doctor")
 
     assert output.code == 1
-    assert output == ["doctor: SQS refused the request (AWS.SimpleQueueService.NonExistentQueue); check the queue "
-                      "URLs and the credentials"]
+    assert output == [
+        "doctor: SQS refused the request (AWS.SimpleQueueService.NonExistentQueue); check the queue "
+        "URLs and the credentials"
+    ]
 
 
 # --- What the doctor never hides, and never makes worse ---------------------------------------------------------
+
 
 def only(lines, kind) -> list[str]:
     return [line for line in lines if f"  {kind}  " in line]
@@ -246,8 +282,9 @@ def test_with_no_worker_heartbeat_on_record_the_empty_queues_still_have_no_consu
     output = run("doctor")
 
     (line, _) = only(output, doctor.NO_CONSUMER)
-    assert line.startswith(f"{settings.MARKET_JOBS_QUEUE}  no_consumer  no live worker consumes it (no worker "
-                           "heartbeat on record")
+    assert line.startswith(
+        f"{settings.MARKET_JOBS_QUEUE}  no_consumer  no live worker consumes it (no worker heartbeat on record"
+    )
     assert "it holds ~0 waiting, 0 in flight, 0 delayed; 0 job(s) IN_PROGRESS" in line
     assert output.code == 1
 
@@ -351,12 +388,15 @@ def test_an_interrupted_doctor_releases_the_dlq_messages_it_held_and_exits_130(q
     assert dlq_job_ids() == [str(job.id)]  # visible again at once, not after the 30 s hold
 
 
-@pytest.mark.parametrize(("plant_case", "args", "code"), [
-    ("nothing", (), 0),
-    ("fixable", (), 1),  # a dry run that found work
-    ("fixable", ("--apply",), 0),  # found and fixed: nothing left for a human
-    ("operator", ("--apply",), 1),  # a finding only an operator can resolve
-])
+@pytest.mark.parametrize(
+    ("plant_case", "args", "code"),
+    [
+        ("nothing", (), 0),
+        ("fixable", (), 1),  # a dry run that found work
+        ("fixable", ("--apply",), 0),  # found and fixed: nothing left for a human
+        ("operator", ("--apply",), 1),  # a finding only an operator can resolve
+    ],
+)
 def test_doctor_exit_codes(queues, plant_case, args, code):
     if plant_case == "fixable":
         waiting(job_type=GEN, quiet=timedelta(hours=2))

@@ -6,6 +6,7 @@ reports, what --apply sends (or never sends), and the exit code; none asserts ho
 Workers here beat every second (WORKER_HEARTBEAT_SECONDS=1, so a worker counts as dead three seconds after its
 last beat), and the doctor runs in this process with the same setting.
 """
+
 import json
 import os
 import signal
@@ -40,8 +41,13 @@ MARKET_JOBS = django_settings.MARKET_JOBS_QUEUE
 MAINTENANCE = django_settings.MAINTENANCE_QUEUE
 # A worker process whose lease runs out within seconds (the timeouts still nest); its message stays in flight
 # for the queue's own visibility timeout (960 s) unless a test shortens that on the queue.
-SHORT_LEASE = {"QUEUE_VISIBILITY_TIMEOUT_SECONDS": 10, "JOB_LEASE_TTL_SECONDS": 9, "JOB_TASK_TIME_LIMIT_SECONDS": 8,
-               "DRS_TIMEOUT_SECONDS": 3, "SEMRUSH_WRITE_BUDGET_SECONDS": 4}
+SHORT_LEASE = {
+    "QUEUE_VISIBILITY_TIMEOUT_SECONDS": 10,
+    "JOB_LEASE_TTL_SECONDS": 9,
+    "JOB_TASK_TIME_LIMIT_SECONDS": 8,
+    "DRS_TIMEOUT_SECONDS": 3,
+    "SEMRUSH_WRITE_BUDGET_SECONDS": 4,
+}
 
 
 @pytest.fixture(autouse=True)
@@ -77,8 +83,15 @@ def messages_in_queue() -> int:
 @contextmanager
 def live_worker(queues=(MARKET_JOBS, MAINTENANCE), concurrency=2):
     """A real worker in this process, consuming `queues`; yields once its heartbeat says it is alive."""
-    with start_worker(app, pool="threads", concurrency=concurrency, perform_ping_check=False, loglevel="WARNING",
-                      shutdown_timeout=30, queues=list(queues)) as worker:
+    with start_worker(
+        app,
+        pool="threads",
+        concurrency=concurrency,
+        perform_ping_check=False,
+        loglevel="WARNING",
+        shutdown_timeout=30,
+        queues=list(queues),
+    ) as worker:
         wait_until(lambda: selectors.workers_alive(queues[0]) == 1, timeout=30)
         yield worker
 
@@ -88,11 +101,21 @@ def worker_process(**env):
     """A real worker process on both queues (tests/crashing_worker.py, crashing nowhere), beating every second;
     yields the process once its heartbeat says it is alive. Killed on the way out if still running."""
     db = django_settings.DATABASES["default"]
-    env = {**os.environ, **{k: str(v) for k, v in env.items()}, "DJANGO_SETTINGS_MODULE": "tests.settings",
-           "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-           "WORKER_HEARTBEAT_SECONDS": "1", "TEST_WORKER_QUEUES": f"{MARKET_JOBS},{MAINTENANCE}"}
-    process = subprocess.Popen([sys.executable, str(REPO / "tests" / "crashing_worker.py"), "never"], env=env,
-                               cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        **{k: str(v) for k, v in env.items()},
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "WORKER_HEARTBEAT_SECONDS": "1",
+        "TEST_WORKER_QUEUES": f"{MARKET_JOBS},{MAINTENANCE}",
+    }
+    process = subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "crashing_worker.py"), "never"],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_until(lambda: selectors.workers_alive(MARKET_JOBS) >= 1, timeout=60)
         yield process
@@ -127,6 +150,7 @@ def kill_mid_job(world, **env):
 
 
 # --- Workers alive ----------------------------------------------------------------------------------------------
+
 
 def test_a_job_a_live_worker_runs_is_clean(world, async_on):
     drs_controls.set_latency(3000, remaining=1)
@@ -165,8 +189,10 @@ def test_a_job_held_back_with_a_delayed_message_is_neither_stuck_nor_missing_a_c
         gauges = probe.run_probe()
 
     assert [line for line in output if not line.startswith("note")] == ["No inconsistencies found."]
-    assert "note  main queue ~0 waiting, 0 in flight, 1 delayed (counted, never received); DLQ ~0 waiting, 0 in " \
-           "flight, 0 read; maintenance queue ~0" in output
+    assert (
+        "note  main queue ~0 waiting, 0 in flight, 1 delayed (counted, never received); DLQ ~0 waiting, 0 in "
+        "flight, 0 read; maintenance queue ~0" in output
+    )
     assert (gauges["StuckInProgressJobs"], gauges["JobMessagesWithoutConsumer"]) == (0, 0)
     assert messages_in_queue() == 1
 
@@ -234,6 +260,7 @@ def test_a_maintenance_queue_no_worker_consumes_is_reported_and_counted(world, a
 
 # --- No worker alive --------------------------------------------------------------------------------------------
 
+
 def test_a_message_just_sent_with_no_worker_alive_is_no_consumer_and_apply_piles_nothing_up(world, async_on):
     job, _ = start_job(world)
 
@@ -242,14 +269,14 @@ def test_a_message_just_sent_with_no_worker_alive_is_no_consumer_and_apply_piles
     for output in (first, second):
         assert kinds(output) == no_consumer_anywhere()
         assert "it holds ~1 waiting, 0 in flight, 0 delayed; 1 job(s) IN_PROGRESS" in next(
-            line for line in output if line.startswith(MARKET_JOBS))
+            line for line in output if line.startswith(MARKET_JOBS)
+        )
         assert output.code == 1
     assert messages_in_queue() == 1
     assert job.events.filter(kind="requeued").count() == 0
 
 
-def test_every_worker_sigkilled_mid_job_reads_0_alive_and_the_first_doctor_run_reports_no_consumer(
-        world, async_on):
+def test_every_worker_sigkilled_mid_job_reads_0_alive_and_the_first_doctor_run_reports_no_consumer(world, async_on):
     job = kill_mid_job(world)
     assert job.lease_state() == "held"  # the dead worker's lease: it looks exactly like a live one's
 
@@ -265,12 +292,15 @@ def test_every_worker_sigkilled_mid_job_reads_0_alive_and_the_first_doctor_run_r
 
 
 def test_a_dead_workers_silent_lease_with_no_worker_alive_is_a_presumed_dead_worker_and_no_consumer(
-        world, async_on, settings):
+    world, async_on, settings
+):
     settings.JOB_HEARTBEAT_SECONDS = 1
     job = kill_mid_job(world, JOB_HEARTBEAT_SECONDS=1)
 
-    found = wait_until(lambda: (lambda out: out if doctor.WORKER_PRESUMED_DEAD in kinds(out) else None)(
-        run("doctor", "--apply")), timeout=30)
+    found = wait_until(
+        lambda: (lambda out: out if doctor.WORKER_PRESUMED_DEAD in kinds(out) else None)(run("doctor", "--apply")),
+        timeout=30,
+    )
 
     assert kinds(found) == {**no_consumer_anywhere(), doctor.WORKER_PRESUMED_DEAD: {str(job.id)}}
     assert "phase generating" in line_of(found, doctor.WORKER_PRESUMED_DEAD)
@@ -313,12 +343,20 @@ def test_a_job_never_sent_with_no_worker_alive_is_sent_once_and_runs_when_a_work
 
 # --- Deliveries that keep dying ---------------------------------------------------------------------------------
 
+
 def test_a_job_whose_deliveries_died_twice_is_never_re_sent_even_before_its_message_reaches_the_dlq(
-        world, async_on, queues):
+    world, async_on, queues
+):
     job, _ = start_job(world)
     queues.sqs.client().set_queue_attributes(QueueUrl=queues.url, Attributes={"VisibilityTimeout": "4"})
-    fast = {"QUEUE_VISIBILITY_TIMEOUT_SECONDS": 4, "JOB_LEASE_TTL_SECONDS": 3, "JOB_TASK_TIME_LIMIT_SECONDS": 2,
-            "DRS_TIMEOUT_SECONDS": 1, "SEMRUSH_WRITE_BUDGET_SECONDS": 0, "WORKER_HEARTBEAT_SECONDS": 1}
+    fast = {
+        "QUEUE_VISIBILITY_TIMEOUT_SECONDS": 4,
+        "JOB_LEASE_TTL_SECONDS": 3,
+        "JOB_TASK_TIME_LIMIT_SECONDS": 2,
+        "DRS_TIMEOUT_SECONDS": 1,
+        "SEMRUSH_WRITE_BUDGET_SECONDS": 0,
+        "WORKER_HEARTBEAT_SECONDS": 1,
+    }
     for _ in range(2):  # each worker receives the message, claims the job and dies: no worker is left
         assert crash_worker("after_claim", timeouts=fast) == -signal.SIGKILL
     wait_until(lambda: AsyncJob.objects.get(id=job.id).lease_state() == "expired", timeout=30)

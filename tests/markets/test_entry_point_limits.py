@@ -1,8 +1,12 @@
 """The entry points' limits: per-user and per-organization throttles, and one deadline per request."""
+
+
 def test_entry_point_calls_past_the_users_limit_get_a_429_problem_with_retry_after(world, throttle_rates):
     throttle_rates(onboarding="2/min")
-    answers = [world.post(world.url("markets"), {**world.brand_fields, "market": m, "languageCode": "de"}).status_code
-               for m in ("DE", "AT", "CH")]
+    answers = [
+        world.post(world.url("markets"), {**world.brand_fields, "market": m, "languageCode": "de"}).status_code
+        for m in ("DE", "AT", "CH")
+    ]
 
     assert answers == [201, 201, 429]
     refused = world.post(world.url("markets"), {**world.brand_fields, "market": "LU", "languageCode": "de"})
@@ -13,10 +17,20 @@ def test_entry_point_calls_past_the_users_limit_get_a_429_problem_with_retry_aft
 def test_markets_past_the_organizations_hourly_limit_get_a_429_counting_each_market(world, throttle_rates):
     throttle_rates(org_markets="3/hour")
 
-    first = world.post(world.url("activate"), {**world.brand_fields, "markets": [{"market": "DE", "languageCode": "de"},
-                                                           {"market": "AT", "languageCode": "de"}]})
-    second = world.post(world.url("activate"), {**world.brand_fields, "markets": [{"market": "CH", "languageCode": "de"},
-                                                            {"market": "LU", "languageCode": "de"}]})
+    first = world.post(
+        world.url("activate"),
+        {
+            **world.brand_fields,
+            "markets": [{"market": "DE", "languageCode": "de"}, {"market": "AT", "languageCode": "de"}],
+        },
+    )
+    second = world.post(
+        world.url("activate"),
+        {
+            **world.brand_fields,
+            "markets": [{"market": "CH", "languageCode": "de"}, {"market": "LU", "languageCode": "de"}],
+        },
+    )
     third = world.post(world.url("markets"), {**world.brand_fields, "market": "CH", "languageCode": "de"})
 
     assert (first.status_code, second.status_code, third.status_code) == (200, 429, 201)
@@ -34,9 +48,15 @@ def test_an_activation_reports_markets_it_had_no_time_for_as_retryable_and_creat
     gate("false")  # no producer: only the market's own Semrush calls
     semrush_controls.set_latency(500)
     try:
-        response = world.post(world.url("activate"), {**world.brand_fields, "markets": [{"market": m, "languageCode": "de"}
-                                                                  for m in ("DE", "AT", "CH")],
-                                                      "generatePrompts": True}, **{"x-promise-audience": "semrush"})
+        response = world.post(
+            world.url("activate"),
+            {
+                **world.brand_fields,
+                "markets": [{"market": m, "languageCode": "de"} for m in ("DE", "AT", "CH")],
+                "generatePrompts": True,
+            },
+            **{"x-promise-audience": "semrush"},
+        )
     finally:
         semrush_controls.set_latency(0)
 
@@ -44,11 +64,15 @@ def test_an_activation_reports_markets_it_had_no_time_for_as_retryable_and_creat
     entries = response.json()["markets"]
     assert [e["status"] for e in entries] == [201, 503, 503]
     assert entries[1]["body"] == {
-        "type": "https://errors.serenity.example/not-attempted", "status": 503, "code": "not_attempted",
-        "title": "Not attempted within the request's time budget", "retryable": True,
+        "type": "https://errors.serenity.example/not-attempted",
+        "status": 503,
+        "code": "not_attempted",
+        "title": "Not attempted within the request's time budget",
+        "retryable": True,
         "detail": "AT/de was not attempted within the request's time budget; nothing was created. Send it again.",
         "error": "serviceUnavailable",
-        "message": "AT/de was not attempted within the request's time budget; nothing was created. Send it again."}
+        "message": "AT/de was not attempted within the request's time budget; nothing was created. Send it again.",
+    }
     assert list(Market.objects.values_list("country", flat=True)) == ["DE"]
 
 
@@ -73,9 +97,15 @@ def test_an_activation_provisions_its_markets_concurrently_and_answers_them_in_t
         return provision(**kwargs)
 
     monkeypatch.setattr(services, "_market_provision", provision_once_all_started)
-    response = world.post(world.url("activate"), {**world.brand_fields, "markets": [{"market": m, "languageCode": "de"}
-                                                              for m in countries], "generatePrompts": True},
-                          **{"x-promise-audience": "semrush"})
+    response = world.post(
+        world.url("activate"),
+        {
+            **world.brand_fields,
+            "markets": [{"market": m, "languageCode": "de"} for m in countries],
+            "generatePrompts": True,
+        },
+        **{"x-promise-audience": "semrush"},
+    )
 
     assert response.status_code == 200, response.content
     assert not all_started.broken

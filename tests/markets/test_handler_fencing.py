@@ -1,4 +1,5 @@
 """A worker whose lease was taken over stops before any IMS or Semrush call (SPEC §5.3, §10)."""
+
 from datetime import timedelta
 
 import pytest
@@ -20,8 +21,9 @@ def generated_job(world, async_on):
     taken over by a second one."""
     job, market = start_job(world)
     stale = JobContext(AsyncJob.objects.get(id=job.id), lease_claim(job.id, worker="first"))
-    stale.checkpoint(phase="generated", batch={"prompts": [{"prompt": "Welche Schuhe?", "category": ""}],
-                                               "summary": {}}, batchSize=1)
+    stale.checkpoint(
+        phase="generated", batch={"prompts": [{"prompt": "Welche Schuhe?", "category": ""}], "summary": {}}, batchSize=1
+    )
     AsyncJob.objects.filter(id=job.id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     assert lease_claim(job.id, worker="second") is not None
     return stale, market

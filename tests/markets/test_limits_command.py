@@ -1,4 +1,5 @@
 """`manage.py limits_reset`: an operator sees what a tenant spent, and gives it back with --apply alone."""
+
 import uuid
 from io import StringIO
 

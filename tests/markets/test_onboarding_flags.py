@@ -1,4 +1,5 @@
 """The flag matrix at each of the three entry points (SPEC §3, §4, §8; issue: onboarding)."""
+
 import json
 
 import pytest
@@ -20,16 +21,31 @@ def call(world, entry, *, generate=None, headers=None):
     extra = {} if generate is None else {"generatePrompts": generate}
     headers = headers or {}
     if entry == "create_market":
-        r = world.post(world.url("markets"), {**world.brand_fields, "market": "DE", "languageCode": "de", **extra}, **headers)
+        r = world.post(
+            world.url("markets"), {**world.brand_fields, "market": "DE", "languageCode": "de", **extra}, **headers
+        )
         return r, r.json(), world.brand
     if entry == "activate":
-        r = world.post(world.url("activate"), {**world.brand_fields, "markets": [{"market": "DE", "languageCode": "de"}], **extra}, **headers)
+        r = world.post(
+            world.url("activate"),
+            {**world.brand_fields, "markets": [{"market": "DE", "languageCode": "de"}], **extra},
+            **headers,
+        )
         entry_body = r.json()["markets"][0]
         assert (entry_body["market"], entry_body["languageCode"], entry_body["status"]) == ("DE", "de", 201)
         return r, entry_body["body"], world.brand
-    r = world.post(f"/v2/orgs/{world.org.id}/brands", {
-        "name": "Fjell Gear", "urls": [{"value": "https://fjell.example"}], "brandAliases": ["Fjell"],
-        "semrushModelIds": ["gpt-5-mini"], "semrushMarket": {"market": "DE", "languageCode": "de"}, **extra}, **headers)
+    r = world.post(
+        f"/v2/orgs/{world.org.id}/brands",
+        {
+            "name": "Fjell Gear",
+            "urls": [{"value": "https://fjell.example"}],
+            "brandAliases": ["Fjell"],
+            "semrushModelIds": ["gpt-5-mini"],
+            "semrushMarket": {"market": "DE", "languageCode": "de"},
+            **extra,
+        },
+        **headers,
+    )
     body = r.json()["market"]
     # The original's place for the handle is the top of createBrand's answer; the market carries it too.
     assert r.json().get("promptGeneration") == body.get("promptGeneration")
@@ -93,8 +109,9 @@ def test_flag_on_without_generate_prompts_runs_the_old_synchronous_path(world, a
 
 @pytest.mark.parametrize("entry", ENTRY_POINTS)
 @pytest.mark.parametrize("value", ["false", "TRUE", None, "yes"])
-def test_flag_on_with_the_consumer_not_ready_creates_the_market_without_a_job(world, async_on, gate, entry, value,
-                                                                             queues):
+def test_flag_on_with_the_consumer_not_ready_creates_the_market_without_a_job(
+    world, async_on, gate, entry, value, queues
+):
     gate(value)  # only exactly `true` counts; None: the parameter is missing
     response, body, brand = call(world, entry, generate=True, headers=SEMRUSH)
     assert response.status_code == EXPECTED_STATUS[entry], response.content
@@ -104,8 +121,11 @@ def test_flag_on_with_the_consumer_not_ready_creates_the_market_without_a_job(wo
 @pytest.mark.parametrize("entry", ENTRY_POINTS)
 def test_flag_on_with_no_catalogue_seeds_creates_the_market_without_a_job(world, async_on, entry, queues):
     for domain in ("nordlicht-outdoor.example", "fjell.example"):
-        semrush_controls.set_catalogue(domain=domain, country="DE", items=[
-            {"topic": None, "volume": 900, "examplePrompts": ["orphan"]}, {"topic": "  ", "volume": 5}])
+        semrush_controls.set_catalogue(
+            domain=domain,
+            country="DE",
+            items=[{"topic": None, "volume": 900, "examplePrompts": ["orphan"]}, {"topic": "  ", "volume": 5}],
+        )
     response, body, brand = call(world, entry, generate=True, headers=SEMRUSH)
     assert response.status_code == EXPECTED_STATUS[entry], response.content
     assert_no_job(response, body, brand, queues)
@@ -121,14 +141,43 @@ def test_flag_on_with_the_default_pair_refuses_the_job_before_minting(world, asy
 
 @pytest.mark.parametrize("entry", ENTRY_POINTS)
 def test_flag_on_with_an_unknown_promise_audience_is_a_400_and_creates_nothing(world, async_on, entry, queues):
-    response, _, _ = (world.post(world.url("markets"), {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True},
-                                 **{"x-promise-audience": "photoshop"}), None, None) if entry == "create_market" else (
-        world.post(world.url("activate"), {**world.brand_fields, "markets": [{"market": "DE", "languageCode": "de"}], "generatePrompts": True},
-                   **{"x-promise-audience": "photoshop"}), None, None) if entry == "activate" else (
-        world.post(f"/v2/orgs/{world.org.id}/brands", {"name": "Fjell", "urls": ["https://fjell.example"],
-                   "generatePrompts": True, "semrushModelIds": ["gpt-5-mini"],
-                   "semrushMarket": {"market": "DE", "languageCode": "de"}}, **{"x-promise-audience": "photoshop"}),
-        None, None)
+    response, _, _ = (
+        (
+            world.post(
+                world.url("markets"),
+                {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True},
+                **{"x-promise-audience": "photoshop"},
+            ),
+            None,
+            None,
+        )
+        if entry == "create_market"
+        else (
+            world.post(
+                world.url("activate"),
+                {**world.brand_fields, "markets": [{"market": "DE", "languageCode": "de"}], "generatePrompts": True},
+                **{"x-promise-audience": "photoshop"},
+            ),
+            None,
+            None,
+        )
+        if entry == "activate"
+        else (
+            world.post(
+                f"/v2/orgs/{world.org.id}/brands",
+                {
+                    "name": "Fjell",
+                    "urls": ["https://fjell.example"],
+                    "generatePrompts": True,
+                    "semrushModelIds": ["gpt-5-mini"],
+                    "semrushMarket": {"market": "DE", "languageCode": "de"},
+                },
+                **{"x-promise-audience": "photoshop"},
+            ),
+            None,
+            None,
+        )
+    )
     assert response.status_code == 400
     assert response["Content-Type"] == "application/problem+json"
     assert (response.json()["code"], response.json()["error"]) == ("invalid_promise_audience", "invalidRequest")
@@ -165,5 +214,8 @@ def test_flag_on_happy_path_queues_one_job_with_a_handle(world, async_on, entry,
     assert ledger.count(ledger.MINTED) == 1
     (message,) = queues.drain()
     assert (message["task"], message["args"], message["kwargs"]) == (
-        "jobs.run", [], {"jobId": job_id, "type": "generateSemrushMarket"})
+        "jobs.run",
+        [],
+        {"jobId": job_id, "type": "generateSemrushMarket"},
+    )
     assert world.token not in message["raw"] and "promise" not in message["raw"].lower()

@@ -1,6 +1,7 @@
 """The on-call operator's incidents, with real workers, the local SQS and PostgreSQL: a job that keeps
 killing workers, a worker killed mid-job, no worker at all, and a Semrush outage that outlasts a job's
 retries. Each time the tools report what happened and never make it worse."""
+
 import json
 import os
 import signal
@@ -30,15 +31,27 @@ def only(lines, kind) -> list[str]:
 
 
 def test_a_crash_loop_job_in_the_dlq_is_never_re_sent_by_the_doctor_and_the_redrive_completes_it(
-        world, async_on, queues):
+    world, async_on, queues
+):
     job, market = start_job(world)
     client = queues.sqs.client()
     dlq_arn = client.get_queue_attributes(QueueUrl=queues.dlq_url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"]
-    client.set_queue_attributes(QueueUrl=queues.url, Attributes={
-        "VisibilityTimeout": "4", "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "2"})})
-    fast = {"QUEUE_VISIBILITY_TIMEOUT_SECONDS": 4, "JOB_LEASE_TTL_SECONDS": 3, "JOB_TASK_TIME_LIMIT_SECONDS": 2,
-            "DRS_TIMEOUT_SECONDS": 1, "SEMRUSH_WRITE_BUDGET_SECONDS": 0}
+        "QueueArn"
+    ]
+    client.set_queue_attributes(
+        QueueUrl=queues.url,
+        Attributes={
+            "VisibilityTimeout": "4",
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "2"}),
+        },
+    )
+    fast = {
+        "QUEUE_VISIBILITY_TIMEOUT_SECONDS": 4,
+        "JOB_LEASE_TTL_SECONDS": 3,
+        "JOB_TASK_TIME_LIMIT_SECONDS": 2,
+        "DRS_TIMEOUT_SECONDS": 1,
+        "SEMRUSH_WRITE_BUDGET_SECONDS": 0,
+    }
     for _ in range(2):  # each worker receives the message, claims the job and dies
         assert crash_worker("after_claim", timeouts=fast) == -9
     time.sleep(4.5)  # the second receive's hold runs out; the next receive moves the message to the DLQ
@@ -64,8 +77,9 @@ def test_a_crash_loop_job_in_the_dlq_is_never_re_sent_by_the_doctor_and_the_redr
     assert dlq_job_ids() == []
 
 
-def test_a_worker_killed_mid_job_is_reported_presumed_dead_once_it_misses_three_heartbeats(world, async_on, queues,
-                                                                                          settings):
+def test_a_worker_killed_mid_job_is_reported_presumed_dead_once_it_misses_three_heartbeats(
+    world, async_on, queues, settings
+):
     settings.JOB_HEARTBEAT_SECONDS = 1
     drs_controls.set_latency(8000, remaining=1)  # the worker sits in the DRS call, beating every second
     job, _ = start_job(world)
@@ -104,7 +118,8 @@ def test_with_no_worker_alive_beat_still_reports_the_inactive_job(world, async_o
 
 
 def test_an_operator_re_runs_a_job_failed_in_a_semrush_outage_from_the_admin_to_completed(
-        world, async_on, celery_worker, settings, admin_client, metric_lines):
+    world, async_on, celery_worker, settings, admin_client, metric_lines
+):
     settings.JOB_RETRY_BASE_SECONDS, settings.JOB_MAX_ATTEMPTS = 1, 2
     semrush_controls.fail_next(100, status=503, path="/prompts")
     job, market = start_job(world)
@@ -117,8 +132,10 @@ def test_an_operator_re_runs_a_job_failed_in_a_semrush_outage_from_the_admin_to_
     assert sum(d["SemrushCallFailure"] for d in metric_lines if "SemrushCallFailure" in d) >= 2
 
     semrush_controls.reset(data=False)  # the outage is over
-    admin_client.post(reverse("admin:jobs_asyncjob_changelist"),
-                      {"action": "rerun", "_selected_action": [str(job.id)], "confirmed": "yes"})
+    admin_client.post(
+        reverse("admin:jobs_asyncjob_changelist"),
+        {"action": "rerun", "_selected_action": [str(job.id)], "confirmed": "yes"},
+    )
     job = wait_terminal(job, timeout=30)
 
     assert job.status == "COMPLETED", job.error

@@ -1,4 +1,5 @@
 """The shared producer (SPEC §4): dedupe, replacement, races, enqueue failure, and the job id."""
+
 import threading
 import uuid
 
@@ -24,8 +25,12 @@ def test_the_job_id_matches_the_spec_test_vector():
 
 
 def test_the_job_id_differs_per_slice_and_is_a_version_4_layout():
-    ids = {generation_job_id("b", 2840, "en"), generation_job_id("b", 2840, "es"), generation_job_id("b", 2250, "en"),
-           generation_job_id("c", 2840, "en")}
+    ids = {
+        generation_job_id("b", 2840, "en"),
+        generation_job_id("b", 2840, "es"),
+        generation_job_id("b", 2250, "en"),
+        generation_job_id("c", 2840, "en"),
+    }
     assert len(ids) == 4 and all(i.version == 4 and i.variant == uuid.RFC_4122 for i in ids)
 
 
@@ -34,19 +39,28 @@ def market(world):
     from markets.clients.semrush import SemrushClient
 
     project = SemrushClient(world.token).create_project(
-        workspace_id=world.brand.semrush_workspace_id, name="DE", geo_target_id=2276, language_code="de")
-    return MarketFactory(brand=world.brand, site=world.brand.base_site, country="DE", language_code="de",
-                         geo_target_id=2276, semrush_project_id=project["id"])
+        workspace_id=world.brand.semrush_workspace_id, name="DE", geo_target_id=2276, language_code="de"
+    )
+    return MarketFactory(
+        brand=world.brand,
+        site=world.brand.base_site,
+        country="DE",
+        language_code="de",
+        geo_target_id=2276,
+        semrush_project_id=project["id"],
+    )
 
 
 def enqueue(world, market, *, forwarded=None, pair="semrush"):
     """The producer, for a request whose credential is the world's IMS bearer and, with `forwarded`, the promise
     token IMS rotated for it."""
-    credential = RequestCredential(pair=get_pair(pair), semrush_bearer=world.token, mint_bearer=world.token,
-                                   promise=forwarded)
+    credential = RequestCredential(
+        pair=get_pair(pair), semrush_bearer=world.token, mint_bearer=world.token, promise=forwarded
+    )
     generation = Generation(use_async=True, credential=credential, pair=get_pair(pair))
-    return market_generation_enqueue(caller=verify_bearer(world.token), brand=world.brand, market=market,
-                                     generation=generation)
+    return market_generation_enqueue(
+        caller=verify_bearer(world.token), brand=world.brand, market=market, generation=generation
+    )
 
 
 def test_a_live_job_for_the_slice_is_reused_and_nothing_is_minted(world, market, queues):
@@ -60,8 +74,9 @@ def test_a_live_job_for_the_slice_is_reused_and_nothing_is_minted(world, market,
 
 def test_a_terminal_job_for_the_slice_is_replaced_by_a_fresh_one_with_the_same_id(world, market, queues):
     first = enqueue(world, market)
-    AsyncJob.objects.filter(id=first["jobId"]).update(status="FAILED", error_code="PROMPT_GENERATION_HELD",
-                                                      error={"code": "PROMPT_GENERATION_HELD"}, attempts=3)
+    AsyncJob.objects.filter(id=first["jobId"]).update(
+        status="FAILED", error_code="PROMPT_GENERATION_HELD", error={"code": "PROMPT_GENERATION_HELD"}, attempts=3
+    )
     PromiseGrant.objects.all().delete()
     queues.drain()
     second = enqueue(world, market)
@@ -129,14 +144,21 @@ def test_two_concurrent_producers_for_one_slice_end_with_one_job_and_one_message
 
 def test_sqs_unreachable_fails_the_job_and_invalidates_its_token(world, async_on, queues):
     queues.sqs.client().delete_queue(QueueUrl=queues.url)  # the send now fails
-    response = world.post(world.url("markets"), {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True},
-                          **{"x-promise-audience": "semrush"})
+    response = world.post(
+        world.url("markets"),
+        {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True},
+        **{"x-promise-audience": "semrush"},
+    )
     assert response.status_code == 201, response.content
     body = response.json()
     assert "promptGeneration" not in body and body["publishState"] == "published"
     job = AsyncJob.objects.get()
     assert job.status == "FAILED" and job.error_code == "ENQUEUE_FAILED"
-    assert job.error == {"code": "ENQUEUE_FAILED", "message": "The job could not be queued.", "retryable": True,
-                         "needsReauth": False}
+    assert job.error == {
+        "code": "ENQUEUE_FAILED",
+        "message": "The job could not be queued.",
+        "retryable": True,
+        "needsReauth": False,
+    }
     assert PromiseGrant.objects.count() == 0
     assert ledger.count(ledger.MINTED) == 1 and ledger.count(ledger.INVALIDATED) == 1 and ledger.live_tokens() == 0

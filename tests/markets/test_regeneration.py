@@ -1,5 +1,6 @@
 """Recovery (SPEC §12): a market whose generation ended is generated again under the same job id, through
 POST …/markets/{marketId}/generation for its user, and re-run by an operator after an outage."""
+
 import threading
 
 import pytest
@@ -39,10 +40,15 @@ def test_a_held_market_is_regenerated_and_completes_under_the_same_job_id(world,
     response = regenerate(world, market.id)
 
     assert response.status_code == 202, response.content
-    assert response.json() == {"jobId": str(job.id), "jobType": "generateSemrushMarket", "status": "IN_PROGRESS",
-                               "reused": False}
+    assert response.json() == {
+        "jobId": str(job.id),
+        "jobType": "generateSemrushMarket",
+        "status": "IN_PROGRESS",
+        "reused": False,
+    }
     assert response["Location"].endswith(
-        f"/v2/orgs/{world.org.id}/brands/{world.brand.id}/serenity/markets/generation/jobs/{job.id}")
+        f"/v2/orgs/{world.org.id}/brands/{world.brand.id}/serenity/markets/generation/jobs/{job.id}"
+    )
     job = wait_terminal(job)
     assert job.status == "COMPLETED", job.error
     assert drs.call_count() == 2
@@ -52,8 +58,9 @@ def test_a_held_market_is_regenerated_and_completes_under_the_same_job_id(world,
 
 def test_ten_concurrent_regenerations_make_one_job_one_message_and_one_mint(world, async_on, queues):
     job, market = start_job(world)
-    AsyncJob.objects.filter(id=job.id).update(status="FAILED", error_code="PROMPT_GENERATION_HELD",
-                                              error={"code": "PROMPT_GENERATION_HELD"})
+    AsyncJob.objects.filter(id=job.id).update(
+        status="FAILED", error_code="PROMPT_GENERATION_HELD", error={"code": "PROMPT_GENERATION_HELD"}
+    )
     PromiseGrant.objects.all().delete()
     queues.drain()
     ledger.clear()
@@ -99,9 +106,19 @@ def test_a_market_of_another_brand_answers_exactly_like_a_missing_one(world, asy
     foreign = regenerate(world, other.id)
 
     assert (missing.status_code, foreign.status_code) == (404, 404)
-    assert missing.json() == foreign.json() == {
-        "type": "https://errors.serenity.example/market-not-found", "title": "Market not found", "status": 404,
-        "detail": "Market not found", "code": "market_not_found", "error": "notFound", "message": "Market not found"}
+    assert (
+        missing.json()
+        == foreign.json()
+        == {
+            "type": "https://errors.serenity.example/market-not-found",
+            "title": "Market not found",
+            "status": 404,
+            "detail": "Market not found",
+            "code": "market_not_found",
+            "error": "notFound",
+            "message": "Market not found",
+        }
+    )
     assert missing["x-error"] == foreign["x-error"] == "Market not found"
 
 
@@ -126,8 +143,11 @@ def test_regeneration_is_gated_like_the_entry_points(world, async_on, settings, 
 def test_creating_a_market_that_exists_names_it_and_its_generation_job(world, async_on, queues):
     job, market = start_job(world)
 
-    again = world.post(world.url("markets"), {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True},
-                       **{"x-promise-audience": "semrush"})
+    again = world.post(
+        world.url("markets"),
+        {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True},
+        **{"x-promise-audience": "semrush"},
+    )
 
     assert again.status_code == 409
     assert again.json()["marketId"] == str(market.id)
@@ -135,6 +155,7 @@ def test_creating_a_market_that_exists_names_it_and_its_generation_job(world, as
 
 
 # --- Operators -------------------------------------------------------------------------------------------
+
 
 @pytest.mark.worker
 def test_a_job_that_exhausted_its_retries_in_a_semrush_outage_is_re_run_by_an_operator_to_completed(
@@ -162,8 +183,11 @@ def test_a_job_that_exhausted_its_retries_in_a_semrush_outage_is_re_run_by_an_op
 
 def test_an_operator_cannot_regenerate_a_job_that_holds_no_credential(world, async_on, queues):
     job, market = start_job(world)
-    AsyncJob.objects.filter(id=job.id).update(status="FAILED", error_code="PROMPT_GENERATION_HELD",
-                                              error={"code": "PROMPT_GENERATION_HELD", "retryable": False})
+    AsyncJob.objects.filter(id=job.id).update(
+        status="FAILED",
+        error_code="PROMPT_GENERATION_HELD",
+        error={"code": "PROMPT_GENERATION_HELD", "retryable": False},
+    )
 
     lines = run("job_regenerate", "--market", str(market.id), "--apply")
 
@@ -175,9 +199,10 @@ def test_an_operator_cannot_regenerate_a_job_that_holds_no_credential(world, asy
 def test_an_operator_re_runs_a_markets_job_that_parked_its_credential(world, async_on, queues):
     job, market = start_job(world)
     AsyncJob.objects.filter(id=job.id).update(
-        status="FAILED", error_code="RETRIES_EXHAUSTED",
-        error={"code": "RETRIES_EXHAUSTED", "message": "SEMRUSH_UNAVAILABLE", "retryable": True,
-               "needsReauth": False})
+        status="FAILED",
+        error_code="RETRIES_EXHAUSTED",
+        error={"code": "RETRIES_EXHAUSTED", "message": "SEMRUSH_UNAVAILABLE", "retryable": True, "needsReauth": False},
+    )
     queues.drain()
 
     lines = run("job_regenerate", "--market", str(market.id), "--apply")

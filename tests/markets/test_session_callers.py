@@ -1,6 +1,7 @@
 """The original's callers (SPEC §3 "Who may call", §11): a SpaceCat session token as the bearer, and the promise
 token it forwards in `x-promise-token` whenever the request itself reaches Semrush. Over the real queue, a real
 worker and the simulators."""
+
 import logging
 from urllib.parse import quote, unquote
 
@@ -32,9 +33,10 @@ def session(world):
 @pytest.fixture
 def promise(world):
     """A fresh promise token of the world's user for the Semrush pair, URL-encoded as the UI sends it."""
+
     def make(user_token: str | None = None) -> str:
-        return quote(ims_client.mint(bearer=user_token or world.token, pair=get_pair("semrush")).promise_token,
-                     safe="")
+        return quote(ims_client.mint(bearer=user_token or world.token, pair=get_pair("semrush")).promise_token, safe="")
+
     return make
 
 
@@ -73,23 +75,53 @@ def test_a_session_caller_creates_a_brand_a_market_and_three_markets_all_complet
     world, session, promise, async_on, celery_worker, all_logs, admin_client
 ):
     forwarded = [promise() for _ in range(3)]
-    brand = world.post(f"/v2/orgs/{world.org.id}/brands", {
-        "name": "Fjell", "urls": ["https://fjell.example"], "semrushModelIds": ["gpt-5-mini"],
-        "semrushMarket": {"market": "no", "languageCode": "no"}, "generatePrompts": True},
-        **SEMRUSH, **{"x-promise-token": forwarded[0]})
+    brand = world.post(
+        f"/v2/orgs/{world.org.id}/brands",
+        {
+            "name": "Fjell",
+            "urls": ["https://fjell.example"],
+            "semrushModelIds": ["gpt-5-mini"],
+            "semrushMarket": {"market": "no", "languageCode": "no"},
+            "generatePrompts": True,
+        },
+        **SEMRUSH,
+        **{"x-promise-token": forwarded[0]},
+    )
     fjell = Brand.objects.get(name="Fjell")
-    market = world.post(f"/v2/orgs/{world.org.id}/brands/{fjell.id}/serenity/markets", {
-        "market": "SE", "languageCode": "sv", "brandDomain": "fjell.example", "brandNames": ["Fjell"],
-        "generatePrompts": True}, **SEMRUSH, **{"x-promise-token": forwarded[1]})
-    activation = world.post(f"/v2/orgs/{world.org.id}/brands/{fjell.id}/serenity/activate", {
-        "brandDomain": "fjell.example", "brandNames": ["Fjell"], "generatePrompts": True,
-        "markets": [{"market": m, "languageCode": lang} for m, lang in (("DK", "da"), ("FI", "fi"), ("DE", "de"))]},
-        **SEMRUSH, **{"x-promise-token": forwarded[2]})
+    market = world.post(
+        f"/v2/orgs/{world.org.id}/brands/{fjell.id}/serenity/markets",
+        {
+            "market": "SE",
+            "languageCode": "sv",
+            "brandDomain": "fjell.example",
+            "brandNames": ["Fjell"],
+            "generatePrompts": True,
+        },
+        **SEMRUSH,
+        **{"x-promise-token": forwarded[1]},
+    )
+    activation = world.post(
+        f"/v2/orgs/{world.org.id}/brands/{fjell.id}/serenity/activate",
+        {
+            "brandDomain": "fjell.example",
+            "brandNames": ["Fjell"],
+            "generatePrompts": True,
+            "markets": [{"market": m, "languageCode": lang} for m, lang in (("DK", "da"), ("FI", "fi"), ("DE", "de"))],
+        },
+        **SEMRUSH,
+        **{"x-promise-token": forwarded[2]},
+    )
 
     assert (brand.status_code, market.status_code, activation.status_code) == (201, 201, 200), (
-        brand.content, market.content, activation.content)
-    job_ids = [brand.json()["promptGeneration"]["jobId"], market.json()["promptGeneration"]["jobId"],
-               *[e["body"]["promptGeneration"]["jobId"] for e in activation.json()["markets"]]]
+        brand.content,
+        market.content,
+        activation.content,
+    )
+    job_ids = [
+        brand.json()["promptGeneration"]["jobId"],
+        market.json()["promptGeneration"]["jobId"],
+        *[e["body"]["promptGeneration"]["jobId"] for e in activation.json()["markets"]],
+    ]
     jobs = [wait_terminal(AsyncJob.objects.get(id=job_id), timeout=60) for job_id in job_ids]
     assert [job.status for job in jobs] == ["COMPLETED"] * 5, [job.error for job in jobs]
     assert {job.user_id for job in jobs} == {world.user_id}  # the session token's `sub`
@@ -124,9 +156,7 @@ def test_a_session_caller_without_a_promise_token_gets_401_naming_the_header(wor
     assert ledger.count(ledger.MINTED) == 0
 
 
-def test_a_session_caller_may_create_a_brand_without_semrush_work_and_poll_without_a_promise_token(
-    world, session
-):
+def test_a_session_caller_may_create_a_brand_without_semrush_work_and_poll_without_a_promise_token(world, session):
     type(world.org).objects.filter(id=world.org.id).update(is_serenity_active=False)
     flat = world.post(f"/v2/orgs/{world.org.id}/brands", {"name": "Flat", "urls": ["flat.example"]})
     poll = world.client.get(world.url("markets/generation/jobs/8c24224f-d559-478d-a546-9b3f04cc3f78"))
@@ -137,20 +167,30 @@ def test_a_session_caller_may_create_a_brand_without_semrush_work_and_poll_witho
 
 @pytest.mark.parametrize("header", ["not-a-live-token", "%E0%A4%A"])
 def test_a_promise_token_ims_will_not_exchange_is_a_401_and_nothing_is_created(world, session, header):
-    response = world.post(world.url("markets"), {**world.brand_fields, "market": "FR", "languageCode": "fr"},
-                          **SEMRUSH, **{"x-promise-token": header})
+    response = world.post(
+        world.url("markets"),
+        {**world.brand_fields, "market": "FR", "languageCode": "fr"},
+        **SEMRUSH,
+        **{"x-promise-token": header},
+    )
 
     assert response.status_code == 401
-    assert (response.json()["error"], response.json()["message"]) == ("authenticationRequired",
-                                                                      "Invalid or expired promise token")
+    assert (response.json()["error"], response.json()["message"]) == (
+        "authenticationRequired",
+        "Invalid or expired promise token",
+    )
     assert Market.objects.count() == 0
 
 
 def test_a_promise_token_of_another_user_is_a_401_and_is_left_with_no_live_successor(world, session, bearer, promise):
     someone_else = bearer(user_id="someone-else", org_ids=[world.org.ims_org_id])
 
-    response = world.post(world.url("markets"), {**world.brand_fields, "market": "FR", "languageCode": "fr"},
-                          **SEMRUSH, **{"x-promise-token": promise(someone_else)})
+    response = world.post(
+        world.url("markets"),
+        {**world.brand_fields, "market": "FR", "languageCode": "fr"},
+        **SEMRUSH,
+        **{"x-promise-token": promise(someone_else)},
+    )
 
     assert response.status_code == 401 and response.json()["message"] == "Invalid or expired promise token"
     assert Market.objects.count() == 0 and ledger.live_tokens() == 0
@@ -159,8 +199,12 @@ def test_a_promise_token_of_another_user_is_a_401_and_is_left_with_no_live_succe
 def test_a_promise_token_no_job_took_is_invalidated_when_the_request_ends(world, session, promise, async_on, gate):
     gate("false")  # no consumer: the market is made, no job takes the request's rotated token
 
-    response = world.post(world.url("markets"), {**world.brand_fields, "market": "FR", "languageCode": "fr",
-                                                 "generatePrompts": True}, **SEMRUSH, **{"x-promise-token": promise()})
+    response = world.post(
+        world.url("markets"),
+        {**world.brand_fields, "market": "FR", "languageCode": "fr", "generatePrompts": True},
+        **SEMRUSH,
+        **{"x-promise-token": promise()},
+    )
 
     assert response.status_code == 201 and "promptGeneration" not in response.json()
     assert ledger.count(ledger.EXCHANGED) == 1 and ledger.count(ledger.INVALIDATED) == 1
@@ -173,11 +217,19 @@ def test_a_session_callers_job_is_reauthorised_by_the_same_user_with_a_promise_t
     from jobs.services import job_finish
     from markets import codes
 
-    created = world.post(world.url("markets"), {**world.brand_fields, "market": "FR", "languageCode": "fr",
-                                                "generatePrompts": True}, **SEMRUSH, **{"x-promise-token": promise()})
+    created = world.post(
+        world.url("markets"),
+        {**world.brand_fields, "market": "FR", "languageCode": "fr", "generatePrompts": True},
+        **SEMRUSH,
+        **{"x-promise-token": promise()},
+    )
     job = AsyncJob.objects.get(id=created.json()["promptGeneration"]["jobId"])
-    job_finish(job.id, to="FAILED", event="failed", error={"code": codes.NEEDS_REAUTH, "message": "refused",
-                                                            "retryable": False, "needsReauth": True})
+    job_finish(
+        job.id,
+        to="FAILED",
+        event="failed",
+        error={"code": codes.NEEDS_REAUTH, "message": "refused", "retryable": False, "needsReauth": True},
+    )
     queues.drain()
     reauth = f"{world.url('markets')}/generation/jobs/{job.id}/reauth"
     stranger = issue_session_token(user_id="someone-else", org_ids=[world.org.ims_org_id])
@@ -200,8 +252,12 @@ def test_an_admin_session_reaches_an_organization_it_is_not_a_tenant_of(world, p
     admin = issue_session_token(user_id=world.user_id, org_ids=[], is_admin=True)
     world.client.credentials(HTTP_AUTHORIZATION=f"Bearer {admin}")
 
-    response = world.post(world.url("markets"), {**world.brand_fields, "market": "FR", "languageCode": "fr"},
-                          **SEMRUSH, **{"x-promise-token": promise()})
+    response = world.post(
+        world.url("markets"),
+        {**world.brand_fields, "market": "FR", "languageCode": "fr"},
+        **SEMRUSH,
+        **{"x-promise-token": promise()},
+    )
 
     assert response.status_code == 201, response.content
 
@@ -210,8 +266,12 @@ def test_a_read_only_admin_may_poll_but_not_create(world, promise):
     reader = issue_session_token(user_id=world.user_id, org_ids=[], is_read_only_admin=True)
     world.client.credentials(HTTP_AUTHORIZATION=f"Bearer {reader}")
 
-    created = world.post(world.url("markets"), {**world.brand_fields, "market": "FR", "languageCode": "fr"},
-                         **SEMRUSH, **{"x-promise-token": promise()})
+    created = world.post(
+        world.url("markets"),
+        {**world.brand_fields, "market": "FR", "languageCode": "fr"},
+        **SEMRUSH,
+        **{"x-promise-token": promise()},
+    )
     poll = world.client.get(world.url("markets/generation/jobs/8c24224f-d559-478d-a546-9b3f04cc3f78"))
 
     assert created.status_code == 403 and created.json()["error"] == "forbidden"
@@ -233,9 +293,12 @@ def test_one_forwarded_token_sent_by_concurrent_requests_serves_exactly_one_of_t
     def create(country: str, language: str):
         try:
             start.wait()
-            answer = httpx.post(f"{sims.url}{world.url('markets')}", timeout=60, json={
-                **world.brand_fields, "market": country, "languageCode": language, "generatePrompts": True},
-                headers={"Authorization": f"Bearer {session}", "x-promise-token": forwarded, **SEMRUSH})
+            answer = httpx.post(
+                f"{sims.url}{world.url('markets')}",
+                timeout=60,
+                json={**world.brand_fields, "market": country, "languageCode": language, "generatePrompts": True},
+                headers={"Authorization": f"Bearer {session}", "x-promise-token": forwarded, **SEMRUSH},
+            )
             with lock:
                 answers[country] = answer
         finally:

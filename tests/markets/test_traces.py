@@ -1,6 +1,7 @@
 """Traces: one trace from the entry point's request through the job's SQS message to every delivery and each
 external call, the job's ids as span attributes, the trace id in the job's history and in log lines, and no
 token anywhere in what is exported, over a whole job with its failures."""
+
 import json
 import logging
 import time
@@ -39,7 +40,8 @@ def finished_once(spans, outcomes: int) -> list:
 
 
 def test_a_job_is_one_trace_from_the_request_through_each_delivery_to_every_external_call(
-        spans, world, async_on, celery_worker, settings):
+    spans, world, async_on, celery_worker, settings
+):
     settings.JOB_RETRY_BASE_SECONDS = 1
     drs_controls.set_latency(1000, remaining=1)  # the delivery is still at DRS when the publish failure is armed
     job, _market = start_job(world)
@@ -48,33 +50,51 @@ def test_a_job_is_one_trace_from_the_request_through_each_delivery_to_every_exte
     assert job.status == "COMPLETED", job.error
     finished = finished_once(spans, outcomes=2)
 
-    [request] = [s for s in finished if s.kind.name == "SERVER" and s.name.startswith("POST")
-                 and "serenity/markets" in s.name]
+    [request] = [
+        s for s in finished if s.kind.name == "SERVER" and s.name.startswith("POST") and "serenity/markets" in s.name
+    ]
     trace_id = trace_hex(request)
     assert request.attributes["job.id"] == str(job.id)
     assert request.attributes["organization.id"] == str(world.org.id)
-    deliveries = sorted((s for s in named(finished, "run/jobs.run") if trace_hex(s) == trace_id),
-                        key=lambda s: s.start_time)
-    assert [(d.attributes["job.id"], d.attributes["job.type"], d.attributes["organization.id"],
-             d.attributes["job.attempt"]) for d in deliveries] == [
+    deliveries = sorted(
+        (s for s in named(finished, "run/jobs.run") if trace_hex(s) == trace_id), key=lambda s: s.start_time
+    )
+    assert [
+        (d.attributes["job.id"], d.attributes["job.type"], d.attributes["organization.id"], d.attributes["job.attempt"])
+        for d in deliveries
+    ] == [
         (str(job.id), "generateSemrushMarket", str(world.org.id), 1),
-        (str(job.id), "generateSemrushMarket", str(world.org.id), 2)]
+        (str(job.id), "generateSemrushMarket", str(world.org.id), 2),
+    ]
     in_trace = [s for s in finished if trace_hex(s) == trace_id]
-    steps = [s.name for s in sorted(in_trace, key=lambda s: s.start_time)
-             if s.name in ("drs.generate", "ims.exchange", "semrush.write", "semrush.publish")]
+    steps = [
+        s.name
+        for s in sorted(in_trace, key=lambda s: s.start_time)
+        if s.name in ("drs.generate", "ims.exchange", "semrush.write", "semrush.publish")
+    ]
     # The first delivery generates, exchanges, writes and fails to publish; the retry exchanges and publishes.
-    assert steps == ["drs.generate", "ims.exchange", "semrush.write", "semrush.publish",
-                     "ims.exchange", "semrush.publish"]
+    assert steps == [
+        "drs.generate",
+        "ims.exchange",
+        "semrush.write",
+        "semrush.publish",
+        "ims.exchange",
+        "semrush.publish",
+    ]
     kinds = {(s.instrumentation_scope.name.rsplit(".", 1)[-1], s.kind.name) for s in in_trace}
-    assert {("django", "SERVER"), ("celery", "PRODUCER"), ("celery", "CONSUMER"), ("httpx", "CLIENT"),
-            ("psycopg", "CLIENT")} <= kinds
+    assert {
+        ("django", "SERVER"),
+        ("celery", "PRODUCER"),
+        ("celery", "CONSUMER"),
+        ("httpx", "CLIENT"),
+        ("psycopg", "CLIENT"),
+    } <= kinds
     # The job's history names the trace of the request and of each delivery (the worker's log lines: see
     # tests/test_embedded_run.py, where the worker is a process of its own).
     assert set(JobEvent.objects.filter(job=job).values_list("trace_id", flat=True)) == {trace_id}
 
 
-def test_the_message_carries_the_trace_in_its_attributes_and_its_body_stays_job_id_and_type(
-        spans, world, queues):
+def test_the_message_carries_the_trace_in_its_attributes_and_its_body_stays_job_id_and_type(spans, world, queues):
     from opentelemetry import trace
 
     from jobs.clients import sqs
@@ -83,8 +103,9 @@ def test_the_message_carries_the_trace_in_its_attributes_and_its_body_stays_job_
     job = plant(job_type="testEcho")
     with trace.get_tracer("test").start_as_current_span("operator") as span:
         assert job_publish(job.id, job.job_type)
-    [raw] = sqs.client().receive_message(QueueUrl=settings.MARKET_JOBS_QUEUE_URL, MessageAttributeNames=["All"],
-                                         MaxNumberOfMessages=10)["Messages"]
+    [raw] = sqs.client().receive_message(
+        QueueUrl=settings.MARKET_JOBS_QUEUE_URL, MessageAttributeNames=["All"], MaxNumberOfMessages=10
+    )["Messages"]
     traceparent = raw["MessageAttributes"]["traceparent"]["StringValue"]
     assert traceparent.split("-")[1] == format(span.get_span_context().trace_id, "032x")
     from tests.conftest import decode_celery_message
@@ -148,7 +169,8 @@ def issued_tokens(monkeypatch):
 
 
 def test_no_span_of_a_whole_job_with_its_failures_carries_a_token(
-        spans, issued_tokens, world, async_on, celery_worker, settings):
+    spans, issued_tokens, world, async_on, celery_worker, settings
+):
     settings.JOB_RETRY_BASE_SECONDS = 1
     ims_controls.fail_next_exchanges(1, 401)  # the first delivery's exchange is refused: NEEDS_REAUTH
     job, _market = start_job(world)
@@ -169,8 +191,13 @@ def test_no_span_of_a_whole_job_with_its_failures_carries_a_token(
     assert len(issued_tokens) >= 6  # two mints; a refused exchange; two exchanges with their access and rotated
     exported = "\n".join(span_text(s) for s in finished)
     # The failures are there to be read: the refused exchange, the publish that failed, each delivery's outcome.
-    for seen in ("NeedsReauth", "semrush.publish: HTTP 503", "failed:NEEDS_REAUTH", "retry:SEMRUSH_PUBLISH_FAILED",
-                 "completed"):
+    for seen in (
+        "NeedsReauth",
+        "semrush.publish: HTTP 503",
+        "failed:NEEDS_REAUTH",
+        "retry:SEMRUSH_PUBLISH_FAILED",
+        "completed",
+    ):
         assert seen in exported
     for secret in secrets:
         assert secret not in exported
@@ -180,8 +207,13 @@ def test_no_span_of_a_whole_job_with_its_failures_carries_a_token(
 def span_text(span) -> str:
     """Everything an exporter receives of a span, as text: name, status, attributes, events and their
     attributes, resource."""
-    return json.dumps({
-        "name": span.name, "status": span.status.description, "attributes": dict(span.attributes or {}),
-        "events": [{"name": e.name, "attributes": dict(e.attributes or {})} for e in span.events],
-        "resource": dict(span.resource.attributes),
-    }, default=str)
+    return json.dumps(
+        {
+            "name": span.name,
+            "status": span.status.description,
+            "attributes": dict(span.attributes or {}),
+            "events": [{"name": e.name, "attributes": dict(e.attributes or {})} for e in span.events],
+            "resource": dict(span.resource.attributes),
+        },
+        default=str,
+    )

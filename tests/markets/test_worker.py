@@ -1,5 +1,6 @@
 """The market-generation worker end to end: entry point -> SQS -> a real Celery worker -> DRS -> Semrush
 (SPEC §5, §6): the happy path, every outcome, retries, duplicate delivery and fencing."""
+
 import time
 
 import pytest
@@ -18,8 +19,11 @@ pytestmark = pytest.mark.worker
 
 
 def start_job(world, market="DE", language="de"):
-    response = world.post(world.url("markets"), {**world.brand_fields, "market": market, "languageCode": language, "generatePrompts": True},
-                          **{"x-promise-audience": "semrush"})
+    response = world.post(
+        world.url("markets"),
+        {**world.brand_fields, "market": market, "languageCode": language, "generatePrompts": True},
+        **{"x-promise-audience": "semrush"},
+    )
     assert response.status_code == 201, response.content
     handle = response.json()["promptGeneration"]
     return AsyncJob.objects.get(id=handle["jobId"]), Market.objects.get(id=response.json()["id"])
@@ -64,8 +68,12 @@ def test_happy_path_writes_tagged_prompts_publishes_and_completes(metric_lines, 
     job = wait_terminal(job)
     assert job.status == "COMPLETED", job.error
     written = semrush.prompts(market.semrush_project_id)
-    assert job.result == {"promptCount": len(written), "projectId": market.semrush_project_id, "published": True,
-                          "verdict": "ship"}
+    assert job.result == {
+        "promptCount": len(written),
+        "projectId": market.semrush_project_id,
+        "published": True,
+        "verdict": "ship",
+    }
     assert len(written) == 50 and len({p["text"] for p in written}) == 50
     tags = semrush.tag_values(world.brand.semrush_workspace_id)
     for prompt in written:
@@ -87,14 +95,18 @@ def test_happy_path_writes_tagged_prompts_publishes_and_completes(metric_lines, 
         assert world.token not in record.getMessage()
 
 
-@pytest.mark.parametrize(("switch", "code", "failure_metric"), [
-    ("held", "PROMPT_GENERATION_HELD", False),
-    ("gate_error_terminal", "PROMPT_GENERATION_GATE_ERROR", True),
-    ("ship_zero", "PROMPT_GENERATION_EMPTY", False),
-    ("non_json", "DRS_GENERATION_TERMINAL", True),
-])
+@pytest.mark.parametrize(
+    ("switch", "code", "failure_metric"),
+    [
+        ("held", "PROMPT_GENERATION_HELD", False),
+        ("gate_error_terminal", "PROMPT_GENERATION_GATE_ERROR", True),
+        ("ship_zero", "PROMPT_GENERATION_EMPTY", False),
+        ("non_json", "DRS_GENERATION_TERMINAL", True),
+    ],
+)
 def test_a_terminal_drs_answer_fails_the_job_with_its_code_and_never_publishes(
-        metric_lines, world, async_on, celery_worker, caplog, switch, code, failure_metric):
+    metric_lines, world, async_on, celery_worker, caplog, switch, code, failure_metric
+):
     drs_controls.set_switch(switch)
     job, market = start_job(world)
     job = wait_terminal(job)
@@ -108,8 +120,9 @@ def test_a_terminal_drs_answer_fails_the_job_with_its_code_and_never_publishes(
     assert Market.objects.filter(id=market.id, publish_state="published").exists()  # the market stays valid
 
 
-@pytest.mark.parametrize(("target", "code"), [("", "DRS_GENERATION_TERMINAL"), ("drs-prompt-generation",
-                                                                               "DRS_INVALID_TARGET")])
+@pytest.mark.parametrize(
+    ("target", "code"), [("", "DRS_GENERATION_TERMINAL"), ("drs-prompt-generation", "DRS_INVALID_TARGET")]
+)
 def test_a_missing_or_malformed_drs_target_fails_terminally(world, async_on, celery_worker, settings, target, code):
     settings.DRS_PROMPT_GENERATION_FUNCTION = target
     job, _market = start_job(world)
@@ -141,8 +154,9 @@ def test_an_ims_refusal_at_exchange_ends_the_job_awaiting_reauthorisation(world,
 
 
 @pytest.mark.parametrize("switch", ["status_500", "gate_error_retryable", "empty"])
-def test_a_retryable_drs_failure_is_retried_and_then_completes(metric_lines, world, async_on, celery_worker, settings, caplog,
-                                                             switch):
+def test_a_retryable_drs_failure_is_retried_and_then_completes(
+    metric_lines, world, async_on, celery_worker, settings, caplog, switch
+):
     settings.JOB_RETRY_BASE_SECONDS = 1
     drs_controls.set_switch(switch, remaining=1)
     job, _market = start_job(world)
@@ -172,8 +186,12 @@ def test_a_missing_semrush_project_is_retryable(world, async_on, celery_worker, 
     Project.objects.filter(id=market.semrush_project_id).update(geo_target_id=2999)  # the project "vanished"
     job = wait_terminal(job, timeout=45)
     assert job.status == "FAILED"
-    assert job.error == {"code": "RETRIES_EXHAUSTED", "message": job.error["message"], "retryable": True,
-                         "needsReauth": False}
+    assert job.error == {
+        "code": "RETRIES_EXHAUSTED",
+        "message": job.error["message"],
+        "retryable": True,
+        "needsReauth": False,
+    }
     assert "SEMRUSH_PROJECT_MISSING" in job.error["message"] and drs.call_count() == 1
 
 

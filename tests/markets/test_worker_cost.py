@@ -1,6 +1,7 @@
 """The worker's own cost per job (SPEC §5): the SQL one delivery sends beyond its external calls, counted on
 the delivery's thread (the simulators answer from other threads, on their own connections), and no database
 connection held while DRS works."""
+
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -21,8 +22,11 @@ def test_one_delivery_of_a_job_sends_at_most_25_sql_statements_and_small_checkpo
     job.refresh_from_db()
     assert (outcome, job.status, job.result["promptCount"]) == (COMPLETED, "COMPLETED", job.checkpoints["written"])
     # Transaction control (BEGIN, COMMIT, savepoints) is not counted: it carries no work of its own.
-    statements = [q["sql"] for q in queries.captured_queries
-                  if q["sql"].split(" ", 1)[0] not in ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")]
+    statements = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].split(" ", 1)[0] not in ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
+    ]
     assert len(statements) <= MAX_STATEMENTS_PER_JOB, "\n".join(s[:140] for s in statements)
     # Only the `generated` checkpoint carries the DRS batch; every later one sends its own keys alone.
     batch_writes = [s for s in statements if s.startswith('UPDATE "async_jobs"') and '"batch"' in s]

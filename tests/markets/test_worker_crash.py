@@ -1,5 +1,6 @@
 """A worker SIGKILLed at every phase boundary: the message comes back after the visibility timeout, the
 lease has expired, and the job completes with DRS called once and no prompt written twice (SPEC §5)."""
+
 import os
 import subprocess
 import sys
@@ -19,8 +20,13 @@ pytestmark = pytest.mark.worker
 REPO = Path(__file__).resolve().parents[2]
 # Short, still nested, timeouts (visibility > lease > task limit > DRS + writes): a crashed delivery
 # comes back after 10 s instead of 16 minutes.
-TIMEOUTS = {"QUEUE_VISIBILITY_TIMEOUT_SECONDS": 10, "JOB_LEASE_TTL_SECONDS": 9, "JOB_TASK_TIME_LIMIT_SECONDS": 8,
-            "DRS_TIMEOUT_SECONDS": 3, "SEMRUSH_WRITE_BUDGET_SECONDS": 4}
+TIMEOUTS = {
+    "QUEUE_VISIBILITY_TIMEOUT_SECONDS": 10,
+    "JOB_LEASE_TTL_SECONDS": 9,
+    "JOB_TASK_TIME_LIMIT_SECONDS": 8,
+    "DRS_TIMEOUT_SECONDS": 3,
+    "SEMRUSH_WRITE_BUDGET_SECONDS": 4,
+}
 
 
 @pytest.fixture
@@ -35,11 +41,19 @@ def short_timeouts(settings, queues):
 
 def crash_worker(point: str, timeouts: dict = TIMEOUTS) -> int:
     db = django_settings.DATABASES["default"]
-    env = {**os.environ, **{k: str(v) for k, v in timeouts.items()},
-           "DJANGO_SETTINGS_MODULE": "tests.settings",
-           "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"}
-    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "crashing_worker.py"), point], env=env, cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        **{k: str(v) for k, v in timeouts.items()},
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "crashing_worker.py"), point],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         return proc.wait(timeout=60)
     finally:
@@ -48,14 +62,18 @@ def crash_worker(point: str, timeouts: dict = TIMEOUTS) -> int:
             proc.wait()
 
 
-@pytest.mark.parametrize(("point", "phase_at_crash", "drs_calls_at_crash", "prompts_at_crash"), [
-    ("after_claim", "queued", 0, 0),
-    ("after_drs_persisted", "generated", 1, 0),
-    ("after_write_before_checkpoint", "writing", 1, 50),
-    ("after_checkpoint_before_publish", "written", 1, 50),
-])
+@pytest.mark.parametrize(
+    ("point", "phase_at_crash", "drs_calls_at_crash", "prompts_at_crash"),
+    [
+        ("after_claim", "queued", 0, 0),
+        ("after_drs_persisted", "generated", 1, 0),
+        ("after_write_before_checkpoint", "writing", 1, 50),
+        ("after_checkpoint_before_publish", "written", 1, 50),
+    ],
+)
 def test_a_worker_killed_at_a_phase_boundary_is_recovered_without_duplicates(
-        world, async_on, short_timeouts, point, phase_at_crash, drs_calls_at_crash, prompts_at_crash):
+    world, async_on, short_timeouts, point, phase_at_crash, drs_calls_at_crash, prompts_at_crash
+):
     job, market = start_job(world)
     assert crash_worker(point) == -9  # SIGKILL
 
@@ -65,8 +83,9 @@ def test_a_worker_killed_at_a_phase_boundary_is_recovered_without_duplicates(
     assert drs.call_count() == drs_calls_at_crash
     assert len(semrush.prompts(market.semrush_project_id)) == prompts_at_crash
 
-    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING",
-                      shutdown_timeout=30):
+    with start_worker(
+        app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING", shutdown_timeout=30
+    ):
         job = wait_terminal(job, timeout=45)
 
     assert job.status == "COMPLETED", job.error
@@ -83,12 +102,22 @@ def test_a_message_that_keeps_killing_workers_lands_in_the_dlq(world, async_on, 
     job, _market = start_job(world)
     client = queues.sqs.client()
     dlq_arn = client.get_queue_attributes(QueueUrl=queues.dlq_url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"]
-    client.set_queue_attributes(QueueUrl=queues.url, Attributes={
-        "VisibilityTimeout": "4",
-        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "2"})})
-    fast = {"QUEUE_VISIBILITY_TIMEOUT_SECONDS": 4, "JOB_LEASE_TTL_SECONDS": 3, "JOB_TASK_TIME_LIMIT_SECONDS": 2,
-            "DRS_TIMEOUT_SECONDS": 1, "SEMRUSH_WRITE_BUDGET_SECONDS": 0}
+        "QueueArn"
+    ]
+    client.set_queue_attributes(
+        QueueUrl=queues.url,
+        Attributes={
+            "VisibilityTimeout": "4",
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "2"}),
+        },
+    )
+    fast = {
+        "QUEUE_VISIBILITY_TIMEOUT_SECONDS": 4,
+        "JOB_LEASE_TTL_SECONDS": 3,
+        "JOB_TASK_TIME_LIMIT_SECONDS": 2,
+        "DRS_TIMEOUT_SECONDS": 1,
+        "SEMRUSH_WRITE_BUDGET_SECONDS": 0,
+    }
     for _ in range(2):  # each worker receives the message, claims the job and dies
         assert crash_worker("after_claim", timeouts=fast) == -9
 

@@ -1,6 +1,7 @@
 """Faults around a running delivery, with real workers, the local SQS and PostgreSQL: the database dropping
 every connection during a DRS call, a delivery out of time, a worker stopped with SIGTERM mid-call, and SQS
 unreachable when a job is enqueued."""
+
 import os
 import signal
 import socket
@@ -38,8 +39,10 @@ def wait_for_phase(job, phase: str, timeout: float = 20.0):
 def terminate_every_other_backend() -> int:
     """What a PostgreSQL restart or failover does to every connection but this test's own."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
         return cursor.fetchone()[0]
 
 
@@ -77,15 +80,24 @@ def test_a_delivery_out_of_time_hands_the_job_back_and_a_redelivery_completes_it
 
 def worker_process(extra_env: dict) -> subprocess.Popen:
     db = django_settings.DATABASES["default"]
-    env = {**os.environ, **{k: str(v) for k, v in extra_env.items()},
-           "DJANGO_SETTINGS_MODULE": "tests.settings",
-           "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"}
-    return subprocess.Popen([sys.executable, str(REPO / "tests" / "crashing_worker.py"), "never"], env=env,
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        **{k: str(v) for k, v in extra_env.items()},
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+    }
+    return subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "crashing_worker.py"), "never"],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def test_a_worker_stopped_mid_drs_call_hands_its_job_to_another_worker_before_the_visibility_timeout(
-        world, async_on, queues):
+    world, async_on, queues
+):
     drs_controls.set_latency(8000, remaining=1)
     job, market = start_job(world)
     stopping = worker_process({"WORKER_STOP_GRACE_SECONDS": 1})
@@ -117,9 +129,13 @@ def broker_at(port: int):
     own connection and producer pools are put back untouched afterwards."""
     saved_url, saved_options = app.conf.broker_url, app.conf.broker_transport_options
     saved_pools = app._pool, app.amqp._producer_pool
-    options = {**saved_options, "predefined_queues": {
-        name: {**queue, "url": f"http://127.0.0.1:{port}/123456789012/{name}"}
-        for name, queue in saved_options["predefined_queues"].items()}}
+    options = {
+        **saved_options,
+        "predefined_queues": {
+            name: {**queue, "url": f"http://127.0.0.1:{port}/123456789012/{name}"}
+            for name, queue in saved_options["predefined_queues"].items()
+        },
+    }
     app.conf.broker_url, app.conf.broker_transport_options = f"sqs://127.0.0.1:{port}", options
     app._pool, app.amqp._producer_pool = None, None
     try:
@@ -174,8 +190,11 @@ def test_sqs_not_answering_fails_the_enqueue_after_its_bounded_attempts_and_the_
     from django.test import Client
 
     with broker_at(blackhole.port):
-        response = world.post(world.url("markets"), {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True},
-                              **{"x-promise-audience": "semrush"})
+        response = world.post(
+            world.url("markets"),
+            {**world.brand_fields, "market": "DE", "languageCode": "de", "generatePrompts": True},
+            **{"x-promise-audience": "semrush"},
+        )
         ready = Client().get("/readyz")
 
     assert response.status_code == 201 and "promptGeneration" not in response.json()
@@ -200,7 +219,8 @@ def test_the_workers_readiness_reports_the_broker_down(db, settings, capsys):
 
     assert exited.value.code == 1
     assert capsys.readouterr().out.strip() == (
-        '{"status": "unavailable", "checks": {"database": "ok", "broker": "unreachable"}}')
+        '{"status": "unavailable", "checks": {"database": "ok", "broker": "unreachable"}}'
+    )
 
 
 def test_the_workers_readiness_is_ok_when_database_and_queues_answer(db, queues, capsys):

@@ -1,5 +1,6 @@
 """The DRS simulator itself: deterministic, contract-shaped answers in the requested language, switches per
 brand and with remaining counts, a token-free call ledger, and its control and ledger endpoints."""
+
 import json
 
 import pytest
@@ -44,17 +45,31 @@ def test_a_request_gets_prompts_built_from_its_seeds_and_brand(client, db):
             {"prompt": "How do I choose the right rain jackets?", "category": "rain-jackets"},
         ],
         "language_evidence": body["language_evidence"],
-        "ship_summary": {"generated": 4, "hard_validated": 4, "guardrail_dropped": 0, "language_rejected": 0,
-                         "quality_downranked": 0, "final_count": 4, "verdict": "ship", "error_category": None,
-                         "reason": "ok"},
+        "ship_summary": {
+            "generated": 4,
+            "hard_validated": 4,
+            "guardrail_dropped": 0,
+            "language_rejected": 0,
+            "quality_downranked": 0,
+            "final_count": 4,
+            "verdict": "ship",
+            "error_category": None,
+            "reason": "ok",
+        },
     }
     assert [(e["detected_language"], e["language_validation_passed"]) for e in body["language_evidence"]] == [
-        ("en", True)] * 4
+        ("en", True)
+    ] * 4
     assert all(0.75 <= e["language_confidence"] <= 0.99 for e in body["language_evidence"])
-    assert state.call_records() == [{
-        "receivedAt": state.call_records()[0]["receivedAt"], "brand": "Acme",
-        "function": "arn:aws:lambda:us-east-1:123456789012:function:drs", "outcome": "ship", "body": REQUEST,
-    }]
+    assert state.call_records() == [
+        {
+            "receivedAt": state.call_records()[0]["receivedAt"],
+            "brand": "Acme",
+            "function": "arn:aws:lambda:us-east-1:123456789012:function:drs",
+            "outcome": "ship",
+            "body": REQUEST,
+        }
+    ]
 
 
 def test_the_same_request_always_gets_the_same_answer(client, db):
@@ -119,10 +134,19 @@ def test_an_unpriced_model_is_refused_like_the_real_service(client, db):
     body = invoke(client, {**REQUEST, "model": "gpt-4"}).json()
 
     assert body == {
-        "prompts": [], "language_evidence": [],
-        "ship_summary": {"generated": 0, "hard_validated": 0, "guardrail_dropped": 0, "language_rejected": 0,
-                         "quality_downranked": 0, "final_count": 0, "verdict": "gate_error",
-                         "error_category": "terminal", "reason": "invalid_model:gpt-4"},
+        "prompts": [],
+        "language_evidence": [],
+        "ship_summary": {
+            "generated": 0,
+            "hard_validated": 0,
+            "guardrail_dropped": 0,
+            "language_rejected": 0,
+            "quality_downranked": 0,
+            "final_count": 0,
+            "verdict": "gate_error",
+            "error_category": "terminal",
+            "reason": "invalid_model:gpt-4",
+        },
     }
 
 
@@ -130,7 +154,9 @@ def test_a_request_with_a_subpath_is_refused(client, db):
     body = invoke(client, {**REQUEST, "subpath": "/us"}).json()
 
     assert (body["ship_summary"]["verdict"], body["ship_summary"]["reason"]) == (
-        "gate_error", "invalid_request:subpath")
+        "gate_error",
+        "invalid_request:subpath",
+    )
 
 
 def test_a_request_without_a_language_is_refused(client, db):
@@ -166,10 +192,19 @@ def test_held_switch_answers_the_contract_held_shape(client, db):
     body = invoke(client, REQUEST).json()
 
     assert body == {
-        "prompts": [], "language_evidence": [],
-        "ship_summary": {"generated": 4, "hard_validated": 4, "guardrail_dropped": 0, "language_rejected": 4,
-                         "quality_downranked": 0, "final_count": 0, "verdict": "held", "error_category": None,
-                         "reason": "language_gate"},
+        "prompts": [],
+        "language_evidence": [],
+        "ship_summary": {
+            "generated": 4,
+            "hard_validated": 4,
+            "guardrail_dropped": 0,
+            "language_rejected": 4,
+            "quality_downranked": 0,
+            "final_count": 0,
+            "verdict": "held",
+            "error_category": None,
+            "reason": "language_gate",
+        },
     }
 
 
@@ -237,16 +272,22 @@ def test_an_unknown_switch_is_refused(db):
 
 
 def test_the_control_endpoint_sets_and_lists_switches(client, db):
-    set_held = client.post(CONTROL, data=json.dumps({"action": "set", "switch": "held", "brand": "Acme",
-                                                     "remaining": 3}), content_type="application/json")
-    set_latency = client.post(CONTROL, data=json.dumps({"action": "latency", "latencyMs": 25}),
-                              content_type="application/json")
+    set_held = client.post(
+        CONTROL,
+        data=json.dumps({"action": "set", "switch": "held", "brand": "Acme", "remaining": 3}),
+        content_type="application/json",
+    )
+    set_latency = client.post(
+        CONTROL, data=json.dumps({"action": "latency", "latencyMs": 25}), content_type="application/json"
+    )
 
     assert set_held.json() == {"switches": [{"brand": "Acme", "switch": "held", "latencyMs": 0, "remaining": 3}]}
-    assert set_latency.json() == {"switches": [
-        {"brand": None, "switch": "latency", "latencyMs": 25, "remaining": None},
-        {"brand": "Acme", "switch": "held", "latencyMs": 0, "remaining": 3},
-    ]}
+    assert set_latency.json() == {
+        "switches": [
+            {"brand": None, "switch": "latency", "latencyMs": 25, "remaining": None},
+            {"brand": "Acme", "switch": "held", "latencyMs": 0, "remaining": 3},
+        ]
+    }
 
 
 def test_the_control_endpoint_refuses_an_unknown_action(client, db):
@@ -272,8 +313,18 @@ def test_the_calls_endpoint_lists_the_ledger_by_brand(client, db):
 
     body = client.get(CALLS, {"brand": "Other"}).json()
 
-    assert body == {"count": 1, "calls": [{"receivedAt": body["calls"][0]["receivedAt"], "brand": "Other",
-                                           "function": "", "outcome": "ship", "body": {**REQUEST, "brand": "Other"}}]}
+    assert body == {
+        "count": 1,
+        "calls": [
+            {
+                "receivedAt": body["calls"][0]["receivedAt"],
+                "brand": "Other",
+                "function": "",
+                "outcome": "ship",
+                "body": {**REQUEST, "brand": "Other"},
+            }
+        ],
+    }
     assert (state.call_count(), state.call_count("Acme"), state.calls("Acme")) == (2, 1, [REQUEST])
 
 

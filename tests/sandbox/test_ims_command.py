@@ -1,4 +1,5 @@
 """`manage.py sandbox_token`: a user bearer for walkthroughs, printed alone."""
+
 from io import StringIO
 
 import pytest

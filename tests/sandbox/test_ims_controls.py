@@ -1,4 +1,5 @@
 """The IMS simulator's JSON controls and walkthrough endpoints: /_control, /_ledger, /_users/token."""
+
 import httpx
 import pytest
 from django.conf import settings
@@ -38,7 +39,11 @@ def test_reset_disarms_every_switch(sims):
 
 @pytest.mark.parametrize(
     "body",
-    [{"action": "explode"}, {"action": "fail_next_exchanges", "status": 200}, {"action": "fail_next_mints", "count": -1}],
+    [
+        {"action": "explode"},
+        {"action": "fail_next_exchanges", "status": 200},
+        {"action": "fail_next_mints", "count": -1},
+    ],
 )
 def test_a_bad_control_request_is_400_and_changes_nothing(sims, body):
     response = control(body)
@@ -60,9 +65,19 @@ def test_the_ledger_view_lists_events_and_live_tokens(sims, bearer):
 
     event = ledger.events()[0]
     assert response.json() == {
-        "events": [{"kind": "minted", "operation": "mint", "fingerprint": ledger.fingerprint(minted.promise_token),
-                    "replaces": "", "pair": "semrush", "user_id": "user-1", "status": None, "reason": "",
-                    "at": event["at"].isoformat()}],
+        "events": [
+            {
+                "kind": "minted",
+                "operation": "mint",
+                "fingerprint": ledger.fingerprint(minted.promise_token),
+                "replaces": "",
+                "pair": "semrush",
+                "user_id": "user-1",
+                "status": None,
+                "reason": "",
+                "at": event["at"].isoformat(),
+            }
+        ],
         "live_tokens": 1,
     }
 
@@ -76,8 +91,9 @@ def test_clear_ledger_forgets_events_and_tokens(sims, bearer):
 
 
 def test_the_user_token_endpoint_issues_a_bearer_the_api_accepts(sims):
-    response = httpx.post(f"{settings.IMS_HOST}/_users/token",
-                          json={"userId": "walker", "orgIds": ["W@AdobeOrg"], "ttl": 900})
+    response = httpx.post(
+        f"{settings.IMS_HOST}/_users/token", json={"userId": "walker", "orgIds": ["W@AdobeOrg"], "ttl": 900}
+    )
 
     body = response.json()
     assert body == {"access_token": body["access_token"], "token_type": "bearer", "expires_in": 900}
@@ -85,7 +101,9 @@ def test_the_user_token_endpoint_issues_a_bearer_the_api_accepts(sims):
     assert (caller.user_id, caller.org_ids) == ("walker", frozenset({"W@AdobeOrg"}))
 
 
-@pytest.mark.parametrize("body", [{"orgIds": []}, {"userId": "u", "orgIds": "X@AdobeOrg"}, {"userId": "u", "ttl": "1h"}])
+@pytest.mark.parametrize(
+    "body", [{"orgIds": []}, {"userId": "u", "orgIds": "X@AdobeOrg"}, {"userId": "u", "ttl": "1h"}]
+)
 def test_the_user_token_endpoint_refuses_bad_input(sims, body):
     response = httpx.post(f"{settings.IMS_HOST}/_users/token", json=body)
 

@@ -1,4 +1,5 @@
 """The IMS simulator's signing key: stored in the database, served as a public-only JWKS."""
+
 import httpx
 from cryptography.hazmat.primitives import serialization
 from django.conf import settings
@@ -18,8 +19,9 @@ def test_the_jwks_serves_only_the_public_part_of_the_stored_key(sims):
     public = serialization.load_pem_private_key(stored.private_pem.encode(), password=None).public_key()
     jwk = keys.public_jwk(public)
     assert response.status_code == 200
-    assert response.json() == {"keys": [{"kty": "RSA", "n": jwk["n"], "e": "AQAB", "kid": stored.kid, "use": "sig",
-                                         "alg": "RS256"}]}
+    assert response.json() == {
+        "keys": [{"kty": "RSA", "n": jwk["n"], "e": "AQAB", "kid": stored.kid, "use": "sig", "alg": "RS256"}]
+    }
     assert stored.kid == keys.thumbprint(public)
     assert "BEGIN" not in response.text
 

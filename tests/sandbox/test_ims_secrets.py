@@ -1,4 +1,5 @@
 """No token value leaves the IMS simulator except in its own token answers: not its ledger, logs or admin."""
+
 import logging
 
 import httpx
@@ -41,10 +42,15 @@ def test_the_ledger_view_names_tokens_by_fingerprint_only(token_life):
     response = httpx.get(f"{settings.IMS_HOST}/_ledger")
 
     assert [e["kind"] for e in response.json()["events"]] == [
-        "minted", "exchanged", "rotated_to", "refused", "invalidated"
+        "minted",
+        "exchanged",
+        "rotated_to",
+        "refused",
+        "invalidated",
     ]
     assert {e["fingerprint"] for e in response.json()["events"]} == {
-        ledger.fingerprint(token_life[1]), ledger.fingerprint(token_life[3])
+        ledger.fingerprint(token_life[1]),
+        ledger.fingerprint(token_life[3]),
     }
     assert [value for value in token_life if value in response.text] == []
 

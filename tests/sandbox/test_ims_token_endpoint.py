@@ -1,4 +1,5 @@
 """The IMS simulator's wire contract: POST /ims/token/v4 and /ims/invalidate_token/v2, form-encoded."""
+
 import httpx
 import jwt
 import pytest
@@ -19,24 +20,37 @@ def post(path, data):
 
 def mint(user_token, name="semrush"):
     p = pair(name)
-    return post("/ims/token/v4", {
-        "grant_type": "promise_token_mint", "client_id": p["emitter_client_id"],
-        "client_secret": p["emitter_client_secret"], "definition_id": p["emitter_definition_id"],
-        "user_token": user_token,
-    })
+    return post(
+        "/ims/token/v4",
+        {
+            "grant_type": "promise_token_mint",
+            "client_id": p["emitter_client_id"],
+            "client_secret": p["emitter_client_secret"],
+            "definition_id": p["emitter_definition_id"],
+            "user_token": user_token,
+        },
+    )
 
 
 def exchange(promise_token, name="semrush", **overrides):
     p = pair(name)
-    data = {"grant_type": "promise_token_exchange", "client_id": p["consumer_client_id"],
-            "client_secret": p["consumer_client_secret"], "promise_token": promise_token}
+    data = {
+        "grant_type": "promise_token_exchange",
+        "client_id": p["consumer_client_id"],
+        "client_secret": p["consumer_client_secret"],
+        "promise_token": promise_token,
+    }
     return post("/ims/token/v4", {**data, **overrides})
 
 
 def invalidate(token, name="semrush", **overrides):
     p = pair(name)
-    data = {"client_id": p["consumer_client_id"], "client_secret": p["consumer_client_secret"],
-            "token_type": "promise_token", "token": token}
+    data = {
+        "client_id": p["consumer_client_id"],
+        "client_secret": p["consumer_client_secret"],
+        "token_type": "promise_token",
+        "token": token,
+    }
     return post("/ims/invalidate_token/v2", {**data, **overrides})
 
 
@@ -59,7 +73,11 @@ def test_mint_answers_a_typed_jwt_shaped_promise_token(sims, bearer):
     assert response.headers["Cache-Control"] == "no-store"
     record = PromiseRecord.objects.get()
     assert (record.digest, record.pair, record.user_id, record.org_ids, record.state) == (
-        ledger.digest(body["promise_token"]), "semrush", "user-3", ["A@AdobeOrg"], "live"
+        ledger.digest(body["promise_token"]),
+        "semrush",
+        "user-3",
+        ["A@AdobeOrg"],
+        "live",
     )
 
 
@@ -73,8 +91,11 @@ def test_exchange_answers_an_access_token_and_a_rotated_promise_token(promise):
         "token_type": "bearer",
         "expires_in": 3600,
         "user_id": "user-1",
-        "promise": {"promise_token": body["promise"]["promise_token"], "token_type": "promise_token",
-                    "expires_in": 86400},
+        "promise": {
+            "promise_token": body["promise"]["promise_token"],
+            "token_type": "promise_token",
+            "expires_in": 86400,
+        },
     }
     assert body["promise"]["promise_token"] != promise
     assert jwt.get_unverified_header(body["access_token"])["kid"] == keys.signing_key()[0]
@@ -149,10 +170,16 @@ def test_a_json_body_is_not_a_form_and_is_400(sims):
 
 def test_mint_with_a_wrong_definition_is_400(sims, bearer):
     p = pair()
-    response = post("/ims/token/v4", {
-        "grant_type": "promise_token_mint", "client_id": p["emitter_client_id"],
-        "client_secret": p["emitter_client_secret"], "definition_id": "other", "user_token": bearer(),
-    })
+    response = post(
+        "/ims/token/v4",
+        {
+            "grant_type": "promise_token_mint",
+            "client_id": p["emitter_client_id"],
+            "client_secret": p["emitter_client_secret"],
+            "definition_id": "other",
+            "user_token": bearer(),
+        },
+    )
 
     assert (response.status_code, response.json()) == (400, {"error": "invalid_request"})
     assert refusals() == [("mint", 400, "unknown_definition")]

@@ -1,4 +1,5 @@
 """`manage.py sandbox_seed`: the demo organization, brand, site and Semrush workspace, idempotently."""
+
 import io
 import json
 
@@ -27,14 +28,33 @@ def test_sandbox_seed_prints_one_json_object_naming_what_it_created():
     brand = Brand.objects.get()
     site = Site.objects.get()
     assert raw.count("\n") == 1
-    assert printed == {"orgId": str(org.id), "imsOrgId": "SANDBOX0000000000000000@AdobeOrg", "brandId": str(brand.id),
-                       "brandName": "Sandbox Coffee", "brandDomain": "sandbox-coffee.example", "siteId": str(site.id),
-                       "userId": "SANDBOXUSER0000000000000@AdobeID", "token": printed["token"],
-                       "sessionToken": printed["sessionToken"]}
+    assert printed == {
+        "orgId": str(org.id),
+        "imsOrgId": "SANDBOX0000000000000000@AdobeOrg",
+        "brandId": str(brand.id),
+        "brandName": "Sandbox Coffee",
+        "brandDomain": "sandbox-coffee.example",
+        "siteId": str(site.id),
+        "userId": "SANDBOXUSER0000000000000@AdobeID",
+        "token": printed["token"],
+        "sessionToken": printed["sessionToken"],
+    }
     assert (org.ims_org_id, org.is_serenity_active) == ("SANDBOX0000000000000000@AdobeOrg", True)
-    assert (brand.organization_id, brand.status, brand.domain, brand.primary_url, brand.aliases, brand.base_site_id) == (
-        org.id, "active", "sandbox-coffee.example", "https://www.sandbox-coffee.example/",
-        ["Sandbox Coffee Co", "SandboxCoffee"], site.id)
+    assert (
+        brand.organization_id,
+        brand.status,
+        brand.domain,
+        brand.primary_url,
+        brand.aliases,
+        brand.base_site_id,
+    ) == (
+        org.id,
+        "active",
+        "sandbox-coffee.example",
+        "https://www.sandbox-coffee.example/",
+        ["Sandbox Coffee Co", "SandboxCoffee"],
+        site.id,
+    )
     assert (site.organization_id, site.brand_id, site.base_url) == (org.id, brand.id, brand.primary_url)
 
 
@@ -53,7 +73,8 @@ def test_sandbox_seed_creates_the_brand_workspace_and_catalogue_in_the_simulator
 
     brand = Brand.objects.get()
     assert [(w["id"], w["name"]) for w in state.workspaces(parent_id=settings.SEMRUSH_PARENT_WORKSPACE_ID)] == [
-        (brand.semrush_workspace_id, "Sandbox Coffee")]
+        (brand.semrush_workspace_id, "Sandbox Coffee")
+    ]
     assert sorted(CatalogueOverride.objects.values_list("country", flat=True)) == ["DE", "FR", "US"]
 
 

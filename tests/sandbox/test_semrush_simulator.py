@@ -1,4 +1,5 @@
 """The Semrush simulator's own behaviour: catalogue, bearer check, Semrush's rules, switches and inspection."""
+
 import re
 import threading
 
@@ -14,8 +15,9 @@ STAMP = "2025-01-02T03:04:05+00:00"
 @pytest.fixture
 def api(sims, bearer):
     """An HTTP client on the simulator's API with a valid user bearer."""
-    with httpx.Client(base_url=f"{sims.url}/sandbox/semrush",
-                      headers={"Authorization": f"Bearer {bearer(user_id='user-9')}"}) as client:
+    with httpx.Client(
+        base_url=f"{sims.url}/sandbox/semrush", headers={"Authorization": f"Bearer {bearer(user_id='user-9')}"}
+    ) as client:
         yield client
 
 
@@ -27,13 +29,20 @@ def anonymous(sims):
 
 @pytest.fixture
 def project(api):
-    return api.post("/v1/workspaces/ws_1/ai-projects",
-                    json={"name": "France", "geoTargetId": 2250, "languageCode": "fr"}).json()
+    return api.post(
+        "/v1/workspaces/ws_1/ai-projects", json={"name": "France", "geoTargetId": 2250, "languageCode": "fr"}
+    ).json()
 
 
 def prompt(text, tag_ids=()):
-    return {"text": text, "tagIds": list(tag_ids), "createdBy": "u", "createdAt": STAMP, "updatedBy": "u",
-            "updatedAt": STAMP}
+    return {
+        "text": text,
+        "tagIds": list(tag_ids),
+        "createdBy": "u",
+        "createdAt": STAMP,
+        "updatedBy": "u",
+        "updatedAt": STAMP,
+    }
 
 
 # -- catalogue -------------------------------------------------------------------------------------
@@ -51,8 +60,11 @@ def test_catalogue_differs_between_countries_and_domains():
 def test_catalogue_has_sixty_ranked_topics_and_five_messy_items():
     items = catalogue.generate("acme.example", "US")
 
-    clean = [i for i in items
-             if i["topic"] and isinstance(i["volume"], int) and i["examplePrompts"] and all(i["examplePrompts"])]
+    clean = [
+        i
+        for i in items
+        if i["topic"] and isinstance(i["volume"], int) and i["examplePrompts"] and all(i["examplePrompts"])
+    ]
     assert len(items) == 65
     assert len(clean) == 60
     assert len({i["topic"] for i in clean}) == 60
@@ -66,10 +78,21 @@ def test_catalogue_has_sixty_ranked_topics_and_five_messy_items():
     assert volumes != sorted(volumes, reverse=True)
 
 
-@pytest.mark.parametrize(("country", "marker"), [
-    ("US", "What"), ("GB", "What"), ("SE", "What"), ("FR", "Quel"), ("DE", "Welche"), ("ES", "¿Qué"),
-    ("IT", "Qual"), ("NL", "Welk"), ("BR", "Qual"), ("PT", "Qual"),
-])
+@pytest.mark.parametrize(
+    ("country", "marker"),
+    [
+        ("US", "What"),
+        ("GB", "What"),
+        ("SE", "What"),
+        ("FR", "Quel"),
+        ("DE", "Welche"),
+        ("ES", "¿Qué"),
+        ("IT", "Qual"),
+        ("NL", "Welk"),
+        ("BR", "Qual"),
+        ("PT", "Qual"),
+    ],
+)
 def test_catalogue_is_written_in_the_country_main_language(country, marker):
     prompts = [p for i in catalogue.generate("acme.example", country) if i["topic"] for p in i["examplePrompts"] if p]
 
@@ -91,22 +114,26 @@ def test_catalogue_prompts_mention_the_brand_named_after_the_domain():
 
 
 def test_catalogue_override_replaces_the_generated_catalogue_even_when_empty(api, anonymous):
-    answer = anonymous.post("/_control", json={"action": "catalogue", "domain": "acme.example", "country": "fr",
-                                               "items": []})
+    answer = anonymous.post(
+        "/_control", json={"action": "catalogue", "domain": "acme.example", "country": "fr", "items": []}
+    )
 
     assert answer.status_code == 200
     assert api.get("/v1/workspaces/ws_1/brand-topics", params={"domain": "acme.example", "country": "FR"}).json() == {
-        "items": []}
+        "items": []
+    }
     assert api.get("/v1/workspaces/ws_1/brand-topics", params={"domain": "acme.example", "country": "DE"}).json() == {
-        "items": catalogue.generate("acme.example", "DE")}
+        "items": catalogue.generate("acme.example", "DE")
+    }
 
 
 def test_catalogue_for_a_bad_country_is_400(api):
     answer = api.get("/v1/workspaces/ws_1/brand-topics", params={"domain": "acme.example", "country": "FRA"})
 
     assert answer.status_code == 400
-    assert answer.json() == {"error": {"code": "invalid_request",
-                                       "message": "`country` must be an ISO 3166-1 alpha-2 code"}}
+    assert answer.json() == {
+        "error": {"code": "invalid_request", "message": "`country` must be an ISO 3166-1 alpha-2 code"}
+    }
 
 
 # -- bearer ----------------------------------------------------------------------------------------
@@ -118,8 +145,9 @@ def test_a_call_without_a_bearer_is_401(anonymous):
     assert answer.status_code == 401
     assert answer.headers["WWW-Authenticate"] == 'Bearer realm="semrush"'
     assert answer.json() == {"error": {"code": "unauthorized", "message": "a valid bearer token is required"}}
-    assert state.calls() == [{"method": "GET", "path": "/sandbox/semrush/v1/workspaces/ws_1/tags", "query": "",
-                              "status": 401, "userId": ""}]
+    assert state.calls() == [
+        {"method": "GET", "path": "/sandbox/semrush/v1/workspaces/ws_1/tags", "query": "", "status": 401, "userId": ""}
+    ]
 
 
 def test_an_expired_bearer_is_401(anonymous, bearer):
@@ -131,8 +159,12 @@ def test_an_expired_bearer_is_401(anonymous, bearer):
 def test_an_exchanged_access_token_is_accepted(anonymous):
     from serenity.sandbox.ims import keys
 
-    token = keys.issue_access_token(user_id="user-7", org_ids=["ORG1@AdobeOrg"], client_id="semrush-consumer",
-                                    scope="openid,AdobeID,semrush.read,semrush.write")
+    token = keys.issue_access_token(
+        user_id="user-7",
+        org_ids=["ORG1@AdobeOrg"],
+        client_id="semrush-consumer",
+        scope="openid,AdobeID,semrush.read,semrush.write",
+    )
 
     answer = anonymous.get("/v1/workspaces/ws_1/tags", headers={"Authorization": f"Bearer {token}"})
 
@@ -144,15 +176,17 @@ def test_an_exchanged_access_token_is_accepted(anonymous):
 def test_an_access_token_without_a_semrush_scope_is_403(anonymous):
     from serenity.sandbox.ims import keys
 
-    token = keys.issue_access_token(user_id="user-7", org_ids=["ORG1@AdobeOrg"], client_id="ims-default-consumer",
-                                    scope="openid,AdobeID")
+    token = keys.issue_access_token(
+        user_id="user-7", org_ids=["ORG1@AdobeOrg"], client_id="ims-default-consumer", scope="openid,AdobeID"
+    )
     headers = {"Authorization": f"Bearer {token}"}
 
     write = anonymous.post("/v1/workspaces/ws_1/tags", json={"name": "source"}, headers=headers)
 
     assert write.status_code == 403
-    assert write.json() == {"error": {"code": "insufficient_scope",
-                                      "message": "the token's scope does not allow this call"}}
+    assert write.json() == {
+        "error": {"code": "insufficient_scope", "message": "the token's scope does not allow this call"}
+    }
     assert state.tag_values("ws_1") == {}
 
 
@@ -170,19 +204,32 @@ def test_a_promise_token_is_not_accepted_as_a_bearer(anonymous):
 
 
 def test_a_duplicate_project_create_is_409_naming_the_existing_project(api, project):
-    answer = api.post("/v1/workspaces/ws_1/ai-projects", json={"name": "Again", "geoTargetId": 2250,
-                                                               "languageCode": "fr"})
+    answer = api.post(
+        "/v1/workspaces/ws_1/ai-projects", json={"name": "Again", "geoTargetId": 2250, "languageCode": "fr"}
+    )
 
     assert answer.status_code == 409
-    assert answer.json() == {"error": {"code": "duplicate", "message": "a project for this geo target and language exists",
-                                       "existingId": project["id"]}}
+    assert answer.json() == {
+        "error": {
+            "code": "duplicate",
+            "message": "a project for this geo target and language exists",
+            "existingId": project["id"],
+        }
+    }
     assert Project.objects.count() == 1
 
 
 def test_a_created_project_is_a_draft_in_its_workspace(api, project):
     assert project == {
-        "id": project["id"], "workspaceId": "ws_1", "name": "France", "geoTargetId": 2250, "languageCode": "fr",
-        "status": "draft", "published": False, "publishedAt": None, "createdAt": project["createdAt"],
+        "id": project["id"],
+        "workspaceId": "ws_1",
+        "name": "France",
+        "geoTargetId": 2250,
+        "languageCode": "fr",
+        "status": "draft",
+        "published": False,
+        "publishedAt": None,
+        "createdAt": project["createdAt"],
     }
     assert state.projects("ws_1") == [project]
 
@@ -194,8 +241,9 @@ def test_a_duplicate_tag_value_create_is_409_naming_the_existing_value(api):
     answer = api.post(f"/v1/workspaces/ws_1/tags/{root['id']}/values", json={"value": "ai"})
 
     assert answer.status_code == 409
-    assert answer.json() == {"error": {"code": "duplicate", "message": "this tag value exists",
-                                       "existingId": first["id"]}}
+    assert answer.json() == {
+        "error": {"code": "duplicate", "message": "this tag value exists", "existingId": first["id"]}
+    }
     assert state.tag_values("ws_1") == {"origin": {"ai": first["id"]}}
 
 
@@ -204,18 +252,26 @@ def test_a_tag_is_created_with_its_first_values_in_one_call(api):
 
     assert answer.status_code == 201
     values = state.tag_values("ws_1")["intent"]
-    assert answer.json() == {"id": answer.json()["id"], "name": "intent",
-                             "values": [{"id": values["buy"], "value": "buy"}, {"id": values["learn"], "value": "learn"}]}
+    assert answer.json() == {
+        "id": answer.json()["id"],
+        "name": "intent",
+        "values": [{"id": values["buy"], "value": "buy"}, {"id": values["learn"], "value": "learn"}],
+    }
 
 
 def test_a_prompt_naming_an_unknown_tag_is_400_and_nothing_is_written(api, project):
-    answer = api.post(f"/v1/ai-projects/{project['id']}/prompts",
-                      json={"prompts": [prompt("fine"), prompt("bad", ["tv_nope"])]})
+    answer = api.post(
+        f"/v1/ai-projects/{project['id']}/prompts", json={"prompts": [prompt("fine"), prompt("bad", ["tv_nope"])]}
+    )
 
     assert answer.status_code == 400
-    assert answer.json() == {"error": {"code": "invalid_request",
-                                       "message": "prompts[1].tagIds names tags this workspace does not have",
-                                       "unknownTagIds": ["tv_nope"]}}
+    assert answer.json() == {
+        "error": {
+            "code": "invalid_request",
+            "message": "prompts[1].tagIds names tags this workspace does not have",
+            "unknownTagIds": ["tv_nope"],
+        }
+    }
     assert state.prompts(project["id"]) == []
 
 
@@ -229,12 +285,14 @@ def test_a_prompt_without_metadata_is_400(api, project):
 
 
 def test_more_than_100_prompts_in_one_write_is_400(api, project):
-    answer = api.post(f"/v1/ai-projects/{project['id']}/prompts",
-                      json={"prompts": [prompt(f"p{i}") for i in range(101)]})
+    answer = api.post(
+        f"/v1/ai-projects/{project['id']}/prompts", json={"prompts": [prompt(f"p{i}") for i in range(101)]}
+    )
 
     assert answer.status_code == 400
-    assert answer.json() == {"error": {"code": "invalid_request", "message": "at most 100 prompts per write",
-                                       "limit": 100}}
+    assert answer.json() == {
+        "error": {"code": "invalid_request", "message": "at most 100 prompts per write", "limit": 100}
+    }
 
 
 def test_a_repeated_idempotency_key_replays_the_first_answer(api, project):
@@ -250,11 +308,13 @@ def test_a_repeated_idempotency_key_replays_the_first_answer(api, project):
 
 
 def test_a_refused_write_is_not_remembered_under_its_idempotency_key(api, project):
-    api.post(f"/v1/ai-projects/{project['id']}/prompts", json={"prompts": [{"text": "x"}]},
-             headers={"Idempotency-Key": "k2"})
+    api.post(
+        f"/v1/ai-projects/{project['id']}/prompts", json={"prompts": [{"text": "x"}]}, headers={"Idempotency-Key": "k2"}
+    )
 
-    answer = api.post(f"/v1/ai-projects/{project['id']}/prompts", json={"prompts": [prompt("x")]},
-                      headers={"Idempotency-Key": "k2"})
+    answer = api.post(
+        f"/v1/ai-projects/{project['id']}/prompts", json={"prompts": [prompt("x")]}, headers={"Idempotency-Key": "k2"}
+    )
 
     assert answer.status_code == 201
     assert [p["text"] for p in state.prompts(project["id"])] == ["x"]
@@ -399,8 +459,10 @@ def test_state_lists_projects_with_prompts_tags_and_switches_without_any_bearer(
         "workspaces": [state.workspaces()[0]],
         "projects": [{**published, "prompts": [{**written.json()["items"][0]}]}],
         "tags": {"ws_1": [{"id": root["id"], "name": "source", "values": [{"id": value["id"], "value": "semrush"}]}]},
-        "switches": {"latencyMs": 0, "failures": [
-            {"status": 500, "remaining": 2, "path": "/publish", "method": None, "retryAfter": None}]},
+        "switches": {
+            "latencyMs": 0,
+            "failures": [{"status": 500, "remaining": 2, "path": "/publish", "method": None, "retryAfter": None}],
+        },
     }
     assert published["status"] == "published"
     assert api.headers["Authorization"].split()[1] not in answer.text

@@ -9,6 +9,7 @@ createBrand reads `x-promise-audience` only when the brand needs Semrush work (a
 organization has Serenity on), as the original does: a case whose header breaks the schema's pattern asks for
 an active brand, so that the header is read and its refusal checked, rather than ignored for a pending brand.
 """
+
 import os
 import re
 

@@ -7,6 +7,7 @@ A forwarded promise token is single-use (IMS rotates it on every exchange), so n
 generated values are exchanged and refused (401, which the contract documents), and the calls that leave the
 header out act with the bearer and succeed.
 """
+
 import json
 import os
 import re
@@ -39,8 +40,9 @@ def world(sims, bearer, settings, queues):
     org = make_org(CALLER_ORG)
     brand = make_brand(org, "Fuzzed", workspace_token=token)
     market = MarketFactory(brand=brand, site=brand.base_site, country="FR", language_code="fr", geo_target_id=2250)
-    job = make_job(org=org, brand=brand, site=brand.base_site, id=generation_job_id(brand.id, 2250, "fr"),
-                   **needs_reauth_fields())
+    job = make_job(
+        org=org, brand=brand, site=brand.base_site, id=generation_job_id(brand.id, 2250, "fr"), **needs_reauth_fields()
+    )
     return {"token": token, "org": org, "brand": brand, "market": market, "job": job}
 
 
@@ -48,10 +50,10 @@ def test_every_operation_keeps_the_contract_under_fuzzing(world, sims, tmp_path)
     config = tmp_path / "schemathesis.toml"
     config.write_text(f"""
 [parameters]
-"path.orgId" = "{world['org'].id}"
-"path.brandId" = "{world['brand'].id}"
-"path.marketId" = "{world['market'].id}"
-"path.jobId" = "{world['job'].id}"
+"path.orgId" = "{world["org"].id}"
+"path.brandId" = "{world["brand"].id}"
+"path.marketId" = "{world["market"].id}"
+"path.jobId" = "{world["job"].id}"
 
 # An activation creates up to 50 markets, each with its Semrush calls: the coverage phase's hundreds of
 # boundary cases would take minutes. Activation is fuzzed and walked statefully like every operation.
@@ -60,20 +62,62 @@ include-operation-id = "activateMarkets"
 phases.coverage.enabled = false
 """)
     result = subprocess.run(
-        [str(ST), "--config-file", str(config), "run", str(SCHEMA), "--url", sims.url, "--checks", "all",
-         "--header", f"Authorization: Bearer {world['token']}", "--max-examples", "10", "--seed", "20261130", "--max-response-time", "25",
-         "--workers", "2", "--no-color", "--report", "har", "--report-har-path", str(tmp_path / "run.har"),  "--request-timeout", "30", "--output-truncate", "false"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
-        env={**os.environ, "SCHEMATHESIS_HOOKS": "tests.serenity.schemathesis_hooks",
-             "SERENITY_FUZZ_SITE_ID": str(world["brand"].base_site_id), "PYTHONPATH": str(ROOT)})
+        [
+            str(ST),
+            "--config-file",
+            str(config),
+            "run",
+            str(SCHEMA),
+            "--url",
+            sims.url,
+            "--checks",
+            "all",
+            "--header",
+            f"Authorization: Bearer {world['token']}",
+            "--max-examples",
+            "10",
+            "--seed",
+            "20261130",
+            "--max-response-time",
+            "25",
+            "--workers",
+            "2",
+            "--no-color",
+            "--report",
+            "har",
+            "--report-har-path",
+            str(tmp_path / "run.har"),
+            "--request-timeout",
+            "30",
+            "--output-truncate",
+            "false",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={
+            **os.environ,
+            "SCHEMATHESIS_HOOKS": "tests.serenity.schemathesis_hooks",
+            "SERENITY_FUZZ_SITE_ID": str(world["brand"].base_site_id),
+            "PYTHONPATH": str(ROOT),
+        },
+    )
 
     assert result.returncode == 0, result.stdout[-20000:] + result.stderr[-5000:]
     # Every operation was reached with the real ids and answered a success at least once, not only 4xx.
     entries = json.loads((tmp_path / "run.har").read_text())["log"]["entries"]
-    succeeded = {operation(e["request"]["method"], e["request"]["url"]) for e in entries
-                 if 200 <= e["response"]["status"] < 300}
-    assert succeeded >= {"createBrand", "createMarket", "activateMarkets", "getGenerationJob",
-                         "reauthorizeGenerationJob", "regenerateMarketPrompts"}
+    succeeded = {
+        operation(e["request"]["method"], e["request"]["url"]) for e in entries if 200 <= e["response"]["status"] < 300
+    }
+    assert succeeded >= {
+        "createBrand",
+        "createMarket",
+        "activateMarkets",
+        "getGenerationJob",
+        "reauthorizeGenerationJob",
+        "regenerateMarketPrompts",
+    }
 
 
 def operation(method: str, url: str) -> str | None:
@@ -100,9 +144,23 @@ def test_a_client_generated_from_the_schema_creates_a_market_and_polls_its_job(w
     """openapi-python-client, a maintained generator, turns docs/openapi.yaml into a typed client; the client
     talks to the live server and parses its answers into its own models."""
     bin_dir = Path(sys.executable).parent
-    subprocess.run([str(bin_dir / "openapi-python-client"), "generate", "--path", str(SCHEMA), "--meta", "none",
-                    "--output-path", str(tmp_path / "serenity_client")], cwd=tmp_path, check=True, timeout=120,
-                   capture_output=True, env={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)})
+    subprocess.run(
+        [
+            str(bin_dir / "openapi-python-client"),
+            "generate",
+            "--path",
+            str(SCHEMA),
+            "--meta",
+            "none",
+            "--output-path",
+            str(tmp_path / "serenity_client"),
+        ],
+        cwd=tmp_path,
+        check=True,
+        timeout=120,
+        capture_output=True,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     from serenity_client import AuthenticatedClient
     from serenity_client.api.generation_jobs import get_generation_job
@@ -111,13 +169,25 @@ def test_a_client_generated_from_the_schema_creates_a_market_and_polls_its_job(w
 
     client = AuthenticatedClient(base_url=sims.url, token=world["token"])
     # The body's "one of brandDomain or siteId" is beyond the generator's models: it takes the JSON object as is.
-    created = create_market.sync(client=client, org_id=world["org"].id, brand_id=world["brand"].id,
-                                 body={"market": "de", "languageCode": "DE", "brandDomain": world["brand"].domain,
-                                       "brandNames": [world["brand"].name]})
-    polled = get_generation_job.sync(client=client, org_id=world["org"].id, brand_id=world["brand"].id,
-                                     job_id=world["job"].id)
+    created = create_market.sync(
+        client=client,
+        org_id=world["org"].id,
+        brand_id=world["brand"].id,
+        body={
+            "market": "de",
+            "languageCode": "DE",
+            "brandDomain": world["brand"].domain,
+            "brandNames": [world["brand"].name],
+        },
+    )
+    polled = get_generation_job.sync(
+        client=client, org_id=world["org"].id, brand_id=world["brand"].id, job_id=world["job"].id
+    )
 
     assert isinstance(created, MarketCreatedOutput) and (created.market, created.language_code) == ("DE", "de")
     assert isinstance(polled, GenerationJob)
-    assert (str(polled.job_id), polled.status.value, polled.error.code) == (str(world["job"].id), "FAILED",
-                                                                            "NEEDS_REAUTH")
+    assert (str(polled.job_id), polled.status.value, polled.error.code) == (
+        str(world["job"].id),
+        "FAILED",
+        "NEEDS_REAUTH",
+    )

@@ -1,5 +1,6 @@
 """Browsers on other origins (SPEC §3 "Browsers"): every API route answers a preflight without
 authentication, as the original does, and answers carry the allowed origin."""
+
 import httpx
 import pytest
 from django.urls import reverse
@@ -28,15 +29,22 @@ def test_the_walk_finds_every_product_route():
 
 @pytest.mark.parametrize("path", product_paths())
 def test_a_preflight_on_any_api_route_is_answered_204_without_authentication(sims, path):
-    response = httpx.options(f"{sims.url}{path}", headers={
-        "Origin": ORIGIN, "Access-Control-Request-Method": "POST",
-        "Access-Control-Request-Headers": "authorization, content-type, x-promise-token, x-promise-audience"})
+    response = httpx.options(
+        f"{sims.url}{path}",
+        headers={
+            "Origin": ORIGIN,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type, x-promise-token, x-promise-audience",
+        },
+    )
 
     assert (response.status_code, response.content) == (204, b"")
     assert response.headers["access-control-allow-origin"] == "*"
     allowed = {h.strip() for h in response.headers["access-control-allow-headers"].split(",")}
     assert {"authorization", "content-type", "x-promise-token", "x-promise-audience"} <= allowed
-    assert {"GET", "POST", "OPTIONS"} <= {m.strip() for m in response.headers["access-control-allow-methods"].split(",")}
+    assert {"GET", "POST", "OPTIONS"} <= {
+        m.strip() for m in response.headers["access-control-allow-methods"].split(",")
+    }
     assert response.headers["access-control-max-age"] == "86400"
     assert "access-control-allow-credentials" not in response.headers
 
@@ -61,8 +69,9 @@ def test_with_a_list_of_origins_only_those_are_allowed_and_may_send_credentials(
     settings.CORS_ALLOW_CREDENTIALS = True
 
     allowed = client.options(world_org_path, headers={"Origin": ORIGIN, "Access-Control-Request-Method": "POST"})
-    other = client.options(world_org_path, headers={"Origin": "https://evil.example",
-                                                    "Access-Control-Request-Method": "POST"})
+    other = client.options(
+        world_org_path, headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"}
+    )
 
     assert (allowed["access-control-allow-origin"], allowed["access-control-allow-credentials"]) == (ORIGIN, "true")
     assert other.status_code == 204 and "access-control-allow-origin" not in other

@@ -1,5 +1,6 @@
 """Production hardening: no implicit environment, bounded key-set fetches, pathological bodies, throttles,
 admin login limits, gunicorn's own errors as problem+json, the API docs' access, and beat's scheduler."""
+
 import json
 import os
 import signal
@@ -27,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # --- No implicit environment ------------------------------------------------------------------------------
 
+
 def test_a_process_without_serenity_environment_refuses_to_start_naming_it():
     env = {k: v for k, v in production_env().items() if k != "SERENITY_ENVIRONMENT"}
 
@@ -37,8 +39,13 @@ def test_a_process_without_serenity_environment_refuses_to_start_naming_it():
 
 
 def test_check_deploy_fails_when_the_simulators_would_be_mounted(tmp_path):
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "DJANGO_SETTINGS_MODULE": "serenity.settings",
-           "SERENITY_ENVIRONMENT": "local", "SERENITY_VAR_DIR": str(tmp_path)}
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "DJANGO_SETTINGS_MODULE": "serenity.settings",
+        "SERENITY_ENVIRONMENT": "local",
+        "SERENITY_VAR_DIR": str(tmp_path),
+    }
 
     result = manage(env, "check", "--deploy")
 
@@ -48,6 +55,7 @@ def test_check_deploy_fails_when_the_simulators_would_be_mounted(tmp_path):
 
 # --- Key set fetches -----------------------------------------------------------------------------------------
 
+
 def test_a_hundred_bearers_with_unknown_key_ids_fetch_the_key_set_at_most_once_per_interval(sims, monkeypatch):
     from serenity import auth
 
@@ -56,8 +64,13 @@ def test_a_hundred_bearers_with_unknown_key_ids_fetch_the_key_set_at_most_once_p
     monkeypatch.setattr(jwt.PyJWKClient, "fetch_data", lambda self: fetches.append(1) or original(self))
     auth._jwks_client.cache_clear()
     foreign = keys.new_rsa_key()
-    claims = {"user_id": "u1", "org_ids": [CALLER_ORG], "iss": "ims-sandbox", "aud": "serenity-ui",
-              "exp": int(time.time()) + 600}
+    claims = {
+        "user_id": "u1",
+        "org_ids": [CALLER_ORG],
+        "iss": "ims-sandbox",
+        "aud": "serenity-ui",
+        "exp": int(time.time()) + 600,
+    }
 
     statuses = set()
     for _ in range(100):
@@ -71,14 +84,19 @@ def test_a_hundred_bearers_with_unknown_key_ids_fetch_the_key_set_at_most_once_p
 
 # --- Pathological bodies ---------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("body", ["[" * 1000, "[" * 1000 + "]" * 1000, '{"a":' * 50 + "1" + "}" * 50])
 def test_a_deeply_nested_body_is_a_400_problem_without_a_traceback(sims, bearer, body, caplog):
     org = make_org(CALLER_ORG)
     brand = make_brand(org, "Acme")
     token = bearer(user_id="u1", org_ids=[CALLER_ORG])
 
-    response = Client().post(f"/v2/orgs/{org.id}/brands/{brand.id}/serenity/markets", body,
-                             content_type="application/json", headers={"Authorization": f"Bearer {token}"})
+    response = Client().post(
+        f"/v2/orgs/{org.id}/brands/{brand.id}/serenity/markets",
+        body,
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {token}"},
+    )
 
     assert response.status_code == 400
     assert response["Content-Type"] == "application/problem+json"
@@ -87,6 +105,7 @@ def test_a_deeply_nested_body_is_a_400_problem_without_a_traceback(sims, bearer,
 
 
 # --- Admin logins ------------------------------------------------------------------------------------------------
+
 
 def test_admin_logins_are_locked_out_after_repeated_failures(db, django_user_model):
     django_user_model.objects.create_superuser("ops", "ops@example.com", "the-right-password")
@@ -101,6 +120,7 @@ def test_admin_logins_are_locked_out_after_repeated_failures(db, django_user_mod
 
 
 # --- The API docs --------------------------------------------------------------------------------------------
+
 
 def test_the_api_docs_need_a_staff_session_unless_made_public(db, settings, admin_client):
     settings.API_DOCS_PUBLIC = False
@@ -117,12 +137,15 @@ def test_the_api_docs_need_a_staff_session_unless_made_public(db, settings, admi
 
 # --- Debug pages and Content-Security-Policy --------------------------------------------------------------------
 
+
 def test_a_deployment_refuses_to_start_with_debug_on():
     result = manage(production_env(DEBUG="true"), "check")
 
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1] == ("django.core.exceptions.ImproperlyConfigured: DEBUG must be off "
-                                                      "when SERENITY_ENVIRONMENT='production' (it is for local runs).")
+    assert result.stderr.strip().splitlines()[-1] == (
+        "django.core.exceptions.ImproperlyConfigured: DEBUG must be off "
+        "when SERENITY_ENVIRONMENT='production' (it is for local runs)."
+    )
 
 
 def policy(response) -> dict[str, list[str]]:
@@ -132,8 +155,14 @@ def policy(response) -> dict[str, list[str]]:
 
 def test_every_answer_of_the_api_carries_a_policy_that_lets_nothing_load(db, settings):
     settings.API_DOCS_PUBLIC = True
-    answers = [Client().get("/healthz"), Client().get("/v2/orgs/x/brands"), Client().post("/v2/orgs/x/brands"),
-               Client().get("/v2/nowhere"), Client().get("/api/schema"), Client().options("/v2/orgs/x/brands")]
+    answers = [
+        Client().get("/healthz"),
+        Client().get("/v2/orgs/x/brands"),
+        Client().post("/v2/orgs/x/brands"),
+        Client().get("/v2/nowhere"),
+        Client().get("/api/schema"),
+        Client().options("/v2/orgs/x/brands"),
+    ]
 
     for answer in answers:
         assert policy(answer)["default-src"] == ["'none'"], answer.request["PATH_INFO"]
@@ -143,8 +172,14 @@ def test_every_answer_of_the_api_carries_a_policy_that_lets_nothing_load(db, set
 def test_the_admin_and_the_api_docs_may_load_their_own_assets_and_run_no_inline_script(db, settings, admin_client):
     settings.API_DOCS_PUBLIC = True
 
-    pages = [Client().get("/admin/login/"), admin_client.get("/admin/"), admin_client.get("/admin/jobs/asyncjob/"),
-             Client().get("/api/docs"), Client().get("/api/docs?script="), Client().get("/static/admin/css/base.css")]
+    pages = [
+        Client().get("/admin/login/"),
+        admin_client.get("/admin/"),
+        admin_client.get("/admin/jobs/asyncjob/"),
+        Client().get("/api/docs"),
+        Client().get("/api/docs?script="),
+        Client().get("/static/admin/css/base.css"),
+    ]
 
     for page in pages:
         directives = policy(page)
@@ -155,6 +190,7 @@ def test_the_admin_and_the_api_docs_may_load_their_own_assets_and_run_no_inline_
 
 
 # --- gunicorn's own answers ----------------------------------------------------------------------------------
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -177,12 +213,29 @@ def gunicorn(log_dir: Path, **env) -> Iterator[int]:
     access log) and stderr (every other line) written under `log_dir`. Yields the port."""
     port = free_port()
     db = settings.DATABASES["default"]
-    env = {**os.environ, "PORT": str(port), "WEB_CONCURRENCY": "1", "DJANGO_SETTINGS_MODULE": "tests.settings",
-           "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}", **env}
+    env = {
+        **os.environ,
+        "PORT": str(port),
+        "WEB_CONCURRENCY": "1",
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        **env,
+    }
     with open(log_dir / "stdout.log", "wb") as out, open(log_dir / "stderr.log", "wb") as err:
-        server = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "-c", "python:serenity.gunicorn",
-                                   "--bind", f"127.0.0.1:{port}", "serenity.wsgi:application"], cwd=ROOT, env=env,
-                                  stdout=out, stderr=err)
+        server = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "gunicorn"),
+                "-c",
+                "python:serenity.gunicorn",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "serenity.wsgi:application",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=err,
+        )
         try:
             deadline = time.monotonic() + 30
             while True:
@@ -201,8 +254,9 @@ def gunicorn(log_dir: Path, **env) -> Iterator[int]:
 def test_gunicorn_answers_a_request_it_refuses_with_problem_json(tmp_path):
     with gunicorn(tmp_path) as port:
         long_line = raw_request(port, b"GET /" + b"a" * 4200 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
-        many_headers = raw_request(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" +
-                                   b"".join(b"X-%d: y\r\n" % i for i in range(200)) + b"\r\n")
+        many_headers = raw_request(
+            port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(200)) + b"\r\n"
+        )
 
     for answer, status in ((long_line, 400), (many_headers, 431)):
         head, _, body = answer.partition(b"\r\n\r\n")
@@ -235,21 +289,43 @@ def test_tokens_sent_in_any_part_of_a_request_to_any_route_reach_no_log_line(tmp
         "opaque": "opaque-secret-" + uuid.uuid4().hex,
     }
     scope = f"/v2/orgs/{org.id}/brands/{brand.id}/serenity"
-    routes = ["/healthz", "/readyz", f"/v2/orgs/{org.id}/brands", f"{scope}/markets", f"{scope}/activate",
-              f"{scope}/markets/generation/jobs/{job.id}", f"{scope}/markets/generation/jobs/{job.id}/reauth",
-              f"{scope}/markets/{uuid.uuid4()}/generation", "/admin/", "/admin/jobs/asyncjob/", "/api/schema",
-              "/api/docs", "/v2/nowhere"]
+    routes = [
+        "/healthz",
+        "/readyz",
+        f"/v2/orgs/{org.id}/brands",
+        f"{scope}/markets",
+        f"{scope}/activate",
+        f"{scope}/markets/generation/jobs/{job.id}",
+        f"{scope}/markets/generation/jobs/{job.id}/reauth",
+        f"{scope}/markets/{uuid.uuid4()}/generation",
+        "/admin/",
+        "/admin/jobs/asyncjob/",
+        "/api/schema",
+        "/api/docs",
+        "/v2/nowhere",
+    ]
     sent = 0
     with gunicorn(tmp_path) as port, httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
         for route in routes:
             for auth in ("bearer", "expired", "session"):
-                query = (f"?access_token={tokens[auth]}&token={tokens['opaque']}&promise_token={tokens['promise']}"
-                         f"&sessionToken={tokens['session']}")
-                headers = {"Authorization": f"Bearer {tokens[auth]}", "x-promise-token": quote(tokens["promise"]),
-                           "x-promise-audience": "semrush",
-                           "Cookie": f"sessionToken={tokens['session']}; sessionid={tokens['opaque']}"}
-                body = {"market": tokens["opaque"], "languageCode": tokens["promise"], "brandDomain": tokens[auth],
-                        "brandNames": [tokens["session"]], "name": tokens["opaque"], "urls": [tokens["promise"]]}
+                query = (
+                    f"?access_token={tokens[auth]}&token={tokens['opaque']}&promise_token={tokens['promise']}"
+                    f"&sessionToken={tokens['session']}"
+                )
+                headers = {
+                    "Authorization": f"Bearer {tokens[auth]}",
+                    "x-promise-token": quote(tokens["promise"]),
+                    "x-promise-audience": "semrush",
+                    "Cookie": f"sessionToken={tokens['session']}; sessionid={tokens['opaque']}",
+                }
+                body = {
+                    "market": tokens["opaque"],
+                    "languageCode": tokens["promise"],
+                    "brandDomain": tokens[auth],
+                    "brandNames": [tokens["session"]],
+                    "name": tokens["opaque"],
+                    "urls": [tokens["promise"]],
+                }
                 for method in ("GET", "POST"):
                     client.request(method, route + query, headers=headers, json=body)
                     sent += 1
@@ -265,12 +341,14 @@ def test_tokens_sent_in_any_part_of_a_request_to_any_route_reach_no_log_line(tmp
 
 # --- Beat ----------------------------------------------------------------------------------------------------
 
+
 def test_beat_keeps_its_schedules_in_the_database_and_runs_the_probe_itself(transactional_db, queues, metric_lines):
     from django_celery_beat.models import PeriodicTask
 
     import jobs.tasks  # noqa: F401  (registers the tasks, as `celery beat` does when it starts)
     from serenity.beat import Scheduler
     from serenity.celery import app
+
     scheduler = Scheduler(app=app, lazy=False)
     stored = {t.name: t for t in PeriodicTask.objects.all()}
 

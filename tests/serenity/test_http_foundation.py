@@ -1,4 +1,5 @@
 """Caller authentication, org scoping and the problem+json shape of every error (SPEC §10; STYLE §6)."""
+
 import pytest
 from django.test import Client
 from rest_framework.test import APIClient
@@ -28,18 +29,23 @@ def test_a_request_without_a_bearer_is_a_401_problem_with_www_authenticate(org):
     assert response.status_code == 401
     assert response["Content-Type"] == PROBLEM
     assert response["WWW-Authenticate"] == 'Bearer realm="serenity"'
-    assert response.json() == {"type": "https://errors.serenity.example/not-authenticated",
-                               "title": "Authentication required", "status": 401,
-                               "detail": "Authentication credentials were not provided.", "code": "not_authenticated",
-                               "error": "authenticationRequired",
-                               "message": "Authentication credentials were not provided."}
+    assert response.json() == {
+        "type": "https://errors.serenity.example/not-authenticated",
+        "title": "Authentication required",
+        "status": 401,
+        "detail": "Authentication credentials were not provided.",
+        "code": "not_authenticated",
+        "error": "authenticationRequired",
+        "message": "Authentication credentials were not provided.",
+    }
 
 
 INVALID = "https://errors.serenity.example/authentication-failed"
 
 
-@pytest.mark.parametrize("case", ["expired", "wrong_issuer", "wrong_audience", "foreign_key", "malformed",
-                                  "not_bearer", "empty_bearer"])
+@pytest.mark.parametrize(
+    "case", ["expired", "wrong_issuer", "wrong_audience", "foreign_key", "malformed", "not_bearer", "empty_bearer"]
+)
 def test_an_invalid_bearer_is_a_401_problem(org, bearer, case):
     header = None
     token = None
@@ -63,7 +69,11 @@ def test_an_invalid_bearer_is_a_401_problem(org, bearer, case):
     assert response["WWW-Authenticate"] == 'Bearer realm="serenity"'
     body = response.json()
     assert (body["type"], body["title"], body["status"], body["code"]) == (
-        INVALID, "Invalid credentials", 401, "authentication_failed")
+        INVALID,
+        "Invalid credentials",
+        401,
+        "authentication_failed",
+    )
     if token:
         assert token not in response.content.decode()
 
@@ -77,11 +87,15 @@ def test_a_caller_outside_the_org_is_refused_with_403(org, bearer):
     response = post_brand(org, token=bearer(org_ids=["0000000000000000000000BB@AdobeOrg"]))
     assert response.status_code == 403
     assert response["Content-Type"] == PROBLEM
-    assert response.json() == {"type": "https://errors.serenity.example/organization-access-denied",
-                               "title": "User does not have access to this organization", "status": 403,
-                               "detail": "User does not have access to this organization",
-                               "code": "organization_access_denied", "error": "forbidden",
-                               "message": "User does not have access to this organization"}
+    assert response.json() == {
+        "type": "https://errors.serenity.example/organization-access-denied",
+        "title": "User does not have access to this organization",
+        "status": 403,
+        "detail": "User does not have access to this organization",
+        "code": "organization_access_denied",
+        "error": "forbidden",
+        "message": "User does not have access to this organization",
+    }
     assert response["x-error"] == "User does not have access to this organization"
 
 
@@ -108,10 +122,15 @@ def test_a_wrong_method_is_a_405_problem_with_allow(org, bearer):
     assert response.status_code == 405
     assert response["Content-Type"] == PROBLEM
     assert response["Allow"] == "POST, OPTIONS"
-    assert response.json() == {"type": "https://errors.serenity.example/method-not-allowed",
-                               "title": "Method not allowed", "status": 405,
-                               "detail": 'Method "GET" not allowed.', "code": "method_not_allowed",
-                               "error": "methodNotAllowed", "message": 'Method "GET" not allowed.'}
+    assert response.json() == {
+        "type": "https://errors.serenity.example/method-not-allowed",
+        "title": "Method not allowed",
+        "status": 405,
+        "detail": 'Method "GET" not allowed.',
+        "code": "method_not_allowed",
+        "error": "methodNotAllowed",
+        "message": 'Method "GET" not allowed.',
+    }
 
 
 def test_a_malformed_json_body_is_a_400_problem(org, bearer):
@@ -127,10 +146,15 @@ def test_an_unexpected_error_is_a_generic_500_problem_that_leaks_nothing(db, pat
     response = Client(raise_request_exception=False).get(path, HTTP_X_REQUEST_ID="req-12345678")
     assert response.status_code == 500
     assert response["Content-Type"] == PROBLEM
-    assert response.json() == {"type": "https://errors.serenity.example/internal-error",
-                               "title": "Internal server error", "status": 500, "code": "internal_error",
-                               "error": "internalServerError", "message": "Internal server error",
-                               "requestId": "req-12345678"}
+    assert response.json() == {
+        "type": "https://errors.serenity.example/internal-error",
+        "title": "Internal server error",
+        "status": 500,
+        "code": "internal_error",
+        "error": "internalServerError",
+        "message": "Internal server error",
+        "requestId": "req-12345678",
+    }
     assert response["X-Request-Id"] == "req-12345678"
     assert b"hunter2" not in response.content and b"abc123" not in response.content
     logged = [r for r in caplog.records if r.levelname == "ERROR"]
@@ -154,8 +178,10 @@ def test_readiness_holds_when_the_database_dropped_the_idle_connections(live_ser
     url = f"{live_server.url}/readyz"
     assert httpx.get(url).status_code == 200  # the server's thread now holds or pools a connection
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
         assert cursor.fetchone()[0] >= 1
 
     answers = [httpx.get(url) for _ in range(3)]

@@ -1,5 +1,6 @@
 """Request limits (serenity/limits.py): charged only once the caller may act on what it names, atomic across
 concurrent requests, an organization's budget counted in markets and refused whole."""
+
 import threading
 import uuid
 
@@ -23,11 +24,20 @@ def tenant(sims, bearer, throttle_rates):
 
     org = OrganizationFactory()
     member = bearer(user_id=USER, org_ids=[org.ims_org_id])
-    brand = BrandFactory(organization=org, semrush_workspace_id=SemrushClient(member).create_workspace(
-        name="Tenant", parent_id="serenity"))
-    return {"org": org, "brand": brand, "member": member, "sims": sims, "bearer": bearer,
-            "stranger": bearer(user_id="stranger", org_ids=["F00D0000000000000000F00D@AdobeOrg"]),
-            "nobody": bearer(user_id="nobody", org_ids=[]), "rates": throttle_rates}
+    brand = BrandFactory(
+        organization=org,
+        semrush_workspace_id=SemrushClient(member).create_workspace(name="Tenant", parent_id="serenity"),
+    )
+    return {
+        "org": org,
+        "brand": brand,
+        "member": member,
+        "sims": sims,
+        "bearer": bearer,
+        "stranger": bearer(user_id="stranger", org_ids=["F00D0000000000000000F00D@AdobeOrg"]),
+        "nobody": bearer(user_id="nobody", org_ids=[]),
+        "rates": throttle_rates,
+    }
 
 
 def markets_url(t) -> str:
@@ -35,8 +45,12 @@ def markets_url(t) -> str:
 
 
 def market_body(t, market="DE", language="de") -> dict:
-    return {"market": market, "languageCode": language, "brandDomain": t["brand"].domain,
-            "brandNames": [t["brand"].name]}
+    return {
+        "market": market,
+        "languageCode": language,
+        "brandDomain": t["brand"].domain,
+        "brandNames": [t["brand"].name],
+    }
 
 
 def post(url, token, body=None, **headers):
@@ -76,10 +90,14 @@ def concurrently(count: int, call) -> list[int]:
 def test_a_stranger_never_spends_an_organizations_budget(tenant):
     tenant["rates"](org_markets="3/hour")
 
-    refused = [post(markets_url(tenant), token, market_body(tenant)).status_code
-               for token in [tenant["stranger"]] * 5 + [tenant["nobody"]] * 5]
-    created = [post(markets_url(tenant), tenant["member"], market_body(tenant, m)).status_code
-               for m in ("DE", "AT", "CH", "LU")]
+    refused = [
+        post(markets_url(tenant), token, market_body(tenant)).status_code
+        for token in [tenant["stranger"]] * 5 + [tenant["nobody"]] * 5
+    ]
+    created = [
+        post(markets_url(tenant), tenant["member"], market_body(tenant, m)).status_code
+        for m in ("DE", "AT", "CH", "LU")
+    ]
 
     assert refused == [403] * 10
     assert created == [201, 201, 201, 429]
@@ -90,12 +108,18 @@ def test_concurrent_calls_past_a_users_limit_get_exactly_the_excess_refused(tena
     from tests.markets.generation.conftest import make_job
 
     tenant["rates"](reauth=f"{limit}/day")
-    job = make_job(org=tenant["org"], brand=tenant["brand"], site=tenant["brand"].base_site,
-                   status=JobStatus.COMPLETED, user_id=USER)
+    job = make_job(
+        org=tenant["org"],
+        brand=tenant["brand"],
+        site=tenant["brand"].base_site,
+        status=JobStatus.COMPLETED,
+        user_id=USER,
+    )
     url = f"{markets_url(tenant)}/generation/jobs/{job.id}/reauth"
 
-    statuses = concurrently(requests, lambda: post(url, tenant["member"], **{"x-promise-audience": "semrush"})
-                            .status_code)
+    statuses = concurrently(
+        requests, lambda: post(url, tenant["member"], **{"x-promise-audience": "semrush"}).status_code
+    )
 
     assert statuses.count(429) == max(0, requests - limit)
     assert statuses.count(409) == min(requests, limit)  # charged, then "not awaiting re-authorisation"
@@ -107,8 +131,9 @@ def test_concurrent_markets_past_an_organizations_budget_get_exactly_the_excess_
     assert post(markets_url(tenant), tenant["member"], market_body(tenant)).status_code == 201
     RateLimit.objects.all().delete()  # the budget full again; the slice now exists: each call is a cheap 409
 
-    statuses = concurrently(requests, lambda: post(markets_url(tenant), tenant["member"], market_body(tenant))
-                            .status_code)
+    statuses = concurrently(
+        requests, lambda: post(markets_url(tenant), tenant["member"], market_body(tenant)).status_code
+    )
 
     assert statuses.count(429) == max(0, requests - limit)
     assert statuses.count(409) == min(requests, limit)
@@ -119,10 +144,16 @@ def test_an_activation_spends_one_per_market_and_one_that_would_overspend_is_ref
     activate = markets_url(tenant).replace("/markets", "/activate")
     fields = {"brandDomain": tenant["brand"].domain, "brandNames": [tenant["brand"].name]}
 
-    first = post(activate, tenant["member"], {**fields, "markets": [{"market": "DE", "languageCode": "de"},
-                                                                    {"market": "AT", "languageCode": "de"}]})
-    second = post(activate, tenant["member"], {**fields, "markets": [{"market": "CH", "languageCode": "de"},
-                                                                     {"market": "LU", "languageCode": "de"}]})
+    first = post(
+        activate,
+        tenant["member"],
+        {**fields, "markets": [{"market": "DE", "languageCode": "de"}, {"market": "AT", "languageCode": "de"}]},
+    )
+    second = post(
+        activate,
+        tenant["member"],
+        {**fields, "markets": [{"market": "CH", "languageCode": "de"}, {"market": "LU", "languageCode": "de"}]},
+    )
     third = post(markets_url(tenant), tenant["member"], market_body(tenant, "CH"))
 
     assert (first.status_code, second.status_code, third.status_code) == (200, 429, 201)
@@ -134,8 +165,13 @@ def test_re_authorisations_are_limited_per_organization_too(tenant):
     from tests.markets.generation.conftest import make_job
 
     tenant["rates"](org_reauth="2/day")
-    job = make_job(org=tenant["org"], brand=tenant["brand"], site=tenant["brand"].base_site,
-                   status=JobStatus.COMPLETED, user_id=USER)
+    job = make_job(
+        org=tenant["org"],
+        brand=tenant["brand"],
+        site=tenant["brand"].base_site,
+        status=JobStatus.COMPLETED,
+        user_id=USER,
+    )
     url = f"{markets_url(tenant)}/generation/jobs/{job.id}/reauth"
     users = [tenant["bearer"](user_id=f"colleague-{i}", org_ids=[tenant["org"].ims_org_id]) for i in range(3)]
 
@@ -148,8 +184,9 @@ def test_an_override_gives_one_organization_its_own_rate_and_a_reset_its_budget_
     tenant["rates"](org_markets="1/day")
     settings.THROTTLE_OVERRIDES = {f"org_markets:{tenant['org'].id}": "2/day"}
 
-    answers = [post(markets_url(tenant), tenant["member"], market_body(tenant, m)).status_code
-               for m in ("DE", "AT", "CH")]
+    answers = [
+        post(markets_url(tenant), tenant["member"], market_body(tenant, m)).status_code for m in ("DE", "AT", "CH")
+    ]
     assert limits.reset(limits.ORG_MARKETS, str(tenant["org"].id)) == 1
     after_reset = post(markets_url(tenant), tenant["member"], market_body(tenant, "CH")).status_code
 

@@ -1,4 +1,5 @@
 """Structured JSON log lines and the redaction of token values from them."""
+
 import io
 import json
 import logging
@@ -73,8 +74,9 @@ def test_ordinary_log_lines_keep_their_content_and_context(capture):
 
 def test_structured_extras_with_secret_keys_are_masked_without_breaking_the_log_call(capture):
     logger, stream = capture
-    logger.info("payload", extra={"body": {"token": ["a-secret-list"], "nested": {"client_secret": 42},
-                                           "market": "FR"}})
+    logger.info(
+        "payload", extra={"body": {"token": ["a-secret-list"], "nested": {"client_secret": 42}, "market": "FR"}}
+    )
     line = lines(stream)[0]
     assert line["body"] == {"token": "[REDACTED]", "nested": {"client_secret": "[REDACTED]"}, "market": "FR"}
 
@@ -96,15 +98,27 @@ def test_metrics_go_to_stdout_and_log_lines_to_stderr():
     from django.conf import settings
 
     db = settings.DATABASES["default"]
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
-           "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"}
-    code = ("import django; django.setup(); import logging; from serenity import metrics; "
-            "metrics.emit(StuckInProgressJobs=(3, metrics.COUNT)); logging.getLogger('jobs').warning('ordinary')")
-    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], env=env,
-                          capture_output=True, text=True, timeout=60)
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+    }
+    code = (
+        "import django; django.setup(); import logging; from serenity import metrics; "
+        "metrics.emit(StuckInProgressJobs=(3, metrics.COUNT)); logging.getLogger('jobs').warning('ordinary')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
     (emf,) = [json.loads(line) for line in done.stdout.splitlines()]
     assert emf["StuckInProgressJobs"] == 3 and emf["_aws"]["CloudWatchMetrics"][0]["Metrics"] == [
-        {"Name": "StuckInProgressJobs", "Unit": "Count"}]
+        {"Name": "StuckInProgressJobs", "Unit": "Count"}
+    ]
     logged = [json.loads(line) for line in done.stderr.splitlines()]
     assert [line["message"] for line in logged] == ["ordinary"]

@@ -1,4 +1,5 @@
 """The OpenAPI contract: generated from the code, committed at docs/openapi.yaml, served with offline Swagger UI."""
+
 import re
 
 import yaml
@@ -36,19 +37,29 @@ def test_the_poll_documents_the_job_dto_and_problem_details():
     poll = doc["paths"]["/v2/orgs/{orgId}/brands/{brandId}/serenity/markets/generation/jobs/{jobId}"]["get"]
 
     assert poll["responses"]["200"]["content"]["application/json"]["schema"] == {
-        "$ref": "#/components/schemas/GenerationJob"}
+        "$ref": "#/components/schemas/GenerationJob"
+    }
     assert set(poll["responses"]["200"]["headers"]) == {"ETag", "Retry-After"}
     assert "content" not in poll["responses"]["304"]
     assert poll["responses"]["404"]["content"]["application/problem+json"]["schema"] == {
-        "$ref": "#/components/schemas/Problem"}
+        "$ref": "#/components/schemas/Problem"
+    }
     assert set(doc["components"]["schemas"]["GenerationJob"]["properties"]) == {
-        "jobId", "jobType", "status", "result", "error", "createdAt", "updatedAt"}
+        "jobId",
+        "jobType",
+        "status",
+        "result",
+        "error",
+        "createdAt",
+        "updatedAt",
+    }
     assert poll["security"] == [{"imsBearer": []}, {"sessionToken": []}, {"sessionCookie": []}]
 
 
 def test_the_reauth_documents_its_headers_and_every_answer():
-    post = schema()["paths"][
-        "/v2/orgs/{orgId}/brands/{brandId}/serenity/markets/generation/jobs/{jobId}/reauth"]["post"]
+    post = schema()["paths"]["/v2/orgs/{orgId}/brands/{brandId}/serenity/markets/generation/jobs/{jobId}/reauth"][
+        "post"
+    ]
 
     headers = {p["name"]: p for p in post["parameters"] if p["in"] == "header"}
     assert headers["x-promise-audience"]["required"] is True

@@ -1,4 +1,5 @@
 """Every dynamic path parameter of the URL configuration is classified in serenity/routes.py."""
+
 from django.urls import include, path, re_path
 
 from serenity import routes

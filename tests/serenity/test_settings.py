@@ -1,5 +1,6 @@
 """Production settings: `check --deploy` passes with a correct configuration, refuses to start without the values
 that have no safe default, and every variable read is documented in docker/.env.example."""
+
 import base64
 import os
 import re
@@ -17,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def session_public_key_b64() -> str:
     key = ec.generate_private_key(ec.SECP256R1()).public_key()
-    return base64.b64encode(key.public_bytes(serialization.Encoding.PEM,
-                                             serialization.PublicFormat.SubjectPublicKeyInfo)).decode()
+    return base64.b64encode(
+        key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    ).decode()
 
 
 def production_env(**overrides) -> dict:
@@ -26,8 +28,13 @@ def production_env(**overrides) -> dict:
     pair = {
         f"IMS_{name}_{field}": f"serenity-{name.lower()}-{field.lower().replace('_', '-')}"
         for name in ("DEFAULT", "SEMRUSH")
-        for field in ("EMITTER_CLIENT_ID", "EMITTER_CLIENT_SECRET", "EMITTER_DEFINITION_ID",
-                      "CONSUMER_CLIENT_ID", "CONSUMER_CLIENT_SECRET")
+        for field in (
+            "EMITTER_CLIENT_ID",
+            "EMITTER_CLIENT_SECRET",
+            "EMITTER_DEFINITION_ID",
+            "CONSUMER_CLIENT_ID",
+            "CONSUMER_CLIENT_SECRET",
+        )
     }
     env = {
         "PATH": os.environ["PATH"],
@@ -55,8 +62,9 @@ def production_env(**overrides) -> dict:
 
 
 def manage(env: dict, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_check_deploy_passes_with_production_values_without_a_security_warning():
@@ -65,8 +73,9 @@ def test_check_deploy_passes_with_production_values_without_a_security_warning()
     assert result.returncode == 0, result.stderr
     # Deployment checks are Django's `security.*` and ours (`serenity.*`); other apps' warnings (e.g. the
     # OpenAPI generator's) are not about the production configuration.
-    flagged = [line for line in (result.stdout + result.stderr).splitlines()
-               if "(security." in line or "(serenity." in line]
+    flagged = [
+        line for line in (result.stdout + result.stderr).splitlines() if "(security." in line or "(serenity." in line
+    ]
     assert flagged == []
 
 
@@ -84,14 +93,19 @@ def test_production_refuses_to_start_without_a_value_that_has_no_safe_default(na
 
 
 def test_production_with_session_tokens_off_needs_no_session_key():
-    result = manage(production_env(SESSION_TOKENS_ENABLED="false", SESSION_TOKEN_PUBLIC_KEY_B64=""), "check", "--deploy")
+    result = manage(
+        production_env(SESSION_TOKENS_ENABLED="false", SESSION_TOKEN_PUBLIC_KEY_B64=""), "check", "--deploy"
+    )
 
     assert result.returncode == 0, result.stderr
 
 
 def test_a_session_key_that_is_not_a_p256_public_key_fails_the_checks():
-    rsa_pem = rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    rsa_pem = (
+        rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
 
     for bad in ("not base64!", base64.b64encode(b"not a pem").decode(), base64.b64encode(rsa_pem).decode()):
         result = manage(production_env(SESSION_TOKEN_PUBLIC_KEY_B64=bad), "check", "--deploy")
@@ -109,8 +123,12 @@ def variables_read() -> set[str]:
     names |= {f"{prefix}_{suffix}" for prefix in prefixes for suffix in suffixes}
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
     names |= set(re.findall(r"\$\{([A-Z][A-Z0-9_]+):-", dockerfile))
-    for entry_point in (ROOT / "manage.py", ROOT / "serenity" / "wsgi.py", ROOT / "serenity" / "celery.py",
-                        ROOT / "serenity" / "gunicorn.py"):
+    for entry_point in (
+        ROOT / "manage.py",
+        ROOT / "serenity" / "wsgi.py",
+        ROOT / "serenity" / "celery.py",
+        ROOT / "serenity" / "gunicorn.py",
+    ):
         source = entry_point.read_text()
         names |= set(re.findall(r"os\.environ\.setdefault\(\s*[\"']([A-Z][A-Z0-9_]+)[\"']", source))
         names |= set(re.findall(r"os\.environ\.get\(\s*[\"']([A-Z][A-Z0-9_]+)[\"']", source))
@@ -122,7 +140,8 @@ def test_env_example_documents_exactly_the_variables_that_are_read():
     read = variables_read()
 
     assert {"undocumented": sorted(read - documented), "not read": sorted(documented - read)} == {
-        "undocumented": [], "not read": [],
+        "undocumented": [],
+        "not read": [],
     }
 
 
@@ -137,9 +156,24 @@ def test_a_secret_can_be_read_from_a_file(tmp_path):
     secret = tmp_path / "secret_key"
     secret.write_text("s" * 60)
     env = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY",)}
-    env.update({"SERENITY_ENVIRONMENT": "local", "SECRET_KEY_FILE": str(secret),
-                "PROMISE_TOKEN_KEYS": Fernet.generate_key().decode(), "DJANGO_SETTINGS_MODULE": "serenity.settings"})
-    result = subprocess.run([sys.executable, "-c", "import django; django.setup(); from django.conf import settings; "
-                             "print(len(settings.SECRET_KEY), settings.SECRET_KEY == 's' * 60)"],
-                            env=env, capture_output=True, text=True, timeout=60)
+    env.update(
+        {
+            "SERENITY_ENVIRONMENT": "local",
+            "SECRET_KEY_FILE": str(secret),
+            "PROMISE_TOKEN_KEYS": Fernet.generate_key().decode(),
+            "DJANGO_SETTINGS_MODULE": "serenity.settings",
+        }
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django; django.setup(); from django.conf import settings; "
+            "print(len(settings.SECRET_KEY), settings.SECRET_KEY == 's' * 60)",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.stdout.split() == ["60", "True"], result.stderr

@@ -1,5 +1,6 @@
 """What leaves the process as a span: scrubbed copies (no token, no query string), whole lines in the span
 file, and no trace started by a bare client call."""
+
 import json
 
 import pytest
@@ -26,15 +27,28 @@ def exported():
 def test_an_exported_span_keeps_no_token_and_no_query_string(exported):
     tracer, memory = exported
     with tracer.start_as_current_span(f"POST /token?access_token={JWT}", kind=SpanKind.SERVER) as span:
-        span.set_attributes({"url.full": f"https://ims.example/ims/token/v4?access_token={JWT}&x=1",
-                             "http.target": f"/v2/orgs/1?token={PROMISE}", "url.query": f"promise_token={PROMISE}",
-                             "note": f"Bearer {JWT}", "job.id": "8f2c", "job.attempt": 2})
+        span.set_attributes(
+            {
+                "url.full": f"https://ims.example/ims/token/v4?access_token={JWT}&x=1",
+                "http.target": f"/v2/orgs/1?token={PROMISE}",
+                "url.query": f"promise_token={PROMISE}",
+                "note": f"Bearer {JWT}",
+                "job.id": "8f2c",
+                "job.attempt": 2,
+            }
+        )
         span.add_event("exception", {"exception.message": f"refused promise_token={PROMISE} for Bearer {JWT}"})
         span.set_status(Status(StatusCode.ERROR, f"exchange failed: token={PROMISE}"))
 
     [span] = memory.get_finished_spans()
-    text = json.dumps({"name": span.name, "attributes": dict(span.attributes), "status": span.status.description,
-                       "events": [dict(e.attributes) for e in span.events]})
+    text = json.dumps(
+        {
+            "name": span.name,
+            "attributes": dict(span.attributes),
+            "status": span.status.description,
+            "events": [dict(e.attributes) for e in span.events],
+        }
+    )
     assert JWT not in text and PROMISE not in text
     assert span.attributes["url.full"] == "https://ims.example/ims/token/v4"
     assert span.attributes["http.target"] == "/v2/orgs/1"
@@ -46,12 +60,16 @@ def test_no_trace_starts_with_a_bare_client_call_but_a_requests_calls_are_kept(e
     tracer, memory = exported
     with tracer.start_as_current_span("SELECT", kind=SpanKind.CLIENT) as heartbeat_query:
         assert not heartbeat_query.is_recording()
-    with tracer.start_as_current_span("GET /v2/…", kind=SpanKind.SERVER), \
-            tracer.start_as_current_span("SELECT", kind=SpanKind.CLIENT):
+    with (
+        tracer.start_as_current_span("GET /v2/…", kind=SpanKind.SERVER),
+        tracer.start_as_current_span("SELECT", kind=SpanKind.CLIENT),
+    ):
         pass
 
-    assert [(s.name, s.kind) for s in memory.get_finished_spans()] == [("SELECT", SpanKind.CLIENT),
-                                                                      ("GET /v2/…", SpanKind.SERVER)]
+    assert [(s.name, s.kind) for s in memory.get_finished_spans()] == [
+        ("SELECT", SpanKind.CLIENT),
+        ("GET /v2/…", SpanKind.SERVER),
+    ]
 
 
 def test_a_callers_trace_is_continued_even_when_the_caller_did_not_sample_it(exported):

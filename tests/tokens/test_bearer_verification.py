@@ -1,6 +1,7 @@
 """Caller authentication (SPEC §3 "Who may call"): IMS access tokens against the IMS simulator's JWKS, fetched
 over HTTP, and SpaceCat session tokens against the configured public key. A token of one kind never verifies as
 the other; each hostile token is refused."""
+
 import base64
 import hashlib
 import hmac
@@ -20,16 +21,28 @@ from serenity.sandbox.ims.sessions import issue_session_token
 
 def claims(**overrides):
     now = int(time.time())
-    doc = {"user_id": "user-1", "org_ids": ["ORG1@AdobeOrg"], "iss": "ims-sandbox", "aud": "serenity-ui",
-           "iat": now, "exp": now + 600}
+    doc = {
+        "user_id": "user-1",
+        "org_ids": ["ORG1@AdobeOrg"],
+        "iss": "ims-sandbox",
+        "aud": "serenity-ui",
+        "iat": now,
+        "exp": now + 600,
+    }
     doc.update(overrides)
     return {k: v for k, v in doc.items() if v is not None}
 
 
 def session_claims(**overrides):
     now = int(time.time())
-    doc = {"sub": "user-1", "email": "user-1", "tenants": [{"id": "ORG1"}], "iss": settings.SESSION_TOKEN_ISSUER,
-           "iat": now, "exp": now + 600}
+    doc = {
+        "sub": "user-1",
+        "email": "user-1",
+        "tenants": [{"id": "ORG1"}],
+        "iss": settings.SESSION_TOKEN_ISSUER,
+        "iat": now,
+        "exp": now + 600,
+    }
     doc.update(overrides)
     return {k: v for k, v in doc.items() if v is not None}
 
@@ -45,6 +58,7 @@ def public_pem() -> bytes:
 
 
 # --- IMS access tokens ---------------------------------------------------------------------------------------
+
 
 def test_a_simulator_user_token_is_accepted(sims, bearer):
     token = bearer(user_id="user-9", org_ids=["A@AdobeOrg", "B@AdobeOrg"])
@@ -92,13 +106,15 @@ def test_a_malformed_token_is_rejected(sims, token):
 
 # --- Session tokens ------------------------------------------------------------------------------------------
 
+
 def test_a_session_token_is_accepted_with_its_sub_as_user_id_and_its_tenants_as_organizations(db):
     token = issue_session_token(user_id="user-9", org_ids=["A@AdobeOrg", "B"])
 
     caller = verify_bearer(token)
 
-    assert caller == Caller(user_id="user-9", org_ids=frozenset({"A@AdobeOrg", "B@AdobeOrg"}), bearer=token,
-                            kind=SESSION)
+    assert caller == Caller(
+        user_id="user-9", org_ids=frozenset({"A@AdobeOrg", "B@AdobeOrg"}), bearer=token, kind=SESSION
+    )
     assert caller.ims_token is None and token not in repr(caller)
     assert caller.can_access_org("A@AdobeOrg") and not caller.can_access_org("C@AdobeOrg")
 
@@ -110,7 +126,8 @@ def test_an_admin_session_token_reaches_every_organization_and_a_read_only_one_r
     assert admin.can_access_org("ANY@AdobeOrg")
     assert reader.can_access_org("ANY@AdobeOrg", write=False) and not reader.can_access_org("ANY@AdobeOrg")
     assert rejection(issue_session_token(user_id="u", org_ids=[], is_admin=True, is_read_only_admin=True)) == (
-        "bad_claims")
+        "bad_claims"
+    )
 
 
 def test_a_session_token_is_accepted_within_the_five_second_leeway_and_not_after(db):
@@ -119,15 +136,19 @@ def test_a_session_token_is_accepted_within_the_five_second_leeway_and_not_after
 
 
 def test_a_session_token_without_an_expiry_is_rejected(db):
-    token = jwt.encode(session_claims(exp=None), serialization.load_pem_private_key(
-        settings.SESSION_TOKEN_SANDBOX_PRIVATE_KEY_PEM.encode(), None), algorithm="ES256")
+    token = jwt.encode(
+        session_claims(exp=None),
+        serialization.load_pem_private_key(settings.SESSION_TOKEN_SANDBOX_PRIVATE_KEY_PEM.encode(), None),
+        algorithm="ES256",
+    )
 
     assert rejection(token) == "MissingRequiredClaimError"
 
 
 def test_a_session_token_of_another_issuer_is_rejected(db):
     assert rejection(issue_session_token(user_id="u", org_ids=["A"], issuer="https://elsewhere.example")) == (
-        "InvalidIssuerError")
+        "InvalidIssuerError"
+    )
 
 
 def test_a_session_token_signed_with_a_foreign_key_is_rejected(db):
@@ -146,8 +167,9 @@ def test_an_hs256_token_keyed_with_the_session_public_key_is_rejected(db):
     # (PyJWT itself refuses to sign so; the token is put together by hand.)
     header = base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').rstrip(b"=")
     payload = base64.urlsafe_b64encode(json.dumps(session_claims()).encode()).rstrip(b"=")
-    signature = base64.urlsafe_b64encode(hmac.new(public_pem(), header + b"." + payload,
-                                                  hashlib.sha256).digest()).rstrip(b"=")
+    signature = base64.urlsafe_b64encode(
+        hmac.new(public_pem(), header + b"." + payload, hashlib.sha256).digest()
+    ).rstrip(b"=")
     forged = (header + b"." + payload + b"." + signature).decode()
 
     assert rejection(forged) == "unsupported_alg"
@@ -159,8 +181,11 @@ def test_an_ims_token_is_never_verified_with_the_session_key_nor_a_session_token
     # session tokens are read, an IMS token is refused outright.
     kid, key = keys.signing_key()
     rs256_session = jwt.encode(session_claims(), key, algorithm="RS256", headers={"kid": kid})
-    es256_ims = jwt.encode(claims(), serialization.load_pem_private_key(
-        settings.SESSION_TOKEN_SANDBOX_PRIVATE_KEY_PEM.encode(), None), algorithm="ES256")
+    es256_ims = jwt.encode(
+        claims(),
+        serialization.load_pem_private_key(settings.SESSION_TOKEN_SANDBOX_PRIVATE_KEY_PEM.encode(), None),
+        algorithm="ES256",
+    )
 
     assert rejection(rs256_session) == "MissingRequiredClaimError"
     assert rejection(es256_ims)
@@ -175,12 +200,15 @@ def test_with_session_tokens_turned_off_none_is_accepted(db, settings):
 
 # --- Over HTTP ------------------------------------------------------------------------------------------------
 
+
 def test_the_session_cookie_authenticates_and_a_bad_one_is_a_401(db, client):
     from tests.markets.factories import OrganizationFactory
 
     org = OrganizationFactory()
-    path = f"/v2/orgs/{org.id}/brands/8c24224f-d559-478d-a546-9b3f04cc3f78/serenity/markets/generation/jobs/" \
-           "8c24224f-d559-478d-a546-9b3f04cc3f78"
+    path = (
+        f"/v2/orgs/{org.id}/brands/8c24224f-d559-478d-a546-9b3f04cc3f78/serenity/markets/generation/jobs/"
+        "8c24224f-d559-478d-a546-9b3f04cc3f78"
+    )
     client.cookies["sessionToken"] = issue_session_token(user_id="u", org_ids=[org.ims_org_id])
     good = client.get(path)
     client.cookies["sessionToken"] = issue_session_token(user_id="u", org_ids=[org.ims_org_id], ttl=-60)

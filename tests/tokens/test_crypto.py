@@ -1,4 +1,5 @@
 """Promise tokens at rest: encrypted with MultiFernet, readable across a key rotation, refused under a stranger's key."""
+
 import pytest
 from cryptography.fernet import Fernet
 
@@ -9,7 +10,8 @@ from tokens.types import PromiseToken
 
 JOB_ID = "5a4f3e2d-1c0b-4a98-8765-43210fedcba9"
 TOKEN = PromiseToken(
-    promise_token="eyJhbGciOiJSUzI1NiJ9.eyJqdGkiOiJhYmMifQ.c2lnbmF0dXJlLXZhbHVl", token_type="promise_token",
+    promise_token="eyJhbGciOiJSUzI1NiJ9.eyJqdGkiOiJhYmMifQ.c2lnbmF0dXJlLXZhbHVl",
+    token_type="promise_token",
     expires_in=86400,
 )
 

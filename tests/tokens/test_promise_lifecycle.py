@@ -1,4 +1,5 @@
 """A promise token's life through the product's IMS client and token services, against the IMS simulator."""
+
 import logging
 import socket
 import uuid
@@ -79,9 +80,7 @@ def test_a_promise_token_is_minted_exchanged_rotated_and_invalidated(sims, beare
     with pytest.raises(NeedsReauth) as refused:
         ims.exchange(promise=rotated_again, pair=semrush)
     assert refused.value.status == 401
-    assert ledger_events()[7:] == [
-        event("refused", "exchange", rotated_again, status=401, reason="token_invalidated")
-    ]
+    assert ledger_events()[7:] == [event("refused", "exchange", rotated_again, status=401, reason="token_invalidated")]
     assert ledger.live_tokens() == 0
 
 
@@ -235,9 +234,7 @@ def test_an_expired_bearer_cannot_mint(sims, bearer, semrush):
         ims.mint(bearer=bearer(ttl=-120), pair=semrush)
 
     assert refused.value.status == 401
-    assert ledger_events() == [
-        event("refused", "mint", None, user_id="", status=401, reason="bad_user_token")
-    ]
+    assert ledger_events() == [event("refused", "mint", None, user_id="", status=401, reason="bad_user_token")]
 
 
 def test_ending_a_grant_invalidates_its_token_at_ims_and_deletes_it(sims, bearer, semrush):

@@ -1,4 +1,5 @@
 """A promise token is a typed object wherever one is stored; a bare one a browser forwards is only ever exchanged."""
+
 import json
 import re
 
@@ -76,9 +77,10 @@ def test_a_bare_header_value_is_a_forwarded_token_to_exchange_never_a_typed_one(
     assert token.promise_token == VALUE and VALUE not in repr(token) + str(token)
 
 
-@pytest.mark.parametrize(("header", "value"), [("promise%20token%20xyz", "promise token xyz"),
-                                               ("promise%zztoken", "promise%zztoken"),
-                                               ("%E0%A4%A", "%E0%A4%A")])
+@pytest.mark.parametrize(
+    ("header", "value"),
+    [("promise%20token%20xyz", "promise token xyz"), ("promise%zztoken", "promise%zztoken"), ("%E0%A4%A", "%E0%A4%A")],
+)
 def test_a_header_is_url_decoded_and_used_as_sent_when_it_is_not_percent_encoding(header, value):
     assert forwarded_promise(header).promise_token == value
 
@@ -91,8 +93,9 @@ def test_a_json_typed_header_value_is_parsed():
     assert token.as_dict() == {"promise_token": VALUE, "token_type": "promise_token", "expires_in": 1200}
 
 
-@pytest.mark.parametrize("header", ['{"promise_token": ""}', "{not json",
-                                    '{"promise_token": "x", "token_type": "bearer", "expires_in": 60}'])
+@pytest.mark.parametrize(
+    "header", ['{"promise_token": ""}', "{not json", '{"promise_token": "x", "token_type": "bearer", "expires_in": 60}']
+)
 def test_a_typed_header_that_is_no_usable_token_is_refused(header):
     with pytest.raises(InvalidForwardedToken):
         forwarded_promise(header)
@@ -109,10 +112,16 @@ def test_every_header_value_the_api_schema_allows_is_read_without_a_400(value):
     forwarded_promise(value)  # InvalidForwardedToken (400) would be a schema-valid request refused
 
 
-@pytest.mark.parametrize("value", [
-    "{abc", " %7Babc", "%7b", '{"promise_token": "t", "token_type": "access_token", "expires_in": 300}',
-    '{"promise_token": "%22", "token_type": "promise_token", "expires_in": 300}',
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "{abc",
+        " %7Babc",
+        "%7b",
+        '{"promise_token": "t", "token_type": "access_token", "expires_in": 300}',
+        '{"promise_token": "%22", "token_type": "promise_token", "expires_in": 300}',
+    ],
+)
 def test_a_header_value_read_as_a_broken_typed_token_is_outside_the_api_schema(value):
     with pytest.raises(InvalidForwardedToken):
         forwarded_promise(value)

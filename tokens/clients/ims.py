@@ -12,6 +12,7 @@ A mint creates a live credential and an exchange rotates one, so neither is retr
 failed attempt provably never reached IMS (see serenity.clients.http: `idempotent=False`). Invalidate changes
 nothing that a second call would change again, so it retries like any read.
 """
+
 import logging
 from dataclasses import dataclass
 
@@ -52,7 +53,12 @@ def mint(*, bearer: str, pair: ClientPair) -> PromiseToken:
     PermanentError.
     """
     response = http.request(
-        _client(), "POST", TOKEN_PATH, what="ims.mint", max_attempts=3, idempotent=False,
+        _client(),
+        "POST",
+        TOKEN_PATH,
+        what="ims.mint",
+        max_attempts=3,
+        idempotent=False,
         data={
             "grant_type": "promise_token_mint",
             "client_id": pair.emitter_client_id,
@@ -80,7 +86,12 @@ def exchange(*, promise: PromiseToken | ForwardedPromise, pair: ClientPair) -> E
         raise InvalidPromiseToken("exchange needs a promise token")
     try:
         response = http.request(
-            _client(), "POST", TOKEN_PATH, what="ims.exchange", max_attempts=3, idempotent=False,
+            _client(),
+            "POST",
+            TOKEN_PATH,
+            what="ims.exchange",
+            max_attempts=3,
+            idempotent=False,
             data={
                 "grant_type": "promise_token_exchange",
                 "client_id": pair.consumer_client_id,
@@ -106,7 +117,11 @@ def exchange(*, promise: PromiseToken | ForwardedPromise, pair: ClientPair) -> E
 def invalidate(*, promise: PromiseToken, pair: ClientPair) -> None:
     """Invalidate a promise token. Raises TransientError / PermanentError / ReauthRequired."""
     http.request(
-        _client(), "POST", INVALIDATE_PATH, what="ims.invalidate", max_attempts=2,
+        _client(),
+        "POST",
+        INVALIDATE_PATH,
+        what="ims.invalidate",
+        max_attempts=2,
         data={
             "client_id": pair.consumer_client_id,
             "client_secret": pair.consumer_client_secret,

@@ -11,6 +11,7 @@ parsing, the one-line-per-object report with a summary, and the exit code an ope
 A reader that stops reading (`| head`) ends nothing: the rest of the output is dropped, the command finishes
 what it does, and it exits with its own code, without a BrokenPipeError traceback.
 """
+
 import getpass
 import os
 import re
@@ -119,15 +120,18 @@ class RunbookCommand(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         if self.mutates:
-            parser.add_argument("--apply", action="store_true", help="act; without it this is a dry run that "
-                                "changes nothing")
+            parser.add_argument(
+                "--apply", action="store_true", help="act; without it this is a dry run that changes nothing"
+            )
         if "job" in self.filters:
-            parser.add_argument("--job", action="append", default=[], metavar="JOB_ID",
-                                help="only this job (repeat for several)")
+            parser.add_argument(
+                "--job", action="append", default=[], metavar="JOB_ID", help="only this job (repeat for several)"
+            )
         if "older_than" in self.filters:
             default = f" (default {self.older_than_default})" if self.older_than_default else ""
-            parser.add_argument("--older-than", default=self.older_than_default, metavar="AGE",
-                                help=self.older_than_help + default)
+            parser.add_argument(
+                "--older-than", default=self.older_than_default, metavar="AGE", help=self.older_than_help + default
+            )
         if "status" in self.filters:
             parser.add_argument("--status", choices=[s.value for s in JobStatus], help="only jobs in this status")
         if "code" in self.filters:
@@ -160,16 +164,19 @@ class RunbookCommand(BaseCommand):
             self.stderr.write(f"{self._name()}: interrupted; nothing more was done.")
             sys.exit(130)
         except DatabaseError as exc:
-            self.stderr.write(f"{self._name()}: the database cannot be reached or answered an error "
-                              f"({type(exc).__name__}: {_first_line(exc)})")
+            self.stderr.write(
+                f"{self._name()}: the database cannot be reached or answered an error "
+                f"({type(exc).__name__}: {_first_line(exc)})"
+            )
             sys.exit(1)
         except BotoCoreError as exc:
             self.stderr.write(f"{self._name()}: SQS cannot be reached ({type(exc).__name__})")
             sys.exit(1)
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "unknown")
-            self.stderr.write(f"{self._name()}: SQS refused the request ({code}); check the queue URLs and "
-                              "the credentials")
+            self.stderr.write(
+                f"{self._name()}: SQS refused the request ({code}); check the queue URLs and the credentials"
+            )
             sys.exit(1)
         finally:
             restore()
@@ -194,8 +201,9 @@ class RunbookCommand(BaseCommand):
         code = options.get("code")
         if code is not None and not ERROR_CODE.match(code):
             raise UsageError(f"--code must be an error code like NEEDS_REAUTH, got {code!r}.")
-        return JobFilter(job_ids=tuple(parse_job_id(j) for j in options.get("job") or ()),
-                         status=options.get("status"), code=code)
+        return JobFilter(
+            job_ids=tuple(parse_job_id(j) for j in options.get("job") or ()), status=options.get("status"), code=code
+        )
 
     def report_missing(self, filters: JobFilter, *, found: Iterable[object] = ()) -> None:
         """One line, and exit 1, for each job named with --job that does not exist (unless in `found`, e.g.

@@ -1,4 +1,5 @@
 """Create (on a local SQS) or verify (in a deployment) the market-jobs queue, its DLQ and the readiness flag."""
+
 from typing import Any
 
 from django.conf import settings
@@ -22,10 +23,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         mode = parser.add_mutually_exclusive_group()
-        mode.add_argument("--local", dest="local", action="store_true", default=None,
-                          help="Create the queues and set the readiness parameter (local SQS only).")
-        mode.add_argument("--verify", dest="local", action="store_false",
-                          help="Only check the queues; change nothing.")
+        mode.add_argument(
+            "--local",
+            dest="local",
+            action="store_true",
+            default=None,
+            help="Create the queues and set the readiness parameter (local SQS only).",
+        )
+        mode.add_argument("--verify", dest="local", action="store_false", help="Only check the queues; change nothing.")
 
     def handle(self, *args: str, local: bool | None = None, **options: Any) -> None:
         local = settings.IS_LOCAL if local is None else local
@@ -59,10 +64,11 @@ class Command(BaseCommand):
         if problems:
             listed = "\n".join(f"  - {problem}" for problem in problems)
             raise CommandError(
-                f"{len(problems)} problem(s) with {settings.MARKET_JOBS_QUEUE} / {settings.MARKET_JOBS_DLQ}:\n"
-                f"{listed}"
+                f"{len(problems)} problem(s) with {settings.MARKET_JOBS_QUEUE} / {settings.MARKET_JOBS_DLQ}:\n{listed}"
             )
-        self.stdout.write(self.style.SUCCESS(
-            f"queues verified: {settings.MARKET_JOBS_QUEUE} (visibility {settings.QUEUE_VISIBILITY_TIMEOUT_SECONDS}s) "
-            f"redrives to {settings.MARKET_JOBS_DLQ}"
-        ))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"queues verified: {settings.MARKET_JOBS_QUEUE} "
+                f"(visibility {settings.QUEUE_VISIBILITY_TIMEOUT_SECONDS}s) redrives to {settings.MARKET_JOBS_DLQ}"
+            )
+        )

@@ -1,4 +1,5 @@
 """`manage.py doctor`: reconcile the job table with the queue and the DLQ; fix what is safe to fix."""
+
 from typing import Any
 
 from jobs.management.commands._runbook import RunbookCommand
@@ -27,8 +28,13 @@ class Command(RunbookCommand):
         for note in diagnosis.notes:
             self.stdout.write(f"note  {note}")
         for f in diagnosis.findings:
-            self.item(f.subject, f.kind, f"{f.detail} -> {f.action}", f.done if f.fix else None,
-                      why_not="the job changed meanwhile (see job_inspect)")
+            self.item(
+                f.subject,
+                f.kind,
+                f"{f.detail} -> {f.action}",
+                f.done if f.fix else None,
+                why_not="the job changed meanwhile (see job_inspect)",
+            )
         findings = diagnosis.findings
         if not findings:
             self.stdout.write("No inconsistencies found.")
@@ -38,8 +44,12 @@ class Command(RunbookCommand):
         fixable = [f for f in findings if f.fix]
         if self.apply:
             done = sum(bool(f.done) for f in fixable)
-            self.stdout.write(f"{len(findings)} inconsistencies ({counts}); {done} of {len(fixable)} fixed, "
-                              f"{len(findings) - len(fixable)} need an operator.")
+            self.stdout.write(
+                f"{len(findings)} inconsistencies ({counts}); {done} of {len(fixable)} fixed, "
+                f"{len(findings) - len(fixable)} need an operator."
+            )
         else:
-            self.stdout.write(f"{len(findings)} inconsistencies ({counts}). Dry run: nothing changed; re-run "
-                              "with --apply to take the safe actions.")
+            self.stdout.write(
+                f"{len(findings)} inconsistencies ({counts}). Dry run: nothing changed; re-run "
+                "with --apply to take the safe actions."
+            )

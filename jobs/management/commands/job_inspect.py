@@ -1,4 +1,5 @@
 """`manage.py job_inspect`: everything an operator needs about a job, in one read-only report."""
+
 from typing import Any
 
 from django.core.management.base import CommandParser
@@ -52,39 +53,58 @@ class Command(RunbookCommand):
         except sqs.AWSError as exc:
             return None, f"queues unavailable ({type(exc).__name__})"
         q = counts["queue"]
-        line = (f"main queue ~{q.get('Visible', 0)} waiting, {q.get('NotVisible', 0)} in flight, "
-                f"{q.get('Delayed', 0)} delayed (not searched: a receive there counts towards maxReceiveCount)")
+        line = (
+            f"main queue ~{q.get('Visible', 0)} waiting, {q.get('NotVisible', 0)} in flight, "
+            f"{q.get('Delayed', 0)} delayed (not searched: a receive there counts towards maxReceiveCount)"
+        )
         return dlq, line
 
     def dlq_lines(self, dlq: dict[str, list[DlqMessage]] | None, job_id: str) -> list[str]:
         if dlq is None:
             return []
-        return [f"in DLQ: message {m.message_id}, sent {stamp(m.sent_at)}, received {m.receive_count} times "
-                f"(operators' reads included; the job's attempts say how often workers ran it)"
-                for m in dlq.get(job_id, [])]
+        return [
+            f"in DLQ: message {m.message_id}, sent {stamp(m.sent_at)}, received {m.receive_count} times "
+            f"(operators' reads included; the job's attempts say how often workers ran it)"
+            for m in dlq.get(job_id, [])
+        ]
 
-    def show(self, job: "WithAnnotations[AsyncJob, selectors.Activity]", dlq: dict[str, list[DlqMessage]] | None,
-             queue_line: str) -> None:
+    def show(
+        self,
+        job: "WithAnnotations[AsyncJob, selectors.Activity]",
+        dlq: dict[str, list[DlqMessage]] | None,
+        queue_line: str,
+    ) -> None:
         now = self.now
         w = self.stdout.write
         w(f"job {job.id}  {job.job_type}  {job.status}  phase {job.phase}")
         about = handlers.describe(job)
-        w(f"  owner        org {job.organization_id}, brand {job.brand_id}, site {job.site_id or '-'}, "
-          f"user {job.user_id or '-'}" + (f"; {about}" if about else ""))
+        w(
+            f"  owner        org {job.organization_id}, brand {job.brand_id}, site {job.site_id or '-'}, "
+            f"user {job.user_id or '-'}" + (f"; {about}" if about else "")
+        )
         if job.error:
             e = job.error
-            w(f"  error        {e.get('code')}: {display.redacted(e.get('message'))} "
-              f"(retryable {e.get('retryable')}, needsReauth {e.get('needsReauth')})")
+            w(
+                f"  error        {e.get('code')}: {display.redacted(e.get('message'))} "
+                f"(retryable {e.get('retryable')}, needsReauth {e.get('needsReauth')})"
+            )
         if job.result:
             w(f"  result       {display.redacted(job.result)}")
         lease = job.lease_state(now)
-        lease_line = "none" if lease == "none" else (
-            f"{lease}, expires {stamp(job.lease_expires_at)} ({ago(job.lease_expires_at, now)})")
-        w(f"  lease        {lease_line}; epoch {job.lease_epoch}, attempts {job.attempts}, lost deliveries "
-          f"{selectors.lost_deliveries(job, now=now)}")
-        w(f"  times        created {stamp(job.created_at)} ({ago(job.created_at, now)}), last activity "
-          f"{ago(job.last_activity_at, now)}, message sent {ago(job.message_sent_at, now)}, "
-          f"expires {stamp(job.expires_at)}")
+        lease_line = (
+            "none"
+            if lease == "none"
+            else (f"{lease}, expires {stamp(job.lease_expires_at)} ({ago(job.lease_expires_at, now)})")
+        )
+        w(
+            f"  lease        {lease_line}; epoch {job.lease_epoch}, attempts {job.attempts}, lost deliveries "
+            f"{selectors.lost_deliveries(job, now=now)}"
+        )
+        w(
+            f"  times        created {stamp(job.created_at)} ({ago(job.created_at, now)}), last activity "
+            f"{ago(job.last_activity_at, now)}, message sent {ago(job.message_sent_at, now)}, "
+            f"expires {stamp(job.expires_at)}"
+        )
         w(f"  checkpoints  {display.checkpoints_line(job.checkpoints)}")
         dlq_lines = self.dlq_lines(dlq, str(job.id)) or ([] if dlq is None else ["not in DLQ"])
         for line in [*dlq_lines, queue_line]:

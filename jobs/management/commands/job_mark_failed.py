@@ -1,4 +1,5 @@
 """`manage.py job_mark_failed`: end IN_PROGRESS jobs as FAILED with a code and a reason."""
+
 from typing import Any
 
 from django.core.management.base import CommandParser
@@ -23,10 +24,17 @@ class Command(RunbookCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         super().add_arguments(parser)
-        parser.add_argument("--job", action="append", default=[], metavar="JOB_ID", required=True,
-                            help="the job to fail (repeat for several)")
-        parser.add_argument("--code", default=OPERATOR_FAILED,
-                            help=f"the error code to record (default {OPERATOR_FAILED})")
+        parser.add_argument(
+            "--job",
+            action="append",
+            default=[],
+            metavar="JOB_ID",
+            required=True,
+            help="the job to fail (repeat for several)",
+        )
+        parser.add_argument(
+            "--code", default=OPERATOR_FAILED, help=f"the error code to record (default {OPERATOR_FAILED})"
+        )
         parser.add_argument("--reason", required=True, help="a short reason, shown to operators and in the UI's error")
 
     def run(self, options: dict[str, Any]) -> None:
@@ -52,12 +60,17 @@ class Command(RunbookCommand):
                 self.stdout.write(f"{job_id}  already finished  {ended}: nothing to do")
                 continue
             found += 1
-            moved = (job_services.job_mark_failed(job.id, code=code, reason=reason, actor=self.actor)
-                     if self.apply else None)
+            moved = (
+                job_services.job_mark_failed(job.id, code=code, reason=reason, actor=self.actor) if self.apply else None
+            )
             done += bool(moved)
             lease = job.lease_state(self.now)
-            self.item(job.id, f"mark FAILED {code}",
-                      f"phase {job.phase}, lease {lease}, updated {ago(job.updated_at, self.now)}"
-                      + ("; its worker stops at its next fenced write" if lease == "held" else ""),
-                      moved, why_not="it finished meanwhile")
+            self.item(
+                job.id,
+                f"mark FAILED {code}",
+                f"phase {job.phase}, lease {lease}, updated {ago(job.updated_at, self.now)}"
+                + ("; its worker stops at its next fenced write" if lease == "held" else ""),
+                moved,
+                why_not="it finished meanwhile",
+            )
         self.summary(found, "IN_PROGRESS jobs to fail", done=done, verb="marked FAILED")

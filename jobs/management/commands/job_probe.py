@@ -1,4 +1,5 @@
 """`manage.py job_probe`: run the probe once and print what it emitted."""
+
 from typing import Any
 
 from django.core.management.base import CommandError
@@ -25,6 +26,8 @@ class Command(RunbookCommand):
         for name, value in values.items():
             self.stdout.write(f"{name}  {value}")
         if "JobMessagesWithoutConsumer" not in values:
-            self.stdout.write("JobMessagesWithoutConsumer, MaintenanceQueueDepth  not emitted: the queues could "
-                              "not be read (see the log)")
+            self.stdout.write(
+                "JobMessagesWithoutConsumer, MaintenanceQueueDepth  not emitted: the queues could "
+                "not be read (see the log)"
+            )
         self.needs_attention = needs_a_human(values)

@@ -1,4 +1,5 @@
 """`manage.py job_purge_expired`: delete job records past their expiry, with their grants."""
+
 from typing import Any
 
 from django.conf import settings
@@ -18,12 +19,18 @@ class Command(RunbookCommand):
     older_than_help = "only records that expired at least this long ago (45s, 30m, 2h, 1d)"
 
     def run(self, options: dict[str, Any]) -> None:
-        items = job_services.jobs_purge_expired(apply=self.apply, expired_for=self.older_than(options),
-                                                filters=self.job_filter(options), now=self.now)
+        items = job_services.jobs_purge_expired(
+            apply=self.apply, expired_for=self.older_than(options), filters=self.job_filter(options), now=self.now
+        )
         for item in items:
             if item.kind == "job":
-                self.item(item.job_id, "purge", item.detail, item.done,
-                          why_not="it is still IN_PROGRESS (finish it with job_mark_failed first), or already gone")
+                self.item(
+                    item.job_id,
+                    "purge",
+                    item.detail,
+                    item.done,
+                    why_not="it is still IN_PROGRESS (finish it with job_mark_failed first), or already gone",
+                )
             else:
                 self.item(item.job_id, "end orphaned grant", item.detail, item.done, why_not="its job exists again")
         self.summary(len(items), "expired records", done=sum(bool(i.done) for i in items), verb="purged")

@@ -1,4 +1,5 @@
 """`manage.py job_redrive_dlq`: the lease-aware redrive of the market-jobs dead-letter queue."""
+
 from typing import Any
 
 from jobs.display import stamp
@@ -23,40 +24,61 @@ class Command(RunbookCommand):
         super().add_arguments(parser)
         parser.add_argument("--limit", type=int, default=1000, help="read at most this many DLQ messages")
         other = parser.add_mutually_exclusive_group()
-        other.add_argument("--drop-other-tasks", action="store_true",
-                           help="also drop messages that are not job messages (scheduled tasks run again on "
-                                "their own schedule); without it they are listed and kept")
-        other.add_argument("--only-other-tasks", action="store_true",
-                           help="drop the messages that are not job messages and nothing else: every job "
-                                "message stays in the DLQ, untouched")
+        other.add_argument(
+            "--drop-other-tasks",
+            action="store_true",
+            help="also drop messages that are not job messages (scheduled tasks run again on "
+            "their own schedule); without it they are listed and kept",
+        )
+        other.add_argument(
+            "--only-other-tasks",
+            action="store_true",
+            help="drop the messages that are not job messages and nothing else: every job "
+            "message stays in the DLQ, untouched",
+        )
 
     def run(self, options: dict[str, Any]) -> None:
         if options["limit"] < 1:
             raise UsageError("--limit must be at least 1.")
         filters = self.job_filter(options)
         if options["only_other_tasks"] and filters.narrows:
-            raise UsageError("--only-other-tasks selects the messages that are not job messages; it takes no "
-                             "--job, --status or --code.")
-        redrive = operator.dlq_redrive(apply=self.apply, actor=self.actor, filters=filters, limit=options["limit"],
-                                       drop_other_tasks=options["drop_other_tasks"],
-                                       only_other_tasks=options["only_other_tasks"])
+            raise UsageError(
+                "--only-other-tasks selects the messages that are not job messages; it takes no "
+                "--job, --status or --code."
+            )
+        redrive = operator.dlq_redrive(
+            apply=self.apply,
+            actor=self.actor,
+            filters=filters,
+            limit=options["limit"],
+            drop_other_tasks=options["drop_other_tasks"],
+            only_other_tasks=options["only_other_tasks"],
+        )
         self.report_missing(filters, found=[item.message.job_id for item in redrive.items])
         actions = {operator.RESEND: "re-send", operator.DROP: "drop", operator.KEEP: "keep in DLQ"}
         done = 0
         for item in redrive.items:
             done += bool(item.done) and item.verdict != operator.KEEP
             message = item.message
-            self.item(message.label, actions[item.verdict],
-                      f"{item.reason}; sent {stamp(message.sent_at)}, received {message.receive_count} times "
-                      f"(operators' reads included)",
-                      None if item.verdict == operator.KEEP else item.done,
-                      why_not="the job changed since it was read, or the send failed; the message stays")
+            self.item(
+                message.label,
+                actions[item.verdict],
+                f"{item.reason}; sent {stamp(message.sent_at)}, received {message.receive_count} times "
+                f"(operators' reads included)",
+                None if item.verdict == operator.KEEP else item.done,
+                why_not="the job changed since it was read, or the send failed; the message stays",
+            )
         to_act = sum(item.verdict != operator.KEEP for item in redrive.items)
         self.summary(to_act, "DLQ messages to re-send or drop", done=done, verb="handled")
         if redrive.left_in_dlq:
             self.needs_attention = True
-            why = [f"{count} {text}" for count, text in (
-                (redrive.kept, "kept (see the 'keep in DLQ' and skipped lines)"),
-                (redrive.not_selected, f"not selected: {redrive.not_selected_why}"),
-                (redrive.unread, "held by another reader, not read (run it again in a minute)")) if count]
+            why = [
+                f"{count} {text}"
+                for count, text in (
+                    (redrive.kept, "kept (see the 'keep in DLQ' and skipped lines)"),
+                    (redrive.not_selected, f"not selected: {redrive.not_selected_why}"),
+                    (redrive.unread, "held by another reader, not read (run it again in a minute)"),
+                )
+                if count
+            ]
             self.stdout.write(f"{redrive.left_in_dlq} message(s) left in the DLQ: {'; '.join(why)}.")

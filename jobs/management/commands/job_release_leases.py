@@ -1,4 +1,5 @@
 """`manage.py job_release_leases`: clear expired leases on IN_PROGRESS jobs."""
+
 from typing import Any
 
 from jobs import selectors
@@ -20,14 +21,19 @@ class Command(RunbookCommand):
     def run(self, options: dict[str, Any]) -> None:
         filters = self.job_filter(options)
         self.report_missing(filters)
-        jobs = list(selectors.jobs_with_stale_lease(expired_for=self.older_than(options), filters=filters,
-                                                    now=self.now))
+        jobs = list(
+            selectors.jobs_with_stale_lease(expired_for=self.older_than(options), filters=filters, now=self.now)
+        )
         done = 0
         for job in jobs:
             released = job_services.job_release_stale_lease(job.id, actor=self.actor) if self.apply else None
             done += bool(released)
-            self.item(job.id, "release stale lease",
-                      f"lease expired {stamp(job.lease_expires_at)} ({ago(job.lease_expires_at, self.now)}), "
-                      f"attempts {job.attempts}, phase {job.phase}",
-                      released, why_not="lease renewed, taken over or job finished meanwhile")
+            self.item(
+                job.id,
+                "release stale lease",
+                f"lease expired {stamp(job.lease_expires_at)} ({ago(job.lease_expires_at, self.now)}), "
+                f"attempts {job.attempts}, phase {job.phase}",
+                released,
+                why_not="lease renewed, taken over or job finished meanwhile",
+            )
         self.summary(len(jobs), "stale leases", done=done, verb="released")

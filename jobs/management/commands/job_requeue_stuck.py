@@ -1,4 +1,5 @@
 """`manage.py job_requeue_stuck`: send a fresh message for IN_PROGRESS jobs nothing is working on."""
+
 from typing import Any
 
 from django.conf import settings
@@ -30,16 +31,25 @@ class Command(RunbookCommand):
         found = done = 0
         for job in jobs:
             lost = selectors.lost_deliveries(job, now=self.now)
-            detail = (f"last activity {ago(job.last_activity_at, self.now)}, lease {job.lease_state(self.now)}, "
-                      f"phase {job.phase}, attempts {job.attempts}, lost deliveries {lost}")
+            detail = (
+                f"last activity {ago(job.last_activity_at, self.now)}, lease {job.lease_state(self.now)}, "
+                f"phase {job.phase}, attempts {job.attempts}, lost deliveries {lost}"
+            )
             if selectors.crash_looping(job, now=self.now) and job.id not in named:
                 self.needs_attention = True  # never re-sent unless named: what it does may kill workers
-                self.stdout.write(f"{job.id}  not re-enqueued  {detail}: its deliveries keep dying; read the worker "
-                                  f"logs for it, then name it with --job once the cause is fixed")
+                self.stdout.write(
+                    f"{job.id}  not re-enqueued  {detail}: its deliveries keep dying; read the worker "
+                    f"logs for it, then name it with --job once the cause is fixed"
+                )
                 continue
             found += 1
             sent = job_services.job_requeue(job.id, actor=self.actor) if self.apply else None
             done += bool(sent)
-            self.item(job.id, "re-enqueue", detail, sent,
-                      why_not="a worker took it meanwhile, or the send failed (see the job's history)")
+            self.item(
+                job.id,
+                "re-enqueue",
+                detail,
+                sent,
+                why_not="a worker took it meanwhile, or the send failed (see the job's history)",
+            )
         self.summary(found, "stuck jobs", done=done, verb="re-enqueued")

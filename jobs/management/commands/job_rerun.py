@@ -1,4 +1,5 @@
 """`manage.py job_rerun`: put jobs that failed retryably back to work once an outage is over."""
+
 from typing import Any
 
 from jobs import selectors
@@ -22,13 +23,19 @@ class Command(RunbookCommand):
     def run(self, options: dict[str, Any]) -> None:
         filters = self.job_filter(options)
         self.report_missing(filters)
-        qs = selectors.jobs_filtered(filters).filter(status=JobStatus.FAILED, error__retryable=True,
-                                                     ended_at__lte=self.now - self.older_than(options))
+        qs = selectors.jobs_filtered(filters).filter(
+            status=JobStatus.FAILED, error__retryable=True, ended_at__lte=self.now - self.older_than(options)
+        )
         jobs = list(qs.order_by("ended_at", "id"))
         done = 0
         for job in jobs:
             rerun = job_services.job_rerun(job.id, actor=self.actor) if self.apply else None
             done += bool(rerun and rerun.done)
-            self.item(job.id, "re-run", f"{job.error_code}, ended {ago(job.ended_at, self.now)}, phase {job.phase}",
-                      rerun.done if rerun else None, why_not=rerun.why_not if rerun else "")
+            self.item(
+                job.id,
+                "re-run",
+                f"{job.error_code}, ended {ago(job.ended_at, self.now)}, phase {job.phase}",
+                rerun.done if rerun else None,
+                why_not=rerun.why_not if rerun else "",
+            )
         self.summary(len(jobs), "retryable failed jobs", done=done, verb="re-run")

@@ -1,4 +1,5 @@
 """`manage.py job_sweep_unsent`: re-publish jobs whose message never went out (same service as beat)."""
+
 from datetime import timedelta
 from typing import Any
 
@@ -24,9 +25,21 @@ class Command(RunbookCommand):
     def run(self, options: dict[str, Any]) -> None:
         grace = int(self.older_than(options) / timedelta(seconds=1))
         jobs = job_services.jobs_sweep_unsent(grace_seconds=grace, apply=self.apply, actor=self.actor)
-        sent = set(AsyncJob.objects.filter(id__in=[j.id for j in jobs], message_sent_at__isnull=False)
-                   .values_list("id", flat=True)) if self.apply else set()
+        sent = (
+            set(
+                AsyncJob.objects.filter(id__in=[j.id for j in jobs], message_sent_at__isnull=False).values_list(
+                    "id", flat=True
+                )
+            )
+            if self.apply
+            else set()
+        )
         for job in jobs:
-            self.item(job.id, "re-publish", f"created {ago(job.created_at, self.now)}, never sent",
-                      (job.id in sent) if self.apply else None, why_not="the send failed (see the job's history)")
+            self.item(
+                job.id,
+                "re-publish",
+                f"created {ago(job.created_at, self.now)}, never sent",
+                (job.id in sent) if self.apply else None,
+                why_not="the send failed (see the job's history)",
+            )
         self.summary(len(jobs), "unsent jobs", done=len(sent), verb="re-published")

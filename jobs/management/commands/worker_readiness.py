@@ -1,4 +1,5 @@
 """`manage.py worker_readiness`: the worker's readiness probe (its container's health check)."""
+
 import json
 from typing import Any
 
@@ -17,8 +18,10 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args: str, **options: Any) -> None:
-        checks = {"database": "ok" if database_reachable() else "unreachable",
-                  "broker": "ok" if sqs.queues_reachable() else "unreachable"}
+        checks = {
+            "database": "ok" if database_reachable() else "unreachable",
+            "broker": "ok" if sqs.queues_reachable() else "unreachable",
+        }
         ready = all(v == "ok" for v in checks.values())
         self.stdout.write(json.dumps({"status": "ok" if ready else "unavailable", "checks": checks}))
         if not ready:

@@ -1,4 +1,5 @@
 """`manage.py job_regenerate`: re-run the generation job of a market, as an operator."""
+
 import uuid
 
 from jobs import services as job_services
@@ -21,8 +22,9 @@ class Command(RunbookCommand):
 
     def add_arguments(self, parser):
         super().add_arguments(parser)
-        parser.add_argument("--market", action="append", required=True, metavar="MARKET_ID",
-                            help="the market's id (repeat for several)")
+        parser.add_argument(
+            "--market", action="append", required=True, metavar="MARKET_ID", help="the market's id (repeat for several)"
+        )
 
     def run(self, options):
         done = 0
@@ -41,8 +43,13 @@ class Command(RunbookCommand):
             job = AsyncJob.objects.filter(id=job_id).first()
             label = f"{market.country}/{market.language_code}, job {job_id}"
             if job is None:
-                self.item(market_id, "re-run generation", label, False,
-                          why_not="the market never had a generation job: its user starts one from the UI")
+                self.item(
+                    market_id,
+                    "re-run generation",
+                    label,
+                    False,
+                    why_not="the market never had a generation job: its user starts one from the UI",
+                )
                 continue
             if job.status == JobStatus.IN_PROGRESS:
                 # Already back at work (a second run, or its user regenerated it): nothing to do.
@@ -50,6 +57,11 @@ class Command(RunbookCommand):
                 continue
             rerun = job_services.job_rerun(job.id, actor=self.actor) if self.apply else None
             done += bool(rerun and rerun.done)
-            self.item(market_id, "re-run generation", f"{label} {job.status} {job.error_code or ''}".rstrip(),
-                      rerun.done if rerun else None, why_not=rerun.why_not if rerun else "")
+            self.item(
+                market_id,
+                "re-run generation",
+                f"{label} {job.status} {job.error_code or ''}".rstrip(),
+                rerun.done if rerun else None,
+                why_not=rerun.why_not if rerun else "",
+            )
         self.summary(len(markets), "markets", done=done, verb="re-run")

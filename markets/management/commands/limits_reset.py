@@ -1,4 +1,5 @@
 """`manage.py limits_reset`: give a tenant its request budget back (docs/operations.md "Request limits")."""
+
 import uuid
 
 from jobs.management.commands._runbook import RunbookCommand, UsageError
@@ -21,8 +22,11 @@ class Command(RunbookCommand):
         who = parser.add_mutually_exclusive_group(required=True)
         who.add_argument("--org", metavar="ORGANIZATION_ID", help="an organization's id (the orgId of the URLs)")
         who.add_argument("--user", metavar="USER_ID", help="a user's IMS id (a session token's sub)")
-        parser.add_argument("--scope", choices=[limits.ONBOARDING, limits.REAUTH, limits.ORG_MARKETS,
-                                                limits.ORG_REAUTH], help="only this limit")
+        parser.add_argument(
+            "--scope",
+            choices=[limits.ONBOARDING, limits.REAUTH, limits.ORG_MARKETS, limits.ORG_REAUTH],
+            help="only this limit",
+        )
 
     def run(self, options):
         if options["org"] is not None:
@@ -37,7 +41,11 @@ class Command(RunbookCommand):
         for budget in spent:
             reset = limits.reset(budget.scope, ident) == 1 if self.apply else None
             done += bool(reset)
-            self.item(subject, f"reset {budget.scope}",
-                      f"{budget.spent:.0f} of {budget.rate.limit}/{UNITS[budget.rate.period]} spent", reset,
-                      why_not="refilled meanwhile")
+            self.item(
+                subject,
+                f"reset {budget.scope}",
+                f"{budget.spent:.0f} of {budget.rate.limit}/{UNITS[budget.rate.period]} spent",
+                reset,
+                why_not="refilled meanwhile",
+            )
         self.summary(len(spent), "spent budgets", done=done, verb="reset")

@@ -1,4 +1,5 @@
 """Admin pages of the DRS simulator: switches editable, the call ledger read-only."""
+
 from django.contrib import admin
 
 from serenity.sandbox.drs.models import DrsCall, DrsSwitch

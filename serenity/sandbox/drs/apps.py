@@ -1,4 +1,5 @@
 """Local drs simulator (mounted only when SANDBOX_ENABLED; never in production settings)."""
+
 from django.apps import AppConfig
 
 

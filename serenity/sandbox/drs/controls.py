@@ -1,5 +1,6 @@
 """Switches that make the DRS simulator misbehave on purpose, per brand or for every brand, optionally for
 only the next N calls. Also reachable over HTTP at POST /sandbox/drs/_control (see docs/simulators/drs.md)."""
+
 from django.db import transaction
 from django.db.models import F
 

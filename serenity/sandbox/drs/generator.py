@@ -4,6 +4,7 @@ language, with index-aligned language evidence and a consistent ship summary.
 Pure functions of the request (no clock, no randomness, no database), so the same request always gets the
 same answer. Shapes follow the pinned contract, tests/contracts/drs_semrush_market_generation.json.
 """
+
 import hashlib
 
 from django.utils.text import slugify
@@ -26,8 +27,15 @@ TEMPLATES = {
             "What do experts recommend for {example}{q}?",
             "Which {topic} offers the best value for money{q}?",
         ],
-        ["", " for beginners", " on a budget", " for families", " for professionals", " this year",
-         " for everyday use"],
+        [
+            "",
+            " for beginners",
+            " on a budget",
+            " for families",
+            " for professionals",
+            " this year",
+            " for everyday use",
+        ],
     ),
     "fr": (
         [
@@ -40,8 +48,15 @@ TEMPLATES = {
             "Que recommandent les experts pour {example}{q} ?",
             "Quelle offre de {topic} a le meilleur rapport qualité-prix{q} ?",
         ],
-        ["", " pour les débutants", " avec un petit budget", " pour les familles", " pour les professionnels",
-         " cette année", " pour un usage quotidien"],
+        [
+            "",
+            " pour les débutants",
+            " avec un petit budget",
+            " pour les familles",
+            " pour les professionnels",
+            " cette année",
+            " pour un usage quotidien",
+        ],
     ),
     "de": (
         [
@@ -54,8 +69,15 @@ TEMPLATES = {
             "Was empfehlen Experten für {example}{q}?",
             "Welches Angebot für {topic} hat das beste Preis-Leistungs-Verhältnis{q}?",
         ],
-        ["", " für Einsteiger", " mit kleinem Budget", " für Familien", " für Profis", " in diesem Jahr",
-         " für den Alltag"],
+        [
+            "",
+            " für Einsteiger",
+            " mit kleinem Budget",
+            " für Familien",
+            " für Profis",
+            " in diesem Jahr",
+            " für den Alltag",
+        ],
     ),
     "es": (
         [
@@ -68,8 +90,15 @@ TEMPLATES = {
             "¿Qué recomiendan los expertos para {example}{q}?",
             "¿Qué oferta de {topic} tiene la mejor relación calidad-precio{q}?",
         ],
-        ["", " para principiantes", " con poco presupuesto", " para familias", " para profesionales", " este año",
-         " para el uso diario"],
+        [
+            "",
+            " para principiantes",
+            " con poco presupuesto",
+            " para familias",
+            " para profesionales",
+            " este año",
+            " para el uso diario",
+        ],
     ),
     "it": (
         [
@@ -82,8 +111,15 @@ TEMPLATES = {
             "Cosa consigliano gli esperti per {example}{q}?",
             "Quale offerta di {topic} ha il miglior rapporto qualità-prezzo{q}?",
         ],
-        ["", " per principianti", " con un budget limitato", " per famiglie", " per professionisti",
-         " quest'anno", " per l'uso quotidiano"],
+        [
+            "",
+            " per principianti",
+            " con un budget limitato",
+            " per famiglie",
+            " per professionisti",
+            " quest'anno",
+            " per l'uso quotidiano",
+        ],
     ),
     "nl": (
         [
@@ -96,8 +132,15 @@ TEMPLATES = {
             "Wat raden experts aan voor {example}{q}?",
             "Welk aanbod voor {topic} heeft de beste prijs-kwaliteitverhouding{q}?",
         ],
-        ["", " voor beginners", " met een klein budget", " voor gezinnen", " voor professionals", " dit jaar",
-         " voor dagelijks gebruik"],
+        [
+            "",
+            " voor beginners",
+            " met een klein budget",
+            " voor gezinnen",
+            " voor professionals",
+            " dit jaar",
+            " voor dagelijks gebruik",
+        ],
     ),
     "pt": (
         [
@@ -110,8 +153,15 @@ TEMPLATES = {
             "O que os especialistas recomendam para {example}{q}?",
             "Qual oferta de {topic} tem a melhor relação custo-benefício{q}?",
         ],
-        ["", " para iniciantes", " com pouco orçamento", " para famílias", " para profissionais", " este ano",
-         " para o dia a dia"],
+        [
+            "",
+            " para iniciantes",
+            " com pouco orçamento",
+            " para famílias",
+            " para profissionais",
+            " este ano",
+            " para o dia a dia",
+        ],
     ),
     "ja": (
         [
@@ -146,8 +196,17 @@ def template_language(code) -> str:
     return language if language in TEMPLATES else FALLBACK_LANGUAGE
 
 
-def summary(*, generated: int, hard_validated: int, final_count: int, verdict: str, reason: str,
-            guardrail_dropped: int = 0, language_rejected: int = 0, error_category: str | None = None) -> dict:
+def summary(
+    *,
+    generated: int,
+    hard_validated: int,
+    final_count: int,
+    verdict: str,
+    reason: str,
+    guardrail_dropped: int = 0,
+    language_rejected: int = 0,
+    error_category: str | None = None,
+) -> dict:
     return {
         "generated": generated,
         "hard_validated": hard_validated,
@@ -167,19 +226,40 @@ def answer(prompts: list[dict], evidence: list[dict], ship_summary: dict) -> dic
 
 def held(num_prompts: int) -> dict:
     """Everything generated was rejected by the language gate (the contract's held shape)."""
-    return answer([], [], summary(generated=num_prompts, hard_validated=num_prompts, language_rejected=num_prompts,
-                                  final_count=0, verdict="held", reason=HELD_REASON))
+    return answer(
+        [],
+        [],
+        summary(
+            generated=num_prompts,
+            hard_validated=num_prompts,
+            language_rejected=num_prompts,
+            final_count=0,
+            verdict="held",
+            reason=HELD_REASON,
+        ),
+    )
 
 
 def gate_error(category: str, reason: str) -> dict:
-    return answer([], [], summary(generated=0, hard_validated=0, final_count=0, verdict="gate_error",
-                                  error_category=category, reason=reason))
+    return answer(
+        [],
+        [],
+        summary(
+            generated=0, hard_validated=0, final_count=0, verdict="gate_error", error_category=category, reason=reason
+        ),
+    )
 
 
 def validation_error(request: dict) -> str | None:
     """The real service's terminal gate reason for a request it would refuse, or None when it is acceptable."""
-    for field, kind in (("brand", str), ("language_code", str), ("market_country", str), ("num_prompts", int),
-                        ("catalogue_seeds", list), ("model", str)):
+    for field, kind in (
+        ("brand", str),
+        ("language_code", str),
+        ("market_country", str),
+        ("num_prompts", int),
+        ("catalogue_seeds", list),
+        ("model", str),
+    ):
         value = request.get(field)
         if not isinstance(value, kind) or isinstance(value, bool) or value in ("", None):
             return f"invalid_request:{field}"
@@ -210,8 +290,11 @@ def category(topic: str) -> str:
 def _evidence(prompt: str, language: str) -> dict:
     # A stable, plausible confidence derived from the text itself.
     digest = int(hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:4], 16)
-    return {"detected_language": language, "language_confidence": round(0.75 + digest / 0xFFFF * 0.24, 4),
-            "language_validation_passed": True}
+    return {
+        "detected_language": language,
+        "language_confidence": round(0.75 + digest / 0xFFFF * 0.24, 4),
+        "language_validation_passed": True,
+    }
 
 
 def prompts_for(request: dict) -> list[dict]:
@@ -249,9 +332,14 @@ def ship(request: dict, *, zero: bool = False, duplicates: bool = False) -> dict
             {"prompt": "   ", "category": first["category"]},
         ]
         prompts = prompts + extra
-        evidence = evidence + [_evidence(first["prompt"], language)] * 2 + [
-            {"detected_language": None, "language_confidence": 0.0, "language_validation_passed": False}
-        ] * 2
+        evidence = (
+            evidence
+            + [_evidence(first["prompt"], language)] * 2
+            + [{"detected_language": None, "language_confidence": 0.0, "language_validation_passed": False}] * 2
+        )
     count = len(prompts)
-    return answer(prompts, evidence, summary(generated=count, hard_validated=count, final_count=count,
-                                             verdict="ship", reason="ok"))
+    return answer(
+        prompts,
+        evidence,
+        summary(generated=count, hard_validated=count, final_count=count, verdict="ship", reason="ok"),
+    )

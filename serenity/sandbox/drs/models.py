@@ -1,5 +1,6 @@
 """The DRS simulator's state, in the database so every process (API, worker, tests) sees the same:
 behaviour switches and the ledger of calls received."""
+
 from django.db import models
 
 

@@ -1,4 +1,5 @@
 """The DRS simulator's call ledger: what it received, for tests and for a look from the admin."""
+
 from serenity.sandbox.drs.models import DrsCall
 
 
@@ -23,7 +24,12 @@ def call_count(brand: str | None = None) -> int:
 def call_records(brand: str | None = None) -> list[dict]:
     """Each call with what the simulator knew of it: when, which function was targeted, what it answered."""
     return [
-        {"receivedAt": c.received_at.isoformat(), "brand": c.brand, "function": c.function, "outcome": c.outcome,
-         "body": c.body}
+        {
+            "receivedAt": c.received_at.isoformat(),
+            "brand": c.brand,
+            "function": c.function,
+            "outcome": c.outcome,
+            "body": c.body,
+        }
         for c in _ledger(brand)
     ]

@@ -1,4 +1,5 @@
 """Routes of the local drs simulator."""
+
 from django.urls import path
 
 from serenity.sandbox.drs import views

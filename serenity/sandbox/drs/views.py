@@ -1,5 +1,6 @@
 """HTTP face of the DRS simulator: the invoke endpoint (what the client's `http` transport calls), the
 control endpoint for switches, and the call ledger. Local only; no authentication."""
+
 import json
 import time
 
@@ -109,8 +110,9 @@ def control(request):
         if action == "set":
             controls.set_switch(str(body.get("switch")), brand=body.get("brand"), remaining=body.get("remaining"))
         elif action == "latency":
-            controls.set_latency(int(body.get("latencyMs", 0)), brand=body.get("brand"),
-                                 remaining=body.get("remaining"))
+            controls.set_latency(
+                int(body.get("latencyMs", 0)), brand=body.get("brand"), remaining=body.get("remaining")
+            )
         elif action == "clear":
             controls.clear(body.get("brand"))
         elif action == "reset":

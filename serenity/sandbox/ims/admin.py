@@ -2,6 +2,7 @@
 
 The signing key is not registered: its private part has no business on a screen.
 """
+
 from django.contrib import admin
 
 from serenity.sandbox.ims.models import LedgerEvent, PromiseRecord, Switch
@@ -30,8 +31,16 @@ class PromiseRecordAdmin(ReadOnlyAdmin):
     # The digest is shown only as its fingerprint, the same name the ledger uses.
     list_display = ["fingerprint", "pair", "user_id", "state", "expires_at", "created_at", "ended_at"]
     list_filter = ["state", "pair"]
-    fields = readonly_fields = ("fingerprint", "pair", "user_id", "org_ids", "state", "expires_at", "created_at",
-                                "ended_at")
+    fields = readonly_fields = (
+        "fingerprint",
+        "pair",
+        "user_id",
+        "org_ids",
+        "state",
+        "expires_at",
+        "created_at",
+        "ended_at",
+    )
 
 
 @admin.register(Switch)

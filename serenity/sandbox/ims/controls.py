@@ -1,5 +1,6 @@
 """Switches that make the IMS simulator misbehave on purpose; stored in the database, so they reach
 every process that serves or calls it."""
+
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -17,8 +18,14 @@ def _arm(name: str, count: int, status: int, *, mode: str = Switch.REFUSE, stall
     if isinstance(stall_seconds, bool) or not isinstance(stall_seconds, (int, float)) or not 0 <= stall_seconds <= 120:
         raise ValueError("stallSeconds must be a number of seconds between 0 and 120")
     Switch.objects.update_or_create(
-        name=name, defaults={"remaining": count, "status": status, "mode": mode, "stall_seconds": stall_seconds,
-                             "updated_at": timezone.now()}
+        name=name,
+        defaults={
+            "remaining": count,
+            "status": status,
+            "mode": mode,
+            "stall_seconds": stall_seconds,
+            "updated_at": timezone.now(),
+        },
     )
 
 
@@ -102,6 +109,7 @@ def take(name: str) -> Forced | None:
         if switch is None:
             return None
         taken = Switch.objects.filter(pk=switch.pk, remaining=switch.remaining).update(
-            remaining=switch.remaining - 1, updated_at=timezone.now())
+            remaining=switch.remaining - 1, updated_at=timezone.now()
+        )
         if taken:
             return Forced(status=switch.status, mode=switch.mode, stall_seconds=switch.stall_seconds)

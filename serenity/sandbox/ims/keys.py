@@ -3,6 +3,7 @@
 The RSA key is generated on first need and stored in the database, so every process (API, workers,
 management commands) signs and verifies with the same key and serves the same JWKS.
 """
+
 import base64
 import hashlib
 import json

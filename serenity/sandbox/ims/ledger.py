@@ -2,6 +2,7 @@
 
 Every event names a token by its fingerprint (a SHA-256 prefix), never by its value.
 """
+
 import hashlib
 import logging
 
@@ -58,8 +59,13 @@ def record(
     log.info(
         "ims sandbox: promise token %s",
         event.kind,
-        extra={"operation": operation, "fingerprint": event.fingerprint or None, "pair": pair or None,
-               "status": status, "reason": reason or None},
+        extra={
+            "operation": operation,
+            "fingerprint": event.fingerprint or None,
+            "pair": pair or None,
+            "status": status,
+            "reason": reason or None,
+        },
     )
     return event
 

@@ -1,4 +1,5 @@
 """State of the IMS simulator, kept in the database so the API, workers and commands share it."""
+
 from django.db import models
 from django.utils import timezone
 
@@ -85,8 +86,9 @@ class Switch(models.Model):
     REFUSE = "refuse"
     LOSE = "lose"
 
-    name = models.CharField(max_length=16, unique=True,
-                            choices=[(MINT, "mint"), (EXCHANGE, "exchange"), (LATENCY, "latency")])
+    name = models.CharField(
+        max_length=16, unique=True, choices=[(MINT, "mint"), (EXCHANGE, "exchange"), (LATENCY, "latency")]
+    )
     remaining = models.PositiveIntegerField(default=0)
     status = models.PositiveSmallIntegerField(default=503)
     mode = models.CharField(max_length=8, default=REFUSE, choices=[(REFUSE, "refuse"), (LOSE, "lose the answer")])

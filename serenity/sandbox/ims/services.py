@@ -4,6 +4,7 @@ Client ids and secrets come from settings.IMS_CLIENT_PAIRS, read on every call s
 override reaches the simulator. Every refusal raises `Refused`, which the view answers and ledgers; a
 switch that loses an answer raises `AnswerLost` after the work was committed.
 """
+
 import hmac
 from datetime import timedelta
 
@@ -91,11 +92,15 @@ def mint(fields: dict) -> dict:
     token = keys.issue_promise_token(user_id=user_id, client_id=fields["client_id"], ttl=PROMISE_TTL)
     with transaction.atomic():
         PromiseRecord.objects.create(
-            digest=ledger.digest(token), pair=pair_name, user_id=user_id, org_ids=list(org_ids),
+            digest=ledger.digest(token),
+            pair=pair_name,
+            user_id=user_id,
+            org_ids=list(org_ids),
             expires_at=timezone.now() + timedelta(seconds=PROMISE_TTL),
         )
-        ledger.record(ledger.MINTED, operation="mint", fingerprint=ledger.fingerprint(token), pair=pair_name,
-                      user_id=user_id)
+        ledger.record(
+            ledger.MINTED, operation="mint", fingerprint=ledger.fingerprint(token), pair=pair_name, user_id=user_id
+        )
     answer = {"promise_token": token, "token_type": PROMISE_TOKEN_TYPE, "expires_in": PROMISE_TTL}
     if forced is not None:
         raise AnswerLost(forced, answer, fingerprint=ledger.digest(token), pair=pair_name, user_id=user_id)
@@ -131,19 +136,33 @@ def exchange(fields: dict) -> dict:
         )
         if won:
             PromiseRecord.objects.create(
-                digest=ledger.digest(rotated), pair=record.pair, user_id=record.user_id, org_ids=record.org_ids,
-                replaces=digest, expires_at=timezone.now() + timedelta(seconds=PROMISE_TTL),
+                digest=ledger.digest(rotated),
+                pair=record.pair,
+                user_id=record.user_id,
+                org_ids=record.org_ids,
+                replaces=digest,
+                expires_at=timezone.now() + timedelta(seconds=PROMISE_TTL),
             )
-            ledger.record(ledger.EXCHANGED, operation="exchange", fingerprint=digest, pair=record.pair,
-                          user_id=record.user_id)
-            ledger.record(ledger.ROTATED_TO, operation="exchange", fingerprint=ledger.digest(rotated),
-                          replaces=digest, pair=record.pair, user_id=record.user_id)
+            ledger.record(
+                ledger.EXCHANGED, operation="exchange", fingerprint=digest, pair=record.pair, user_id=record.user_id
+            )
+            ledger.record(
+                ledger.ROTATED_TO,
+                operation="exchange",
+                fingerprint=ledger.digest(rotated),
+                replaces=digest,
+                pair=record.pair,
+                user_id=record.user_id,
+            )
     if not won:
         raise Refused(401, "invalid_token", "token_exchanged", **context)
 
     access = keys.issue_access_token(
-        user_id=record.user_id, org_ids=record.org_ids, client_id=fields["client_id"],
-        scope=SCOPES.get(record.pair, DEFAULT_SCOPE), ttl=ACCESS_TTL,
+        user_id=record.user_id,
+        org_ids=record.org_ids,
+        client_id=fields["client_id"],
+        scope=SCOPES.get(record.pair, DEFAULT_SCOPE),
+        ttl=ACCESS_TTL,
     )
     answer = {
         "access_token": access,
@@ -188,13 +207,15 @@ def invalidate(fields: dict) -> dict:
     if record is None:
         return {}
     if record.pair != pair_name:
-        raise Refused(403, "unauthorized_client", "wrong_pair", fingerprint=digest, pair=pair_name,
-                      user_id=record.user_id)
+        raise Refused(
+            403, "unauthorized_client", "wrong_pair", fingerprint=digest, pair=pair_name, user_id=record.user_id
+        )
     with transaction.atomic():
         changed = PromiseRecord.objects.filter(pk=record.pk, state=PromiseState.LIVE).update(
             state=PromiseState.INVALIDATED, ended_at=timezone.now()
         )
         if changed:
-            ledger.record(ledger.INVALIDATED, operation="invalidate", fingerprint=digest, pair=record.pair,
-                          user_id=record.user_id)
+            ledger.record(
+                ledger.INVALIDATED, operation="invalidate", fingerprint=digest, pair=record.pair, user_id=record.user_id
+            )
     return {}

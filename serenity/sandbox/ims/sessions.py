@@ -5,6 +5,7 @@ session token: an ES256 JWT of issuer SESSION_TOKEN_ISSUER whose `sub` (and `ema
 whose `tenants[].id` are the IMS org idents (without `@AdobeOrg`). Signed with the local key pair minted into
 var/local-secrets.json, whose public half the API verifies with.
 """
+
 import time
 import uuid
 
@@ -23,15 +24,29 @@ def signing_key():
     return serialization.load_pem_private_key(pem.encode(), password=None)
 
 
-def issue_session_token(*, user_id: str, org_ids: list[str], ttl: int = 24 * 3600, is_admin: bool = False,
-                        issuer: str | None = None, key=None, **claims) -> str:
+def issue_session_token(
+    *,
+    user_id: str,
+    org_ids: list[str],
+    ttl: int = 24 * 3600,
+    is_admin: bool = False,
+    issuer: str | None = None,
+    key=None,
+    **claims,
+) -> str:
     """A session token for `user_id` reaching `org_ids` (IMS org ids, with or without `@AdobeOrg`). A negative
     `ttl` gives an expired one; `key` signs with another ES256 key; `claims` adds or overrides claims."""
     now = int(time.time())
     payload = {
         "iss": issuer if issuer is not None else settings.SESSION_TOKEN_ISSUER,
-        "sub": user_id, "email": user_id, "aud": "spacecat-users", "jti": uuid.uuid4().hex,
+        "sub": user_id,
+        "email": user_id,
+        "aud": "spacecat-users",
+        "jti": uuid.uuid4().hex,
         "tenants": [{"id": org.removesuffix(ORG_SUFFIX), "subServices": [], "entitlement": {}} for org in org_ids],
-        "is_admin": is_admin, "iat": now, "exp": now + ttl, **claims,
+        "is_admin": is_admin,
+        "iat": now,
+        "exp": now + ttl,
+        **claims,
     }
     return jwt.encode(payload, key or signing_key(), algorithm="ES256", headers={"typ": "JWT"})

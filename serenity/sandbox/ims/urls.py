@@ -1,4 +1,5 @@
 """Routes of the local IMS simulator, mounted at /sandbox/ims/ (IMS's own paths live under ims/)."""
+
 from django.urls import path
 
 from serenity.sandbox.ims import views

@@ -3,6 +3,7 @@
 Plain Django views on purpose: the product's DRF defaults (IMS bearer authentication, JSON only) are
 what the simulator stands in for, not what it is served by.
 """
+
 import json
 import time
 
@@ -18,8 +19,13 @@ _NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
 def _refused(operation: str, exc: services.Refused) -> JsonResponse:
     ledger.record(
-        ledger.REFUSED, operation=operation, fingerprint=exc.fingerprint, pair=exc.pair, user_id=exc.user_id,
-        status=exc.status, reason=exc.reason,
+        ledger.REFUSED,
+        operation=operation,
+        fingerprint=exc.fingerprint,
+        pair=exc.pair,
+        user_id=exc.user_id,
+        status=exc.status,
+        reason=exc.reason,
     )
     return JsonResponse(exc.body(), status=exc.status, headers=_NO_STORE)
 
@@ -27,9 +33,15 @@ def _refused(operation: str, exc: services.Refused) -> JsonResponse:
 def _answer_lost(operation: str, exc: services.AnswerLost) -> JsonResponse:
     """The call was committed; now lose its answer: an error status at once, or the real answer held back
     past the caller's timeout."""
-    ledger.record(ledger.ANSWER_LOST, operation=operation, fingerprint=exc.fingerprint, pair=exc.pair,
-                  user_id=exc.user_id, status=None if exc.forced.stall_seconds else exc.forced.status,
-                  reason="stalled" if exc.forced.stall_seconds else "error_after_commit")
+    ledger.record(
+        ledger.ANSWER_LOST,
+        operation=operation,
+        fingerprint=exc.fingerprint,
+        pair=exc.pair,
+        user_id=exc.user_id,
+        status=None if exc.forced.stall_seconds else exc.forced.status,
+        reason="stalled" if exc.forced.stall_seconds else "error_after_commit",
+    )
     if exc.forced.stall_seconds:
         time.sleep(exc.forced.stall_seconds)
         return JsonResponse(exc.answer, headers=_NO_STORE)
@@ -139,11 +151,13 @@ def control(request):
             elif action == "fail_next_mints":
                 controls.fail_next_mints(body.get("count", 1), body.get("status", 503))
             elif action == "lose_next_exchange_answers":
-                controls.lose_next_exchange_answers(body.get("count", 1), body.get("status", 500),
-                                                    body.get("stallSeconds", 0))
+                controls.lose_next_exchange_answers(
+                    body.get("count", 1), body.get("status", 500), body.get("stallSeconds", 0)
+                )
             elif action == "lose_next_mint_answers":
-                controls.lose_next_mint_answers(body.get("count", 1), body.get("status", 500),
-                                                body.get("stallSeconds", 0))
+                controls.lose_next_mint_answers(
+                    body.get("count", 1), body.get("status", 500), body.get("stallSeconds", 0)
+                )
             elif action == "latency":
                 controls.set_latency(body.get("ms"))
             elif action == "expire_live_tokens":

@@ -1,4 +1,5 @@
 """Admin pages of the Semrush simulator: what it holds, read at a glance (it never stores a token)."""
+
 from django.contrib import admin
 
 from serenity.sandbox.semrush import models

@@ -3,6 +3,7 @@
 They live in the database, so a test thread, the live server's threads and a separate `make run`
 process all see the same switches. `POST /sandbox/semrush/_control` calls these same functions.
 """
+
 import os
 
 from django.db import transaction
@@ -67,8 +68,13 @@ def fail_next(
     if retry_after is None and status == 429:
         retry_after = 1
     FailureRule.objects.create(
-        status=status, remaining=count, path_contains=path or "", method=(method or "").upper(),
-        retry_after=retry_after, lose_answer=bool(lose_answer), stall_ms=stall_ms,
+        status=status,
+        remaining=count,
+        path_contains=path or "",
+        method=(method or "").upper(),
+        retry_after=retry_after,
+        lose_answer=bool(lose_answer),
+        stall_ms=stall_ms,
     )
 
 

@@ -3,6 +3,7 @@
 Uniqueness lives in database constraints so two concurrent creates cannot both win: the loser gets an
 IntegrityError and the API answers 409 naming the winner's id.
 """
+
 import secrets
 
 from django.db import models
@@ -120,9 +121,7 @@ class IdempotentResponse(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["method", "path", "key"], name="semrush_sim_idempotency_unique")
-        ]
+        constraints = [models.UniqueConstraint(fields=["method", "path", "key"], name="semrush_sim_idempotency_unique")]
 
     def __str__(self):
         return f"{self.method} {self.path} [{self.key}]"

@@ -4,6 +4,7 @@ Each raises a `SimError` subclass that the API turns into its JSON error; duplic
 database's unique constraints, so of two concurrent creates exactly one wins and the other learns the
 winner's id.
 """
+
 import re
 from datetime import datetime
 
@@ -155,11 +156,17 @@ def prompts_write(*, project_id: str, prompts) -> list[Prompt]:
         for field in ("createdBy", "updatedBy"):
             if not isinstance(prompt.get(field), str) or not prompt[field].strip():
                 raise Invalid(f"{where}.{field} must be a non-empty string")
-        rows.append(Prompt(
-            project=project, text=text, tag_ids=tag_ids,
-            created_by=prompt["createdBy"], created_at=_timestamp(prompt.get("createdAt"), f"{where}.createdAt"),
-            updated_by=prompt["updatedBy"], updated_at=_timestamp(prompt.get("updatedAt"), f"{where}.updatedAt"),
-        ))
+        rows.append(
+            Prompt(
+                project=project,
+                text=text,
+                tag_ids=tag_ids,
+                created_by=prompt["createdBy"],
+                created_at=_timestamp(prompt.get("createdAt"), f"{where}.createdAt"),
+                updated_by=prompt["updatedBy"],
+                updated_at=_timestamp(prompt.get("updatedAt"), f"{where}.updatedAt"),
+            )
+        )
     with transaction.atomic():
         created = Prompt.objects.bulk_create(rows)
         Project.objects.filter(id=project.id).update(status=Project.Status.DRAFT)

@@ -1,4 +1,5 @@
 """Reads of the Semrush simulator's state, in the API's JSON shapes, for tests and `GET /_state`."""
+
 from serenity.sandbox.semrush import controls
 from serenity.sandbox.semrush.models import Call, FailureRule, Project, Prompt, TagRoot, Workspace
 
@@ -8,8 +9,12 @@ def _iso(value):
 
 
 def workspace_json(workspace: Workspace) -> dict:
-    return {"id": workspace.id, "name": workspace.name, "parentId": workspace.parent_id,
-            "createdAt": _iso(workspace.created_at)}
+    return {
+        "id": workspace.id,
+        "name": workspace.name,
+        "parentId": workspace.parent_id,
+        "createdAt": _iso(workspace.created_at),
+    }
 
 
 def project_json(project: Project) -> dict:
@@ -87,8 +92,9 @@ def calls(*, path_contains: str | None = None, method: str | None = None) -> lis
         rows = rows.filter(path__contains=path_contains)
     if method:
         rows = rows.filter(method=method.upper())
-    return [{"method": c.method, "path": c.path, "query": c.query, "status": c.status, "userId": c.user_id}
-            for c in rows]
+    return [
+        {"method": c.method, "path": c.path, "query": c.query, "status": c.status, "userId": c.user_id} for c in rows
+    ]
 
 
 def snapshot(workspace_id: str | None = None) -> dict:
@@ -104,8 +110,13 @@ def snapshot(workspace_id: str | None = None) -> dict:
         "switches": {
             "latencyMs": controls.latency_ms(),
             "failures": [
-                {"status": r.status, "remaining": r.remaining, "path": r.path_contains or None,
-                 "method": r.method or None, "retryAfter": r.retry_after}
+                {
+                    "status": r.status,
+                    "remaining": r.remaining,
+                    "path": r.path_contains or None,
+                    "method": r.method or None,
+                    "retryAfter": r.retry_after,
+                }
                 for r in FailureRule.objects.filter(remaining__gt=0).order_by("id")
             ],
         },

@@ -3,6 +3,7 @@
 Path parameters carry a `semrush` prefix so serenity/routes.py can classify them apart from the product's
 own ids: they name records of the simulated Semrush, never a tenant record of ours.
 """
+
 from django.urls import path
 
 from serenity.sandbox.semrush import views

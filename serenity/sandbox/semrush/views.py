@@ -5,6 +5,7 @@ API call passes, in order, the latency switch, the injected-failure switch and t
 RS256 access token signed by the IMS simulator's key, with a scope that allows the call); then it is
 served and recorded (method, path, status and the caller's user id: never a header or a token).
 """
+
 import json
 import re
 import time
@@ -68,8 +69,11 @@ def _body(request) -> dict:
 
 def _record(request, status: int, user_id: str) -> None:
     Call.objects.create(
-        method=request.method, path=request.path, query=request.META.get("QUERY_STRING", "")[:1000],
-        status=status, user_id=user_id[:200],
+        method=request.method,
+        path=request.path,
+        query=request.META.get("QUERY_STRING", "")[:1000],
+        status=status,
+        user_id=user_id[:200],
     )
 
 
@@ -94,8 +98,12 @@ def api(*methods: str):
             else:
                 claims = _verify_bearer(request.headers.get("Authorization"))
                 if claims is None:
-                    response = _error(401, "unauthorized", "a valid bearer token is required",
-                                      {"WWW-Authenticate": 'Bearer realm="semrush"'})
+                    response = _error(
+                        401,
+                        "unauthorized",
+                        "a valid bearer token is required",
+                        {"WWW-Authenticate": 'Bearer realm="semrush"'},
+                    )
                 elif not _in_scope(claims, request.method):
                     user_id = str(claims.get("user_id") or "")
                     response = _error(403, "insufficient_scope", "the token's scope does not allow this call")
@@ -199,7 +207,9 @@ def projects(request, semrushWorkspaceId):
     if request.method == "POST":
         body = _body(request)
         project = services.project_create(
-            workspace_id=semrushWorkspaceId, name=body.get("name"), geo_target_id=body.get("geoTargetId"),
+            workspace_id=semrushWorkspaceId,
+            name=body.get("name"),
+            geo_target_id=body.get("geoTargetId"),
             language_code=body.get("languageCode"),
         )
         return JsonResponse(state.project_json(project), status=201)
@@ -226,8 +236,9 @@ def tags(request, semrushWorkspaceId):
     POST {name, values?: [str]} -> 201 {id, name, values: [{id, value}]}, or 409 {error: {existingId}}."""
     if request.method == "POST":
         body = _body(request)
-        root = services.tag_root_create(workspace_id=semrushWorkspaceId, name=body.get("name"),
-                                        values=body.get("values"))
+        root = services.tag_root_create(
+            workspace_id=semrushWorkspaceId, name=body.get("name"), values=body.get("values")
+        )
         return JsonResponse(state.tag_root_json(root), status=201)
     return JsonResponse({"items": state.tags(semrushWorkspaceId)})
 
@@ -265,10 +276,12 @@ def prompts(request, semrushProjectId):
     page = list(rows[: int(limit) + 1])
     more = len(page) > int(limit)
     page = page[: int(limit)]
-    return JsonResponse({
-        "items": [state.prompt_json(p) for p in page],
-        "nextCursor": str(page[-1].seq) if more else None,
-    })
+    return JsonResponse(
+        {
+            "items": [state.prompt_json(p) for p in page],
+            "nextCursor": str(page[-1].seq) if more else None,
+        }
+    )
 
 
 @api("POST")
@@ -309,13 +322,18 @@ def control(request):
             controls.set_latency(body.get("ms"))
         elif action == "fail":
             controls.fail_next(
-                body.get("count", 1), status=body.get("status", 503), path=body.get("path"),
-                method=body.get("method"), retry_after=body.get("retryAfter"),
-                lose_answer=body.get("loseAnswer", False), stall_ms=body.get("stallMs", 0),
+                body.get("count", 1),
+                status=body.get("status", 503),
+                path=body.get("path"),
+                method=body.get("method"),
+                retry_after=body.get("retryAfter"),
+                lose_answer=body.get("loseAnswer", False),
+                stall_ms=body.get("stallMs", 0),
             )
         elif action == "catalogue":
-            controls.set_catalogue(domain=body.get("domain", ""), country=body.get("country", ""),
-                                   items=body.get("items"))
+            controls.set_catalogue(
+                domain=body.get("domain", ""), country=body.get("country", ""), items=body.get("items")
+            )
         elif action == "clearCatalogue":
             controls.clear_catalogue(domain=body.get("domain", ""), country=body.get("country", ""))
         elif action == "reset":

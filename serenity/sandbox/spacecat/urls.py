@@ -1,4 +1,5 @@
 """Route of the local sign-in simulator, mounted at /sandbox/spacecat/."""
+
 from django.urls import path
 
 from serenity.sandbox.spacecat import views

@@ -1,6 +1,7 @@
 """The sign-in the original's UI does before it calls the API: `POST /sandbox/spacecat/auth/login
 {"accessToken": <IMS user token>}` -> `{"sessionToken": <ES256 JWT>}` for the same user and organizations
 (the IMS simulator vouches for the access token)."""
+
 import json
 
 import jwt

@@ -1,6 +1,7 @@
 """The DRS client against the pinned cross-service contract: the request mapping reproduces its `request`
 byte for byte on the wire, and each of its answers parses to the SPEC §6 outcome (Lambda transport, at the
 botocore seam)."""
+
 import io
 import json
 import logging
@@ -83,8 +84,10 @@ def test_contract_service_response_parses_with_its_categories(contract, lambda_s
     ship = drs.generate(contract["job"])
 
     assert ship.prompts == [
-        {"prompt": "Welche wasserdichten Wanderschuhe eignen sich fuer lange Touren im Herbst?",
-         "category": "wanderschuhe"},
+        {
+            "prompt": "Welche wasserdichten Wanderschuhe eignen sich fuer lange Touren im Herbst?",
+            "category": "wanderschuhe",
+        },
         {"prompt": "Worauf sollte man beim Kauf eines 40-Liter-Trekkingrucksacks achten?", "category": "rucksaecke"},
     ]
     assert ship.language_evidence == contract["service_response"]["language_evidence"]
@@ -99,7 +102,10 @@ def test_contract_held_response_is_terminal_held_without_a_failure_metric(contra
         drs.generate(contract["job"])
 
     assert (raised.value.code, raised.value.retryable, raised.value.reason) == (
-        "PROMPT_GENERATION_HELD", False, "held: language_gate")
+        "PROMPT_GENERATION_HELD",
+        False,
+        "held: language_gate",
+    )
     [emf] = emf_docs(caplog)
     assert "DRSInvokeFailure" not in emf
     assert "DRSInvokeDurationMs" in emf
@@ -113,7 +119,10 @@ def test_contract_gate_error_response_is_terminal_gate_error_with_a_failure_metr
         drs.generate(contract["job"])
 
     assert (raised.value.code, raised.value.retryable, raised.value.reason) == (
-        "PROMPT_GENERATION_GATE_ERROR", False, "gate_error (terminal): invalid_model:gpt-4")
+        "PROMPT_GENERATION_GATE_ERROR",
+        False,
+        "gate_error (terminal): invalid_model:gpt-4",
+    )
     [emf] = emf_docs(caplog)
     assert emf["DRSInvokeFailure"] == 1
 
@@ -122,13 +131,29 @@ def test_missing_aliases_count_and_seeds_take_their_defaults(settings):
     settings.DRS_NUM_PROMPTS = 50
     settings.DRS_PROMPT_GENERATION_MODEL = "gpt-5.4-mini"
 
-    request = drs.build_request({"siteId": "s-1", "brand": "Acme", "baseUrl": "https://acme.example",
-                                 "market": "FR", "languageCode": "fr", "imsOrgId": "ORG1@AdobeOrg"})
+    request = drs.build_request(
+        {
+            "siteId": "s-1",
+            "brand": "Acme",
+            "baseUrl": "https://acme.example",
+            "market": "FR",
+            "languageCode": "fr",
+            "imsOrgId": "ORG1@AdobeOrg",
+        }
+    )
 
     assert request == {
-        "site_id": "s-1", "brand": "Acme", "brand_aliases": [], "base_url": "https://acme.example",
-        "market_country": "FR", "language_code": "fr", "num_prompts": 50, "model": "gpt-5.4-mini",
-        "catalogue_seeds": [], "catalogue_status": "empty", "metadata": {"imsOrgId": "ORG1@AdobeOrg"},
+        "site_id": "s-1",
+        "brand": "Acme",
+        "brand_aliases": [],
+        "base_url": "https://acme.example",
+        "market_country": "FR",
+        "language_code": "fr",
+        "num_prompts": 50,
+        "model": "gpt-5.4-mini",
+        "catalogue_seeds": [],
+        "catalogue_status": "empty",
+        "metadata": {"imsOrgId": "ORG1@AdobeOrg"},
     }
 
 
@@ -142,8 +167,15 @@ def test_audience_is_sent_only_when_set(contract):
 
 
 def test_keys_outside_the_job_parameters_never_reach_the_request(contract):
-    request = drs.build_request({**contract["job"], "promiseToken": "pt-secret-value", "subpath": "/de",
-                                 "workspaceId": "ws-1", "geoTargetId": 2276})
+    request = drs.build_request(
+        {
+            **contract["job"],
+            "promiseToken": "pt-secret-value",
+            "subpath": "/de",
+            "workspaceId": "ws-1",
+            "geoTargetId": 2276,
+        }
+    )
 
     assert request == contract["request"]
     assert "pt-secret-value" not in json.dumps(request)

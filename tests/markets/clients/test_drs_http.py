@@ -1,5 +1,6 @@
 """The DRS client's HTTP transport against the DRS simulator over real HTTP: every simulator switch maps to
 its SPEC §6 outcome, and the EMF lines say which calls were genuine failures."""
+
 import logging
 
 import pytest
@@ -9,20 +10,30 @@ from serenity.sandbox.drs import controls, state
 
 ARN = "arn:aws:lambda:us-east-1:123456789012:function:drs-prompt-generation"
 PARAMS = {
-    "siteId": "6f1d2c3b-4a5e-4f60-9a7b-8c9d0e1f2a3b", "brand": "Nordlicht Outdoor",
-    "aliases": ["Nordlicht"], "baseUrl": "https://nordlicht-outdoor.example", "market": "DE",
-    "languageCode": "de", "count": 3, "imsOrgId": "0A1B2C3D4E5F60718293A4B5@AdobeOrg",
+    "siteId": "6f1d2c3b-4a5e-4f60-9a7b-8c9d0e1f2a3b",
+    "brand": "Nordlicht Outdoor",
+    "aliases": ["Nordlicht"],
+    "baseUrl": "https://nordlicht-outdoor.example",
+    "market": "DE",
+    "languageCode": "de",
+    "count": 3,
+    "imsOrgId": "0A1B2C3D4E5F60718293A4B5@AdobeOrg",
     "seeds": [
-        {"topic": "wanderschuhe wasserdicht", "volume": 12100,
-         "examplePrompts": ["beste wasserdichte wanderschuhe fuer damen"]},
+        {
+            "topic": "wanderschuhe wasserdicht",
+            "volume": 12100,
+            "examplePrompts": ["beste wasserdichte wanderschuhe fuer damen"],
+        },
         {"topic": "trekkingrucksack 40l", "volume": 3600, "examplePrompts": ["trekkingrucksack 40l test"]},
     ],
 }
 PROMPTS = [
     {"prompt": "Was sind die besten Optionen für wanderschuhe wasserdicht?", "category": "wanderschuhe-wasserdicht"},
     {"prompt": "Was sind die besten Optionen für trekkingrucksack 40l?", "category": "trekkingrucksack-40l"},
-    {"prompt": "Wie wähle ich das richtige Produkt für wanderschuhe wasserdicht?",
-     "category": "wanderschuhe-wasserdicht"},
+    {
+        "prompt": "Wie wähle ich das richtige Produkt für wanderschuhe wasserdicht?",
+        "category": "wanderschuhe-wasserdicht",
+    },
 ]
 
 
@@ -60,12 +71,21 @@ def test_ship_returns_the_requested_number_of_prompts_in_the_requested_language(
 
     assert ship.prompts == PROMPTS
     assert [e["detected_language"] for e in ship.language_evidence] == ["de", "de", "de"]
-    assert ship.summary == {"generated": 3, "hard_validated": 3, "guardrail_dropped": 0, "language_rejected": 0,
-                            "quality_downranked": 0, "final_count": 3, "verdict": "ship", "error_category": None,
-                            "reason": "ok"}
+    assert ship.summary == {
+        "generated": 3,
+        "hard_validated": 3,
+        "guardrail_dropped": 0,
+        "language_rejected": 0,
+        "quality_downranked": 0,
+        "final_count": 3,
+        "verdict": "ship",
+        "error_category": None,
+        "reason": "ok",
+    }
     assert state.calls() == [drs.build_request(PARAMS)]
     assert [(c["brand"], c["function"], c["outcome"]) for c in state.call_records()] == [
-        ("Nordlicht Outdoor", ARN, "ship")]
+        ("Nordlicht Outdoor", ARN, "ship")
+    ]
     assert metric_names(emf()) == DURATION_ONLY
 
 
@@ -84,7 +104,10 @@ def test_retryable_gate_error_switch_is_retryable_without_a_failure_metric(drs_h
     error = failure()
 
     assert (error.code, error.retryable, error.reason) == (
-        "PROMPT_GENERATION_GATE_RETRYABLE", True, "gate_error (retryable): llm_throttled")
+        "PROMPT_GENERATION_GATE_RETRYABLE",
+        True,
+        "gate_error (retryable): llm_throttled",
+    )
     assert metric_names(emf()) == DURATION_ONLY
 
 
@@ -94,7 +117,10 @@ def test_terminal_gate_error_switch_is_terminal_with_a_failure_metric(drs_http, 
     error = failure()
 
     assert (error.code, error.retryable, error.reason) == (
-        "PROMPT_GENERATION_GATE_ERROR", False, "gate_error (terminal): guardrail_config_invalid")
+        "PROMPT_GENERATION_GATE_ERROR",
+        False,
+        "gate_error (terminal): guardrail_config_invalid",
+    )
     assert metric_names(emf()) == DURATION_AND_FAILURE
 
 
@@ -218,4 +244,6 @@ def test_the_simulator_refusing_a_model_is_a_terminal_gate_error(drs_http, setti
     with pytest.raises(drs.DrsError) as raised:
         drs.parse_response(response.content)
     assert (raised.value.code, raised.value.reason) == (
-        "PROMPT_GENERATION_GATE_ERROR", "gate_error (terminal): invalid_model:gpt-4")
+        "PROMPT_GENERATION_GATE_ERROR",
+        "gate_error (terminal): invalid_model:gpt-4",
+    )

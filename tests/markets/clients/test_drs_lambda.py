@@ -1,5 +1,6 @@
 """The DRS client's Lambda transport at the botocore seam: target validation, invoke failures, payload
 parsing, the proxy shape, the read timeout, and the EMF lines each outcome leaves behind."""
+
 import io
 import json
 import logging
@@ -15,16 +16,30 @@ from markets.clients import drs
 
 ARN = "arn:aws:lambda:us-east-1:123456789012:function:drs-prompt-generation"
 PARAMS = {
-    "siteId": "site-1", "brand": "Acme Outdoor", "aliases": ["Acme"], "baseUrl": "https://acme.example",
-    "market": "US", "languageCode": "en", "count": 2, "imsOrgId": "ORG1@AdobeOrg",
+    "siteId": "site-1",
+    "brand": "Acme Outdoor",
+    "aliases": ["Acme"],
+    "baseUrl": "https://acme.example",
+    "market": "US",
+    "languageCode": "en",
+    "count": 2,
+    "imsOrgId": "ORG1@AdobeOrg",
     "seeds": [{"topic": "trail running shoes", "volume": 900, "examplePrompts": ["best trail shoes"]}],
 }
 SHIP = {
     "prompts": [{"prompt": "Which trail running shoes grip best on wet rock?", "category": "trail-running-shoes"}],
     "language_evidence": [{"detected_language": "en", "language_confidence": 0.91, "language_validation_passed": True}],
-    "ship_summary": {"generated": 1, "hard_validated": 1, "guardrail_dropped": 0, "language_rejected": 0,
-                     "quality_downranked": 0, "final_count": 1, "verdict": "ship", "error_category": None,
-                     "reason": "ok"},
+    "ship_summary": {
+        "generated": 1,
+        "hard_validated": 1,
+        "guardrail_dropped": 0,
+        "language_rejected": 0,
+        "quality_downranked": 0,
+        "final_count": 1,
+        "verdict": "ship",
+        "error_category": None,
+        "reason": "ok",
+    },
 }
 
 
@@ -79,8 +94,7 @@ def metric_names(doc: dict) -> list[str]:
 
 def assert_failure_metric(docs: list[dict], *, with_duration: bool = True) -> None:
     [doc] = docs
-    assert metric_names(doc) == (["DRSInvokeDurationMs", "DRSInvokeFailure"] if with_duration
-                                 else ["DRSInvokeFailure"])
+    assert metric_names(doc) == (["DRSInvokeDurationMs", "DRSInvokeFailure"] if with_duration else ["DRSInvokeFailure"])
     assert doc["DRSInvokeFailure"] == 1
     assert doc["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "SpacecatSerenityMarketWorker"
     assert doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["Environment"]]
@@ -88,13 +102,17 @@ def assert_failure_metric(docs: list[dict], *, with_duration: bool = True) -> No
 
 # -- target ---------------------------------------------------------------------------------------------
 
+
 def test_unset_function_is_terminal_and_nothing_is_invoked(stub, lambda_settings, emf):
     lambda_settings.DRS_PROMPT_GENERATION_FUNCTION = ""
 
     error = failure()
 
     assert (error.code, error.retryable, error.reason) == (
-        "DRS_GENERATION_TERMINAL", False, "DRS_PROMPT_GENERATION_FUNCTION is not set")
+        "DRS_GENERATION_TERMINAL",
+        False,
+        "DRS_PROMPT_GENERATION_FUNCTION is not set",
+    )
     assert_failure_metric(emf(), with_duration=False)
 
 
@@ -104,8 +122,10 @@ def test_name_only_function_is_an_invalid_target_and_its_value_is_never_logged(s
     error = failure()
 
     assert (error.code, error.retryable, error.reason) == (
-        "DRS_INVALID_TARGET", False,
-        "DRS_PROMPT_GENERATION_FUNCTION is not a full Lambda function ARN (name-only, 21 chars)")
+        "DRS_INVALID_TARGET",
+        False,
+        "DRS_PROMPT_GENERATION_FUNCTION is not a full Lambda function ARN (name-only, 21 chars)",
+    )
     assert_failure_metric(emf(), with_duration=False)
     assert "drs-prompt-generation" not in caplog.text
     assert all("drs-prompt-generation" not in json.dumps(vars(r), default=str) for r in caplog.records)
@@ -117,8 +137,10 @@ def test_partial_arn_is_an_invalid_target_and_its_value_is_never_logged(stub, la
     error = failure()
 
     assert (error.code, error.retryable, error.reason) == (
-        "DRS_INVALID_TARGET", False,
-        "DRS_PROMPT_GENERATION_FUNCTION is not a full Lambda function ARN (partial-arn, 6 segments, 59 chars)")
+        "DRS_INVALID_TARGET",
+        False,
+        "DRS_PROMPT_GENERATION_FUNCTION is not a full Lambda function ARN (partial-arn, 6 segments, 59 chars)",
+    )
     assert all("123456789012" not in json.dumps(vars(r), default=str) for r in caplog.records)
 
 
@@ -148,6 +170,7 @@ def test_a_function_in_another_region_is_invoked_through_that_region(lambda_sett
 
 # -- client configuration ---------------------------------------------------------------------------------
 
+
 def test_lambda_client_waits_the_whole_drs_budget_and_never_retries(lambda_settings):
     client = drs.lambda_client("us-east-1")
 
@@ -156,6 +179,7 @@ def test_lambda_client_waits_the_whole_drs_budget_and_never_retries(lambda_setti
 
 
 # -- invoke failures: retryable, counted -------------------------------------------------------------------
+
 
 def test_function_error_is_retryable_and_counts_as_a_failure(stub, emf):
     answer_with(stub, wire({"errorMessage": "boom", "errorType": "RuntimeError"}), FunctionError="Unhandled")
@@ -176,13 +200,17 @@ def test_status_code_of_300_or_more_is_retryable_and_counts_as_a_failure(stub, e
 
 
 def test_invoke_refused_by_lambda_is_retryable_and_counts_as_a_failure(stub, emf):
-    stub.add_client_error("invoke", service_error_code="TooManyRequestsException", http_status_code=429,
-                          expected_params=expected_invoke())
+    stub.add_client_error(
+        "invoke", service_error_code="TooManyRequestsException", http_status_code=429, expected_params=expected_invoke()
+    )
 
     error = failure()
 
     assert (error.code, error.retryable, error.reason) == (
-        "DRS_TRANSIENT", True, "lambda invoke refused: TooManyRequestsException (HTTP 429)")
+        "DRS_TRANSIENT",
+        True,
+        "lambda invoke refused: TooManyRequestsException (HTTP 429)",
+    )
     assert_failure_metric(emf())
 
 
@@ -228,7 +256,10 @@ def test_read_timeout_is_retryable_and_counts_as_a_failure(lambda_settings, sile
     error = failure()
 
     assert (error.code, error.retryable, error.reason) == (
-        "DRS_TRANSIENT", True, "lambda invoke timed out (ReadTimeoutError)")
+        "DRS_TRANSIENT",
+        True,
+        "lambda invoke timed out (ReadTimeoutError)",
+    )
     [doc] = emf()
     assert doc["DRSInvokeFailure"] == 1
     # One attempt, cut by the read timeout (so the measured duration cannot be shorter than it).
@@ -238,13 +269,15 @@ def test_read_timeout_is_retryable_and_counts_as_a_failure(lambda_settings, sile
 
 # -- payload parsing -----------------------------------------------------------------------------------
 
+
 def test_proxy_shape_with_a_string_body_is_unwrapped(stub, emf):
     answer_with(stub, wire({"statusCode": 200, "body": json.dumps(SHIP)}))
 
     ship = drs.generate(PARAMS)
 
-    assert ship == drs.DrsShip(prompts=SHIP["prompts"], language_evidence=SHIP["language_evidence"],
-                               summary=SHIP["ship_summary"])
+    assert ship == drs.DrsShip(
+        prompts=SHIP["prompts"], language_evidence=SHIP["language_evidence"], summary=SHIP["ship_summary"]
+    )
     [doc] = emf()
     assert metric_names(doc) == ["DRSInvokeDurationMs"]
 
@@ -254,12 +287,13 @@ def test_proxy_shape_with_an_object_body_is_unwrapped(stub):
 
     ship = drs.generate(PARAMS)
 
-    assert ship == drs.DrsShip(prompts=SHIP["prompts"], language_evidence=SHIP["language_evidence"],
-                               summary=SHIP["ship_summary"])
+    assert ship == drs.DrsShip(
+        prompts=SHIP["prompts"], language_evidence=SHIP["language_evidence"], summary=SHIP["ship_summary"]
+    )
 
 
 def test_proxy_shape_with_a_failing_status_is_retryable(stub, emf):
-    answer_with(stub, wire({"statusCode": 502, "body": "{\"message\": \"bad gateway\"}"}))
+    answer_with(stub, wire({"statusCode": 502, "body": '{"message": "bad gateway"}'}))
 
     error = failure()
 
@@ -281,8 +315,7 @@ def test_proxy_body_that_is_not_json_is_terminal(stub):
 
     error = failure()
 
-    assert (error.code, error.retryable, error.reason) == ("DRS_GENERATION_TERMINAL", False,
-                                                           "proxy body is not JSON")
+    assert (error.code, error.retryable, error.reason) == ("DRS_GENERATION_TERMINAL", False, "proxy body is not JSON")
 
 
 def test_missing_verdict_is_terminal_and_counts_as_a_failure(stub, emf):
@@ -290,8 +323,7 @@ def test_missing_verdict_is_terminal_and_counts_as_a_failure(stub, emf):
 
     error = failure()
 
-    assert (error.code, error.retryable, error.reason) == ("DRS_GENERATION_TERMINAL", False,
-                                                           "answer has no verdict")
+    assert (error.code, error.retryable, error.reason) == ("DRS_GENERATION_TERMINAL", False, "answer has no verdict")
     assert_failure_metric(emf())
 
 
@@ -308,20 +340,27 @@ def test_unknown_verdict_is_terminal_and_counts_as_a_failure(stub, emf):
 
     error = failure()
 
-    assert (error.code, error.retryable, error.reason) == ("DRS_GENERATION_TERMINAL", False,
-                                                           "unknown verdict 'maybe'")
+    assert (error.code, error.retryable, error.reason) == ("DRS_GENERATION_TERMINAL", False, "unknown verdict 'maybe'")
     assert_failure_metric(emf())
 
 
 def test_retryable_gate_error_is_retryable_without_a_failure_metric(stub, emf):
-    summary = {**SHIP["ship_summary"], "verdict": "gate_error", "error_category": "retryable",
-               "reason": "llm_throttled", "final_count": 0}
+    summary = {
+        **SHIP["ship_summary"],
+        "verdict": "gate_error",
+        "error_category": "retryable",
+        "reason": "llm_throttled",
+        "final_count": 0,
+    }
     answer_with(stub, wire({"prompts": [], "language_evidence": [], "ship_summary": summary}))
 
     error = failure()
 
     assert (error.code, error.retryable, error.reason) == (
-        "PROMPT_GENERATION_GATE_RETRYABLE", True, "gate_error (retryable): llm_throttled")
+        "PROMPT_GENERATION_GATE_RETRYABLE",
+        True,
+        "gate_error (retryable): llm_throttled",
+    )
     [doc] = emf()
     assert metric_names(doc) == ["DRSInvokeDurationMs"]
 
@@ -342,8 +381,11 @@ def test_ship_with_malformed_prompts_is_terminal(stub):
 
     error = failure()
 
-    assert (error.code, error.retryable, error.reason) == ("DRS_GENERATION_TERMINAL", False,
-                                                           "ship answer has malformed prompts")
+    assert (error.code, error.retryable, error.reason) == (
+        "DRS_GENERATION_TERMINAL",
+        False,
+        "ship answer has malformed prompts",
+    )
 
 
 def test_ship_failure_and_duration_lines_carry_only_the_environment_dimension(stub, emf, settings):
@@ -355,8 +397,13 @@ def test_ship_failure_and_duration_lines_carry_only_the_environment_dimension(st
     assert doc == {
         "_aws": {
             "Timestamp": doc["_aws"]["Timestamp"],
-            "CloudWatchMetrics": [{"Namespace": "SpacecatSerenityMarketWorker", "Dimensions": [["Environment"]],
-                                   "Metrics": [{"Name": "DRSInvokeDurationMs", "Unit": "Milliseconds"}]}],
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": "SpacecatSerenityMarketWorker",
+                    "Dimensions": [["Environment"]],
+                    "Metrics": [{"Name": "DRSInvokeDurationMs", "Unit": "Milliseconds"}],
+                }
+            ],
         },
         "Environment": settings.ENVIRONMENT,
         "DRSInvokeDurationMs": doc["DRSInvokeDurationMs"],

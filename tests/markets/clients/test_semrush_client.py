@@ -1,4 +1,5 @@
 """The Semrush client against the Semrush simulator over real HTTP."""
+
 import json
 import logging
 import threading
@@ -53,10 +54,15 @@ def test_brand_topics_returns_the_catalogue_items_exactly_as_served(semrush):
     controls.set_catalogue(domain="acme.example", country="US", items=items)
 
     assert semrush.brand_topics(workspace_id=WORKSPACE, domain="acme.example", country="US") == items
-    assert state.calls(path_contains="/brand-topics") == [{
-        "method": "GET", "path": f"/sandbox/semrush/v1/workspaces/{WORKSPACE}/brand-topics",
-        "query": "domain=acme.example&country=US", "status": 200, "userId": "user-1",
-    }]
+    assert state.calls(path_contains="/brand-topics") == [
+        {
+            "method": "GET",
+            "path": f"/sandbox/semrush/v1/workspaces/{WORKSPACE}/brand-topics",
+            "query": "domain=acme.example&country=US",
+            "status": 200,
+            "userId": "user-1",
+        }
+    ]
 
 
 def test_brand_topics_of_an_empty_catalogue_is_an_empty_list(semrush):
@@ -97,15 +103,19 @@ def test_find_project_is_none_before_the_project_exists(semrush):
 def test_create_project_returns_the_project_that_find_project_then_finds(semrush):
     created = semrush.create_project(workspace_id=WORKSPACE, name="France", geo_target_id=2250, language_code="fr")
 
-    assert created == {"id": created["id"], "name": "France", "geoTargetId": 2250, "languageCode": "fr",
-                       "published": False}
+    assert created == {
+        "id": created["id"],
+        "name": "France",
+        "geoTargetId": 2250,
+        "languageCode": "fr",
+        "published": False,
+    }
     assert semrush.find_project(workspace_id=WORKSPACE, geo_target_id=2250, language_code="fr") == created
     assert semrush.find_project(workspace_id=WORKSPACE, geo_target_id=2250, language_code="en") is None
 
 
 def test_creating_an_existing_project_returns_the_existing_one(semrush, project):
-    again = semrush.create_project(workspace_id=WORKSPACE, name="France again", geo_target_id=2250,
-                                   language_code="fr")
+    again = semrush.create_project(workspace_id=WORKSPACE, name="France again", geo_target_id=2250, language_code="fr")
 
     assert again == project
     assert [p["id"] for p in state.projects(WORKSPACE)] == [project["id"]]
@@ -136,8 +146,10 @@ def test_ensure_tags_reuses_existing_tags_without_creating_any(semrush, tag_ids)
 def test_ensure_tags_adds_a_missing_value_to_an_existing_tag(semrush, tag_ids):
     ids = semrush.ensure_tags(workspace_id=WORKSPACE, wanted={"origin": ["ai", "human"]})
 
-    assert ids == {("origin", "ai"): tag_ids[("origin", "ai")],
-                   ("origin", "human"): state.tag_values(WORKSPACE)["origin"]["human"]}
+    assert ids == {
+        ("origin", "ai"): tag_ids[("origin", "ai")],
+        ("origin", "human"): state.tag_values(WORKSPACE)["origin"]["human"],
+    }
     assert statuses("/values", "POST") == [201]
 
 
@@ -194,22 +206,45 @@ def test_write_prompts_records_text_tags_and_metadata_exactly(semrush, project, 
     tags = [tag_ids[("source", "semrush")], tag_ids[("origin", "ai")]]
 
     ids = semrush.write_prompts(
-        project_id=project["id"], user_id="user-1", at=AT,
-        prompts=[{"text": "Quelle cafetière choisir ?", "tagIds": tags}, {"text": "Où acheter du café ?", "tagIds": []}],
+        project_id=project["id"],
+        user_id="user-1",
+        at=AT,
+        prompts=[
+            {"text": "Quelle cafetière choisir ?", "tagIds": tags},
+            {"text": "Où acheter du café ?", "tagIds": []},
+        ],
     )
 
     stamp = "2025-03-04T05:06:07+00:00"
     assert state.prompts(project["id"]) == [
-        {"id": ids[0], "text": "Quelle cafetière choisir ?", "tagIds": tags, "createdBy": "user-1",
-         "createdAt": stamp, "updatedBy": "user-1", "updatedAt": stamp},
-        {"id": ids[1], "text": "Où acheter du café ?", "tagIds": [], "createdBy": "user-1",
-         "createdAt": stamp, "updatedBy": "user-1", "updatedAt": stamp},
+        {
+            "id": ids[0],
+            "text": "Quelle cafetière choisir ?",
+            "tagIds": tags,
+            "createdBy": "user-1",
+            "createdAt": stamp,
+            "updatedBy": "user-1",
+            "updatedAt": stamp,
+        },
+        {
+            "id": ids[1],
+            "text": "Où acheter du café ?",
+            "tagIds": [],
+            "createdBy": "user-1",
+            "createdAt": stamp,
+            "updatedBy": "user-1",
+            "updatedAt": stamp,
+        },
     ]
 
 
 def test_write_prompts_sends_at_most_100_per_call(semrush, project):
-    ids = semrush.write_prompts(project_id=project["id"], user_id="user-1", at=AT,
-                                prompts=[{"text": f"prompt {i}", "tagIds": []} for i in range(250)])
+    ids = semrush.write_prompts(
+        project_id=project["id"],
+        user_id="user-1",
+        at=AT,
+        prompts=[{"text": f"prompt {i}", "tagIds": []} for i in range(250)],
+    )
 
     assert len(ids) == len(set(ids)) == 250
     assert [p["id"] for p in state.prompts(project["id"])] == ids
@@ -234,15 +269,21 @@ def test_write_prompts_without_a_user_is_refused_before_any_call(semrush, projec
 
 
 def test_list_prompts_reads_every_page(semrush, project):
-    written = semrush.write_prompts(project_id=project["id"], user_id="user-1", at=AT,
-                                    prompts=[{"text": f"prompt {i}", "tagIds": []} for i in range(250)])
+    written = semrush.write_prompts(
+        project_id=project["id"],
+        user_id="user-1",
+        at=AT,
+        prompts=[{"text": f"prompt {i}", "tagIds": []} for i in range(250)],
+    )
 
     listed = semrush.list_prompts(project_id=project["id"])
 
     assert listed == state.prompts(project["id"])
     assert [p["id"] for p in listed] == written
     assert [c["query"] for c in state.calls(path_contains="/prompts", method="GET")] == [
-        "limit=100", f"limit=100&cursor={_seq_after(listed, 100)}", f"limit=100&cursor={_seq_after(listed, 200)}",
+        "limit=100",
+        f"limit=100&cursor={_seq_after(listed, 100)}",
+        f"limit=100&cursor={_seq_after(listed, 200)}",
     ]
 
 

@@ -1,5 +1,6 @@
 """Fixtures of the API tests: a small world of organizations, brands, sites and generation jobs, and
 helpers that call the polling and re-authorisation endpoints with a caller's bearer."""
+
 import uuid
 from datetime import timedelta
 
@@ -34,8 +35,14 @@ def make_brand(org: Organization, name: str, *, base_site: bool = True, workspac
         from markets.clients.semrush import SemrushClient
 
         workspace = SemrushClient(workspace_token).create_workspace(name=name, parent_id="serenity")
-    return BrandFactory(organization=org, name=name, domain=f"{name.lower()}.example", aliases=[],
-                        semrush_workspace_id=workspace, with_base_site=base_site)
+    return BrandFactory(
+        organization=org,
+        name=name,
+        domain=f"{name.lower()}.example",
+        aliases=[],
+        semrush_workspace_id=workspace,
+        with_base_site=base_site,
+    )
 
 
 def make_job(*, org: Organization, brand: Brand | None, site: Site | None, **fields) -> AsyncJob:
@@ -64,8 +71,12 @@ def needs_reauth_fields() -> dict:
         "status": JobStatus.FAILED,
         "phase": "generated",
         "error_code": NEEDS_REAUTH,
-        "error": {"code": NEEDS_REAUTH, "message": f"IMS refused the promise token {SECRET}", "retryable": False,
-                  "needsReauth": True},
+        "error": {
+            "code": NEEDS_REAUTH,
+            "message": f"IMS refused the promise token {SECRET}",
+            "retryable": False,
+            "needsReauth": True,
+        },
         "ended_at": timezone.now(),
     }
 

@@ -1,5 +1,6 @@
 """End to end through the public API and a real worker on the local SQS: a job that loses its credential
 is re-authorised by its requester and the same job id runs to COMPLETED."""
+
 import time
 
 import pytest
@@ -32,18 +33,28 @@ def test_a_job_needing_reauth_completes_under_the_same_id_after_the_requester_re
     api = Api(token)
     controls.fail_next_exchanges(1, 401)  # the worker's first exchange is refused: NEEDS_REAUTH
 
-    created = Client().post(f"/v2/orgs/{org.id}/brands/{brand.id}/serenity/markets",
-                            {"market": "FR", "languageCode": "fr", "generatePrompts": True,
-                            "brandDomain": brand.domain, "brandNames": [brand.name]},
-                            content_type="application/json",
-                            headers={"Authorization": f"Bearer {token}", "x-promise-audience": "semrush"})
+    created = Client().post(
+        f"/v2/orgs/{org.id}/brands/{brand.id}/serenity/markets",
+        {
+            "market": "FR",
+            "languageCode": "fr",
+            "generatePrompts": True,
+            "brandDomain": brand.domain,
+            "brandNames": [brand.name],
+        },
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {token}", "x-promise-audience": "semrush"},
+    )
     assert created.status_code == 201, created.content
     job_id = created.json()["promptGeneration"]["jobId"]
 
     failed = poll_until(api, org.id, brand.id, job_id, status="FAILED")
-    assert failed["error"] == {"code": "NEEDS_REAUTH",
-                               "message": "Authorisation to write to Semrush has expired. Re-authorise to continue.",
-                               "retryable": False, "needsReauth": True}
+    assert failed["error"] == {
+        "code": "NEEDS_REAUTH",
+        "message": "Authorisation to write to Semrush has expired. Re-authorise to continue.",
+        "retryable": False,
+        "needsReauth": True,
+    }
 
     accepted = api.reauth(org.id, brand.id, job_id)
     assert accepted.status_code == 202
@@ -53,8 +64,12 @@ def test_a_job_needing_reauth_completes_under_the_same_id_after_the_requester_re
     market = Market.objects.get(brand=brand, country="FR", language_code="fr")
     assert done["jobId"] == job_id
     assert done["error"] is None
-    assert done["result"] == {"promptCount": done["result"]["promptCount"], "projectId": market.semrush_project_id,
-                              "published": True, "verdict": "ship"}
+    assert done["result"] == {
+        "promptCount": done["result"]["promptCount"],
+        "projectId": market.semrush_project_id,
+        "published": True,
+        "verdict": "ship",
+    }
     assert done["result"]["promptCount"] > 0
     assert len(semrush.prompts(market.semrush_project_id)) >= done["result"]["promptCount"]
     # One mint at creation, one at re-authorisation; the refused exchange, then a good one.

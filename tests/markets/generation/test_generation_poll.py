@@ -1,4 +1,5 @@
 """GET …/serenity/markets/generation/jobs/{jobId}: the token-safe DTO, Retry-After, ETag and 304."""
+
 import json
 import uuid
 
@@ -23,24 +24,38 @@ def test_an_in_progress_job_is_shown_without_result_or_error(world, api):
     assert response.status_code == 200
     assert response["Content-Type"] == "application/json"
     assert response.json() == {
-        "jobId": str(job.id), "jobType": "generateSemrushMarket", "status": "IN_PROGRESS", "result": None,
-        "error": None, "createdAt": iso(job.created_at), "updatedAt": iso(job.updated_at),
+        "jobId": str(job.id),
+        "jobType": "generateSemrushMarket",
+        "status": "IN_PROGRESS",
+        "result": None,
+        "error": None,
+        "createdAt": iso(job.created_at),
+        "updatedAt": iso(job.updated_at),
     }
     assert response["Cache-Control"] == "private, no-cache"
 
 
 def test_a_completed_job_shows_only_the_allow_listed_result(world, api):
-    job = make_job(org=world.org, brand=world.brand, site=world.site, status=JobStatus.COMPLETED, phase="published",
-                   result={"promptCount": 42, "projectId": "p-1", "published": True, "verdict": "ship",
-                           "internal": SECRET})
+    job = make_job(
+        org=world.org,
+        brand=world.brand,
+        site=world.site,
+        status=JobStatus.COMPLETED,
+        phase="published",
+        result={"promptCount": 42, "projectId": "p-1", "published": True, "verdict": "ship", "internal": SECRET},
+    )
 
     response = api.poll(world.org.id, world.brand.id, job.id)
 
     assert response.status_code == 200
     assert response.json() == {
-        "jobId": str(job.id), "jobType": "generateSemrushMarket", "status": "COMPLETED",
-        "result": {"promptCount": 42, "projectId": "p-1", "published": True, "verdict": "ship"}, "error": None,
-        "createdAt": iso(job.created_at), "updatedAt": iso(job.updated_at),
+        "jobId": str(job.id),
+        "jobType": "generateSemrushMarket",
+        "status": "COMPLETED",
+        "result": {"promptCount": 42, "projectId": "p-1", "published": True, "verdict": "ship"},
+        "error": None,
+        "createdAt": iso(job.created_at),
+        "updatedAt": iso(job.updated_at),
     }
     assert "Retry-After" not in response
 
@@ -52,45 +67,82 @@ def test_a_job_awaiting_reauthorisation_shows_needs_reauth_with_the_public_messa
 
     assert response.status_code == 200
     assert response.json() == {
-        "jobId": str(job.id), "jobType": "generateSemrushMarket", "status": "FAILED", "result": None,
-        "error": {"code": "NEEDS_REAUTH",
-                  "message": "Authorisation to write to Semrush has expired. Re-authorise to continue.",
-                  "retryable": False, "needsReauth": True},
-        "createdAt": iso(job.created_at), "updatedAt": iso(job.updated_at),
+        "jobId": str(job.id),
+        "jobType": "generateSemrushMarket",
+        "status": "FAILED",
+        "result": None,
+        "error": {
+            "code": "NEEDS_REAUTH",
+            "message": "Authorisation to write to Semrush has expired. Re-authorise to continue.",
+            "retryable": False,
+            "needsReauth": True,
+        },
+        "createdAt": iso(job.created_at),
+        "updatedAt": iso(job.updated_at),
     }
     assert "Retry-After" not in response
 
 
 def test_a_held_job_shows_its_code_with_the_public_message_not_the_internal_one(world, api):
-    job = make_job(org=world.org, brand=world.brand, site=world.site, status=JobStatus.FAILED,
-                   error_code=PROMPT_GENERATION_HELD,
-                   error={"code": PROMPT_GENERATION_HELD, "message": f"held: language gate {SECRET}",
-                          "retryable": False, "needsReauth": False})
+    job = make_job(
+        org=world.org,
+        brand=world.brand,
+        site=world.site,
+        status=JobStatus.FAILED,
+        error_code=PROMPT_GENERATION_HELD,
+        error={
+            "code": PROMPT_GENERATION_HELD,
+            "message": f"held: language gate {SECRET}",
+            "retryable": False,
+            "needsReauth": False,
+        },
+    )
 
     response = api.poll(world.org.id, world.brand.id, job.id)
 
     assert response.json()["error"] == {
         "code": "PROMPT_GENERATION_HELD",
         "message": "The generated prompts did not pass the quality checks and were held back.",
-        "retryable": False, "needsReauth": False,
+        "retryable": False,
+        "needsReauth": False,
     }
 
 
 def test_an_error_code_without_its_own_sentence_gets_the_generic_public_message(world, api):
-    job = make_job(org=world.org, brand=world.brand, site=world.site, status=JobStatus.FAILED,
-                   error_code="CUSTOM_OPERATOR_CODE",
-                   error={"code": "CUSTOM_OPERATOR_CODE", "message": f"exchange refused: {SECRET}",
-                          "retryable": True, "needsReauth": False})
+    job = make_job(
+        org=world.org,
+        brand=world.brand,
+        site=world.site,
+        status=JobStatus.FAILED,
+        error_code="CUSTOM_OPERATOR_CODE",
+        error={
+            "code": "CUSTOM_OPERATOR_CODE",
+            "message": f"exchange refused: {SECRET}",
+            "retryable": True,
+            "needsReauth": False,
+        },
+    )
 
     response = api.poll(world.org.id, world.brand.id, job.id)
 
-    assert response.json()["error"] == {"code": "CUSTOM_OPERATOR_CODE", "message": "Prompt generation failed.",
-                                        "retryable": True, "needsReauth": False}
+    assert response.json()["error"] == {
+        "code": "CUSTOM_OPERATOR_CODE",
+        "message": "Prompt generation failed.",
+        "retryable": True,
+        "needsReauth": False,
+    }
 
 
-@pytest.mark.parametrize(("phase", "seconds"), [
-    ("queued", "10"), ("generating", "15"), ("generated", "5"), ("writing", "3"), ("written", "2"),
-])
+@pytest.mark.parametrize(
+    ("phase", "seconds"),
+    [
+        ("queued", "10"),
+        ("generating", "15"),
+        ("generated", "5"),
+        ("writing", "3"),
+        ("written", "2"),
+    ],
+)
 def test_retry_after_is_longer_while_generating_than_while_writing(world, api, phase, seconds):
     job = make_job(org=world.org, brand=world.brand, site=world.site, phase=phase)
 
@@ -100,8 +152,7 @@ def test_retry_after_is_longer_while_generating_than_while_writing(world, api, p
     assert response["Retry-After"] == seconds
 
 
-@pytest.mark.parametrize("status", [JobStatus.IN_PROGRESS, JobStatus.COMPLETED, JobStatus.FAILED,
-                                    JobStatus.CANCELLED])
+@pytest.mark.parametrize("status", [JobStatus.IN_PROGRESS, JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED])
 def test_every_poll_answer_carries_a_quoted_etag(world, api, status):
     job = make_job(org=world.org, brand=world.brand, site=world.site, status=status)
 
@@ -166,8 +217,13 @@ def test_a_non_uuid_id_answers_400(world, api, which):
     assert response["Content-Type"] == "application/problem+json"
     message = ID_MESSAGES[which]
     assert response.json() == {
-        "type": "https://errors.serenity.example/invalid", "title": "Invalid request", "status": 400,
-        "detail": message, "code": "invalid", "error": "invalidRequest", "message": message,
+        "type": "https://errors.serenity.example/invalid",
+        "title": "Invalid request",
+        "status": 400,
+        "detail": message,
+        "code": "invalid",
+        "error": "invalidRequest",
+        "message": message,
         "errors": [{"parameter": which, "code": "invalid_uuid", "message": message}],
     }
 
@@ -186,7 +242,13 @@ def test_every_error_code_the_product_sets_has_its_own_public_sentence():
 
     product_codes = {v for k, v in vars(codes).items() if k.isupper() and isinstance(v, str) and k == v}
     product_codes |= {v for k, v in vars(job_codes).items() if k.isupper() and isinstance(v, str) and k == v}
-    retryable_only = {codes.DRS_TRANSIENT, codes.PROMPT_GENERATION_GATE_RETRYABLE, codes.IMS_UNAVAILABLE,
-                      codes.SEMRUSH_UNAVAILABLE, codes.SEMRUSH_PROJECT_MISSING, codes.SEMRUSH_PUBLISH_FAILED}
+    retryable_only = {
+        codes.DRS_TRANSIENT,
+        codes.PROMPT_GENERATION_GATE_RETRYABLE,
+        codes.IMS_UNAVAILABLE,
+        codes.SEMRUSH_UNAVAILABLE,
+        codes.SEMRUSH_PROJECT_MISSING,
+        codes.SEMRUSH_PUBLISH_FAILED,
+    }
 
     assert product_codes - retryable_only - set(codes.PUBLIC_MESSAGES) == set()

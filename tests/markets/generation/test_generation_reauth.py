@@ -1,4 +1,5 @@
 """POST …/serenity/markets/generation/jobs/{jobId}/reauth: who may, when, and what leaves the process."""
+
 import json
 import threading
 import time
@@ -23,8 +24,15 @@ from tokens.services import grant_load
 def problem(status: int, code: str, title: str, detail: str) -> dict:
     from serenity.problems import error_token
 
-    return {"type": "https://errors.serenity.example/" + code.replace("_", "-"), "title": title, "status": status,
-            "detail": detail, "code": code, "error": error_token(code, status), "message": detail}
+    return {
+        "type": "https://errors.serenity.example/" + code.replace("_", "-"),
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "code": code,
+        "error": error_token(code, status),
+        "message": detail,
+    }
 
 
 def awaiting_job(world, **fields):
@@ -86,8 +94,9 @@ def test_a_forwarded_token_of_another_user_is_refused_and_nothing_is_stored(worl
     response = api.reauth(world.org.id, world.brand.id, job.id, **{"x-promise-token": forwarded})
 
     assert response.status_code == 401
-    assert response.json() == problem(401, "promise_token_rejected", "Invalid or expired promise token",
-                                      "Invalid or expired promise token")
+    assert response.json() == problem(
+        401, "promise_token_rejected", "Invalid or expired promise token", "Invalid or expired promise token"
+    )
     assert_still_awaiting_reauth(job)
     # The exchange rotated the other user's token; the rotated one was invalidated: nothing left live.
     assert ims.count("minted") == 1 and ims.live_tokens() == 0
@@ -126,9 +135,12 @@ def test_reauth_by_another_user_is_forbidden(world, bearer, ims, queues):
 
     assert response.status_code == 403
     assert response["Content-Type"] == "application/problem+json"
-    assert response.json() == problem(403, "not_job_requester",
-                                      "Only the user who started the job may re-authorise it",
-                                      "Only the user who started the job may re-authorise it")
+    assert response.json() == problem(
+        403,
+        "not_job_requester",
+        "Only the user who started the job may re-authorise it",
+        "Only the user who started the job may re-authorise it",
+    )
     assert_still_awaiting_reauth(job)
     assert ims.count("minted") == 0
     assert queues.drain() == []
@@ -145,20 +157,28 @@ def test_reauth_of_a_job_without_a_recorded_user_is_forbidden(world, api, ims, q
     assert ims.count("minted") == 0
 
 
-@pytest.mark.parametrize("state", [
-    {"status": "COMPLETED", "result": {"promptCount": 3, "projectId": "p", "published": True, "verdict": "ship"}},
-    {"status": "IN_PROGRESS"},
-    {"status": "FAILED", "error_code": "PROMPT_GENERATION_HELD",
-     "error": {"code": "PROMPT_GENERATION_HELD", "message": "held", "retryable": False, "needsReauth": False}},
-], ids=["completed", "in progress", "failed for another reason"])
+@pytest.mark.parametrize(
+    "state",
+    [
+        {"status": "COMPLETED", "result": {"promptCount": 3, "projectId": "p", "published": True, "verdict": "ship"}},
+        {"status": "IN_PROGRESS"},
+        {
+            "status": "FAILED",
+            "error_code": "PROMPT_GENERATION_HELD",
+            "error": {"code": "PROMPT_GENERATION_HELD", "message": "held", "retryable": False, "needsReauth": False},
+        },
+    ],
+    ids=["completed", "in progress", "failed for another reason"],
+)
 def test_reauth_of_a_job_not_awaiting_it_is_a_conflict(world, api, ims, queues, state):
     job = make_job(org=world.org, brand=world.brand, site=world.site, **state)
 
     response = api.reauth(world.org.id, world.brand.id, job.id)
 
     assert response.status_code == 409
-    assert response.json() == problem(409, "job_not_awaiting_reauth", "Job is not awaiting re-authentication",
-                                      f"Job {job.id} is {state['status']}.")
+    assert response.json() == problem(
+        409, "job_not_awaiting_reauth", "Job is not awaiting re-authentication", f"Job {job.id} is {state['status']}."
+    )
     job.refresh_from_db()
     assert job.status == state["status"]
     assert ims.count("minted") == 0
@@ -171,9 +191,12 @@ def test_reauth_without_the_semrush_audience_is_refused(world, api, ims):
     response = api.reauth(world.org.id, world.brand.id, job.id, audience=None)
 
     assert response.status_code == 400
-    assert response.json() == problem(400, "PROMISE_PAIR_REQUIRED", "The Semrush client pair is required",
-                                      "Re-authentication requires the Semrush promise pair (x-promise-audience: "
-                                      "semrush)")
+    assert response.json() == problem(
+        400,
+        "PROMISE_PAIR_REQUIRED",
+        "The Semrush client pair is required",
+        "Re-authentication requires the Semrush promise pair (x-promise-audience: semrush)",
+    )
     assert_still_awaiting_reauth(job)
     assert ims.count("minted") == 0
 
@@ -184,8 +207,9 @@ def test_reauth_with_an_unknown_audience_is_refused(world, api, ims):
     response = api.reauth(world.org.id, world.brand.id, job.id, audience="marketo")
 
     assert response.status_code == 400
-    assert response.json() == problem(400, "invalid_promise_audience", "Unknown x-promise-audience",
-                                      "Unknown promise audience: marketo")
+    assert response.json() == problem(
+        400, "invalid_promise_audience", "Unknown x-promise-audience", "Unknown promise audience: marketo"
+    )
     assert_still_awaiting_reauth(job)
 
 
@@ -207,8 +231,12 @@ def test_an_ims_mint_failure_answers_502_and_the_job_still_awaits_reauth(world, 
 
     assert response.status_code == 502
     assert response["Content-Type"] == "application/problem+json"
-    assert response.json() == problem(502, "credential_unavailable", "IMS did not issue a credential",
-                                      "The job still awaits re-authorisation; try again.")
+    assert response.json() == problem(
+        502,
+        "credential_unavailable",
+        "IMS did not issue a credential",
+        "The job still awaits re-authorisation; try again.",
+    )
     assert_still_awaiting_reauth(job)
     assert ims.count("minted") == 0
     assert [e["status"] for e in ims.events("refused")] == [503]
@@ -247,8 +275,12 @@ def test_a_credential_obtained_after_the_claim_was_lost_is_invalidated_and_the_j
     monkeypatch.setattr(ims_client, "mint", slow_mint)
 
     with pytest.raises(NotAwaitingReauth):
-        job_services.job_reauthorize(job_id=job.id, user_id=REQUESTER, pair=get_pair("semrush"),
-                                     obtain_token=lambda: ims_client.mint(bearer=api.token, pair=get_pair("semrush")))
+        job_services.job_reauthorize(
+            job_id=job.id,
+            user_id=REQUESTER,
+            pair=get_pair("semrush"),
+            obtain_token=lambda: ims_client.mint(bearer=api.token, pair=get_pair("semrush")),
+        )
 
     job.refresh_from_db()
     assert (job.status, job.error_code) == ("FAILED", "NEEDS_REAUTH")
@@ -261,12 +293,20 @@ def test_a_credential_obtained_after_the_claim_was_lost_is_invalidated_and_the_j
 def test_a_malformed_forwarded_token_is_refused_and_the_job_still_awaits_reauth(world, api, ims, queues):
     job = awaiting_job(world)
 
-    response = api.reauth(world.org.id, world.brand.id, job.id,
-                          **{"x-promise-token": '{"promise_token": "", "token_type": "promise_token"}'})
+    response = api.reauth(
+        world.org.id,
+        world.brand.id,
+        job.id,
+        **{"x-promise-token": '{"promise_token": "", "token_type": "promise_token"}'},
+    )
 
     assert response.status_code == 400
-    assert response.json() == problem(400, "invalid_promise_token", "x-promise-token is not a usable promise token",
-                                      "promise_token must be a non-empty string")
+    assert response.json() == problem(
+        400,
+        "invalid_promise_token",
+        "x-promise-token is not a usable promise token",
+        "promise_token must be a non-empty string",
+    )
     assert_still_awaiting_reauth(job)
     assert queues.drain() == []
 
@@ -275,8 +315,9 @@ def test_reauth_with_a_non_uuid_job_id_answers_400(world, api):
     response = api.reauth(world.org.id, world.brand.id, "12345")
 
     assert response.status_code == 400
-    assert response.json()["errors"] == [{"parameter": "jobId", "code": "invalid_uuid",
-                                          "message": "Job Id is invalid. Please provide a valid UUID."}]
+    assert response.json()["errors"] == [
+        {"parameter": "jobId", "code": "invalid_uuid", "message": "Job Id is invalid. Please provide a valid UUID."}
+    ]
 
 
 def test_reauth_of_a_missing_job_answers_the_same_404_as_polling_it(world, api):

@@ -2,6 +2,7 @@
 
 Every denial must answer a 404 whose bytes equal those of a job that does not exist.
 """
+
 import itertools
 import uuid
 
@@ -41,15 +42,22 @@ def missing_job_404(api, world) -> bytes:
     response = api.poll(world.org.id, world.brand.id, uuid.uuid4())
     assert response.status_code == 404
     assert response["Content-Type"] == "application/problem+json"
-    assert response.json() == {"type": "https://errors.serenity.example/job-not-found", "title": "Job not found",
-                               "status": 404, "detail": "Job not found", "code": "job_not_found",
-                               "error": "notFound", "message": "Job not found"}
+    assert response.json() == {
+        "type": "https://errors.serenity.example/job-not-found",
+        "title": "Job not found",
+        "status": 404,
+        "detail": "Job not found",
+        "code": "job_not_found",
+        "error": "notFound",
+        "message": "Job not found",
+    }
     assert response["x-error"] == "Job not found"
     return response.content
 
 
-@pytest.mark.parametrize(("org_case", "brand_case", "site_case", "type_case", "id_case"), MATRIX,
-                         ids=[" / ".join(cell) for cell in MATRIX])
+@pytest.mark.parametrize(
+    ("org_case", "brand_case", "site_case", "type_case", "id_case"), MATRIX, ids=[" / ".join(cell) for cell in MATRIX]
+)
 def test_a_job_is_visible_only_in_its_own_org_brand_and_accessible_site(
     world, api, org_case, brand_case, site_case, type_case, id_case
 ):
@@ -86,10 +94,15 @@ def test_a_job_whose_site_no_longer_exists_is_denied(world, api):
     assert response.content == missing_job_404(api, world)
 
 
-@pytest.mark.parametrize("case", [
-    "unknown org", "org the caller is not a member of", "brand of another org under the caller's org",
-    "brand that does not exist",
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "unknown org",
+        "org the caller is not a member of",
+        "brand of another org under the caller's org",
+        "brand that does not exist",
+    ],
+)
 def test_a_path_the_caller_may_not_use_answers_the_missing_job_404(world, api, case):
     if case == "unknown org":
         job = make_job(org=world.org, brand=world.brand, site=world.site)
@@ -123,12 +136,15 @@ def test_a_caller_without_any_organization_sees_nothing(world, bearer):
     assert response.content == missing_job_404(stranger, world)
 
 
-@pytest.mark.parametrize(("org_case", "brand_case", "site_case", "type_case"), [
-    ("other org", "other brand", "accessible site", "allowed type"),
-    ("same org", "other brand", "accessible site", "allowed type"),
-    ("same org", "same brand", "inaccessible site", "allowed type"),
-    ("same org", "same brand", "accessible site", "other type"),
-])
+@pytest.mark.parametrize(
+    ("org_case", "brand_case", "site_case", "type_case"),
+    [
+        ("other org", "other brand", "accessible site", "allowed type"),
+        ("same org", "other brand", "accessible site", "allowed type"),
+        ("same org", "same brand", "inaccessible site", "allowed type"),
+        ("same org", "same brand", "accessible site", "other type"),
+    ],
+)
 def test_reauthorisation_denies_exactly_like_polling(world, api, ims, org_case, brand_case, site_case, type_case):
     job = place_job(world, org_case, brand_case, site_case, type_case, **needs_reauth_fields())
 
@@ -148,8 +164,9 @@ def test_the_selector_raises_the_same_error_for_every_denial(world):
     raised = []
     for job_id, allowed in ((foreign.id, ("generateSemrushMarket",)), (uuid.uuid4(), ("generateSemrushMarket",))):
         with pytest.raises(JobNotFound) as denied:
-            job_get_for_caller(caller=caller, org_id=world.org.id, brand_id=world.brand.id, job_id=job_id,
-                               allowed_types=allowed)
+            job_get_for_caller(
+                caller=caller, org_id=world.org.id, brand_id=world.brand.id, job_id=job_id, allowed_types=allowed
+            )
         raised.append((type(denied.value), denied.value.detail, denied.value.errors))
 
     assert raised[0] == raised[1] == (JobNotFound, "Job not found", None)

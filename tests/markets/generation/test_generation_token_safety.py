@@ -1,4 +1,5 @@
 """No poll or re-auth answer, in any state, carries a token or a stored value outside the DTO's allow-list."""
+
 import json
 
 import pytest
@@ -29,13 +30,30 @@ def assert_leaks_nothing(response, *secrets: str):
 
 STATES = {
     "in progress": {"status": JobStatus.IN_PROGRESS, "phase": "writing"},
-    "completed": {"status": JobStatus.COMPLETED, "phase": "published",
-                  "result": {"promptCount": 1, "projectId": "p-1", "published": True, "verdict": "ship",
-                             "promptsWritten": [SECRET], "accessToken": SECRET}},
+    "completed": {
+        "status": JobStatus.COMPLETED,
+        "phase": "published",
+        "result": {
+            "promptCount": 1,
+            "projectId": "p-1",
+            "published": True,
+            "verdict": "ship",
+            "promptsWritten": [SECRET],
+            "accessToken": SECRET,
+        },
+    },
     "needs reauth": needs_reauth_fields(),
-    "held": {"status": JobStatus.FAILED, "error_code": "PROMPT_GENERATION_HELD",
-             "error": {"code": "PROMPT_GENERATION_HELD", "message": SECRET, "retryable": False, "needsReauth": False,
-                       "detail": SECRET}},
+    "held": {
+        "status": JobStatus.FAILED,
+        "error_code": "PROMPT_GENERATION_HELD",
+        "error": {
+            "code": "PROMPT_GENERATION_HELD",
+            "message": SECRET,
+            "retryable": False,
+            "needsReauth": False,
+            "detail": SECRET,
+        },
+    },
     "cancelled": {"status": JobStatus.CANCELLED},
 }
 
@@ -43,8 +61,11 @@ STATES = {
 @pytest.mark.parametrize("state", list(STATES), ids=list(STATES))
 def test_a_poll_shows_only_the_allow_listed_fields_and_no_token(world, api, caller_token, state):
     job = make_job(org=world.org, brand=world.brand, site=world.site, **STATES[state])
-    grant_store(job_id=job.id, pair=get_pair("semrush"),
-                token=PromiseToken(promise_token=STORED_GRANT, token_type="promise_token", expires_in=3600))
+    grant_store(
+        job_id=job.id,
+        pair=get_pair("semrush"),
+        token=PromiseToken(promise_token=STORED_GRANT, token_type="promise_token", expires_in=3600),
+    )
 
     response = api.poll(world.org.id, world.brand.id, job.id)
 
@@ -82,15 +103,19 @@ def test_a_refused_reauth_answers_without_any_token(world, bearer, caller_token,
 
     fields = needs_reauth_fields() if case != "not awaiting" else {"status": JobStatus.COMPLETED}
     job = make_job(org=world.org, brand=world.brand, site=world.site, **fields)
-    grant_store(job_id=job.id, pair=get_pair("semrush"),
-                token=PromiseToken(promise_token=STORED_GRANT, token_type="promise_token", expires_in=3600))
+    grant_store(
+        job_id=job.id,
+        pair=get_pair("semrush"),
+        token=PromiseToken(promise_token=STORED_GRANT, token_type="promise_token", expires_in=3600),
+    )
     token = bearer(user_id="someone-else", org_ids=[world.org.ims_org_id]) if case == "another user" else caller_token
     headers = {"x-promise-token": '{"promise_token": "' + FORWARDED + '"}'} if case == "bad token" else {}
     if case == "mint fails":
         controls.fail_next_mints(1, 503)
 
-    response = Api(token).reauth(world.org.id, world.brand.id, job.id,
-                                 audience=None if case == "no audience" else "semrush", **headers)
+    response = Api(token).reauth(
+        world.org.id, world.brand.id, job.id, audience=None if case == "no audience" else "semrush", **headers
+    )
 
     assert response.status_code in (400, 403, 409, 502)
     assert_leaks_nothing(response, token, caller_token, FORWARDED)

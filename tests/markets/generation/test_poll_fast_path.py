@@ -1,5 +1,6 @@
 """The poll's fast path (SPEC §7): the DTO's columns alone, in one query compiled once per request shape, the
 same answer as the documented serializer and the same access rules as every other read of a job."""
+
 import itertools
 import uuid
 
@@ -15,13 +16,20 @@ from tests.markets.generation.conftest import CALLER_ORG, OTHER_ORG, REQUESTER, 
 from tests.markets.generation.test_generation_scoping import MATRIX, place_job
 
 
-@pytest.mark.parametrize("fields", [
-    {},
-    {"status": "COMPLETED", "phase": "published",
-     "result": {"promptCount": 50, "projectId": "p1", "published": True, "verdict": "ship", "extra": "hidden"}},
-    needs_reauth_fields(),
-    {"status": "FAILED", "error_code": "PROMPT_GENERATION_HELD", "error": {"code": "PROMPT_GENERATION_HELD"}},
-], ids=["in progress", "completed", "needs reauth", "held"])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {
+            "status": "COMPLETED",
+            "phase": "published",
+            "result": {"promptCount": 50, "projectId": "p1", "published": True, "verdict": "ship", "extra": "hidden"},
+        },
+        needs_reauth_fields(),
+        {"status": "FAILED", "error_code": "PROMPT_GENERATION_HELD", "error": {"code": "PROMPT_GENERATION_HELD"}},
+    ],
+    ids=["in progress", "completed", "needs reauth", "held"],
+)
 def test_the_hand_built_dto_is_the_documented_serializer_s_output(world, fields):
     job = make_job(org=world.org, brand=world.brand, site=world.site, **fields)
     job.refresh_from_db()
@@ -61,8 +69,11 @@ CALLERS = {
 }
 
 
-@pytest.mark.parametrize(("cell", "caller"), list(itertools.product(MATRIX, CALLERS)),
-                         ids=[" / ".join((*cell, who)) for cell, who in itertools.product(MATRIX, CALLERS)])
+@pytest.mark.parametrize(
+    ("cell", "caller"),
+    list(itertools.product(MATRIX, CALLERS)),
+    ids=[" / ".join((*cell, who)) for cell, who in itertools.product(MATRIX, CALLERS)],
+)
 def test_the_prepared_query_decides_exactly_as_the_orm_query(world, cell, caller):
     org_case, brand_case, site_case, type_case, id_case = cell
     job = place_job(world, org_case, brand_case, site_case, type_case)
@@ -71,8 +82,14 @@ def test_the_prepared_query_decides_exactly_as_the_orm_query(world, cell, caller
 
     def read(fields):
         try:
-            found = job_get_for_caller(caller=who, org_id=world.org.id, brand_id=world.brand.id, job_id=job_id,
-                                       allowed_types=("generateSemrushMarket",), fields=fields)
+            found = job_get_for_caller(
+                caller=who,
+                org_id=world.org.id,
+                brand_id=world.brand.id,
+                job_id=job_id,
+                allowed_types=("generateSemrushMarket",),
+                fields=fields,
+            )
         except JobNotFound:
             return None
         return job_dto(found)

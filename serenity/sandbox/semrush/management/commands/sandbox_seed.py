@@ -1,4 +1,5 @@
 """`manage.py sandbox_seed`: a demo organization, brand, base site and Semrush workspace for local runs."""
+
 import json
 
 from django.conf import settings
@@ -42,14 +43,21 @@ class Command(BaseCommand):
                 ims_org_id=IMS_ORG_ID, defaults={"name": ORG_NAME, "is_serenity_active": True}
             )
             brand, _ = Brand.objects.get_or_create(
-                organization=org, domain=DOMAIN,
-                defaults={"name": BRAND_NAME, "display_name": BRAND_NAME, "aliases": ALIASES,
-                          "primary_url": PRIMARY_URL, "status": Brand.Status.ACTIVE},
+                organization=org,
+                domain=DOMAIN,
+                defaults={
+                    "name": BRAND_NAME,
+                    "display_name": BRAND_NAME,
+                    "aliases": ALIASES,
+                    "primary_url": PRIMARY_URL,
+                    "status": Brand.Status.ACTIVE,
+                },
             )
             site = brand.base_site or Site.objects.create(organization=org, brand=brand, base_url=PRIMARY_URL)
             # Recreated under the same id when the simulator's data was reset since the last run.
             workspace = services.workspace_create(
-                name=BRAND_NAME, parent_id=settings.SEMRUSH_PARENT_WORKSPACE_ID,
+                name=BRAND_NAME,
+                parent_id=settings.SEMRUSH_PARENT_WORKSPACE_ID,
                 workspace_id=brand.semrush_workspace_id,
             )
             brand.base_site = site
@@ -62,9 +70,18 @@ class Command(BaseCommand):
                     domain=DOMAIN, country=country, defaults={"items": catalogue.generate(DOMAIN, country)}
                 )
         token = issue_user_token(user_id=USER_ID, org_ids=[IMS_ORG_ID], ttl=ttl)
-        self.stdout.write(json.dumps({
-            "orgId": str(org.id), "imsOrgId": IMS_ORG_ID, "brandId": str(brand.id), "brandName": brand.name,
-            "brandDomain": brand.domain, "siteId": str(site.id),
-            "userId": USER_ID, "token": token,
-            "sessionToken": issue_session_token(user_id=USER_ID, org_ids=[IMS_ORG_ID], ttl=ttl),
-        }))
+        self.stdout.write(
+            json.dumps(
+                {
+                    "orgId": str(org.id),
+                    "imsOrgId": IMS_ORG_ID,
+                    "brandId": str(brand.id),
+                    "brandName": brand.name,
+                    "brandDomain": brand.domain,
+                    "siteId": str(site.id),
+                    "userId": USER_ID,
+                    "token": token,
+                    "sessionToken": issue_session_token(user_id=USER_ID, org_ids=[IMS_ORG_ID], ttl=ttl),
+                }
+            )
+        )
