@@ -21,6 +21,7 @@ run: $(STAMP)
 
 # The whole lint set, and the first step of `make test`: the two cannot check different things.
 lint: $(STAMP)
+	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy
