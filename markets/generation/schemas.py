@@ -12,6 +12,26 @@ from serenity.openapi import problem_response
 from serenity.problems import PROBLEM_CONTENT_TYPE
 from tokens.delegation import PROMISE_TOKEN_PATTERN
 
+SEMRUSH_AUDIENCE = OpenApiParameter(
+    "x-promise-audience",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    required=True,
+    enum=["semrush"],
+    description="The IMS client pair: must be `semrush`.",
+)
+
+
+def promise_token_header(description: str) -> OpenApiParameter:
+    """`x-promise-token` as these routes read it (the pattern the parser accepts), described for the route."""
+    return OpenApiParameter(
+        "x-promise-token",
+        {"type": "string", "pattern": PROMISE_TOKEN_PATTERN},
+        OpenApiParameter.HEADER,
+        description=description,
+    )
+
+
 COMMON_PROBLEMS = {
     (400, PROBLEM_CONTENT_TYPE): problem_response("A path id is not a UUID."),
     (401, PROBLEM_CONTENT_TYPE): problem_response("Missing, invalid or expired bearer token."),
@@ -114,21 +134,11 @@ REAUTHORIZE: dict[str, Any] = dict(
     request=None,
     parameters=[
         *PATH_IDS,
-        OpenApiParameter(
-            "x-promise-audience",
-            OpenApiTypes.STR,
-            OpenApiParameter.HEADER,
-            required=True,
-            enum=["semrush"],
-            description="The IMS client pair: must be `semrush`.",
-        ),
-        OpenApiParameter(
-            "x-promise-token",
-            {"type": "string", "pattern": PROMISE_TOKEN_PATTERN},
-            OpenApiParameter.HEADER,
-            description="A promise token the browser holds, bare or as the typed JSON object "
+        SEMRUSH_AUDIENCE,
+        promise_token_header(
+            "A promise token the browser holds, bare or as the typed JSON object "
             "`{promise_token, token_type, expires_in}`: exchanged at IMS, the job "
-            "gets the rotated token. Absent: one is minted from the IMS bearer.",
+            "gets the rotated token. Absent: one is minted from the IMS bearer."
         ),
     ],
     responses={
@@ -172,20 +182,10 @@ REGENERATE: dict[str, Any] = dict(
     parameters=[
         *PATH_IDS[:2],
         MARKET_ID,
-        OpenApiParameter(
-            "x-promise-audience",
-            OpenApiTypes.STR,
-            OpenApiParameter.HEADER,
-            required=True,
-            enum=["semrush"],
-            description="The IMS client pair: must be `semrush`.",
-        ),
-        OpenApiParameter(
-            "x-promise-token",
-            {"type": "string", "pattern": PROMISE_TOKEN_PATTERN},
-            OpenApiParameter.HEADER,
-            description="A promise token the browser holds (see createMarket): exchanged at IMS; "
-            "required for a session-token caller. Absent: the IMS bearer.",
+        SEMRUSH_AUDIENCE,
+        promise_token_header(
+            "A promise token the browser holds (see createMarket): exchanged at IMS; "
+            "required for a session-token caller. Absent: the IMS bearer."
         ),
         OpenApiParameter(
             "Location", OpenApiTypes.STR, OpenApiParameter.HEADER, response=[202], description="The job's poll URL."
