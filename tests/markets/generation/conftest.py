@@ -1,7 +1,6 @@
 """Fixtures of the API tests: a small world of organizations, brands, sites and generation jobs, and
 helpers that call the polling and re-authorisation endpoints with a caller's bearer."""
 
-import uuid
 from datetime import timedelta
 
 import pytest
@@ -10,7 +9,6 @@ from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
 from markets.codes import NEEDS_REAUTH
-from markets.constants import MARKET_GENERATION_JOB_TYPE
 from markets.models import Brand, Organization, Site
 from tests.markets.factories import BrandFactory, GenerationJobFactory, OrganizationFactory, SiteFactory
 
@@ -46,18 +44,15 @@ def make_brand(org: Organization, name: str, *, base_site: bool = True, workspac
 
 
 def make_job(*, org: Organization, brand: Brand | None, site: Site | None, **fields) -> AsyncJob:
-    """A generation job as the producer would leave it, with SECRET planted in what must stay private."""
+    """A generation job as the producer would leave it (GenerationJobFactory's defaults), with SECRET planted in
+    what must stay private."""
     now = timezone.now()
     values = {
-        "id": uuid.uuid4(),
-        "job_type": MARKET_GENERATION_JOB_TYPE,
-        "status": JobStatus.IN_PROGRESS,
         "organization_id": org.id,
         "brand_id": brand.id if brand else None,
         "site_id": site.id if site else None,
         "user_id": REQUESTER,
         "params": {"brand": "Acme", "seeds": [{"topic": "t", "example_prompts": [SECRET]}], "token": SECRET},
-        "phase": "queued",
         "checkpoints": {"batch": {"prompts": [{"prompt": SECRET}]}, "note": SECRET},
         "created_at": now - timedelta(minutes=5),
         "updated_at": now,
