@@ -39,9 +39,9 @@ import time
 import timeit
 import urllib.request
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -50,21 +50,63 @@ BIN = Path(PYTHON).parent
 from scripts.stack import Failed, Stack, run_local  # noqa: E402 (needs ROOT on the path)
 
 DATABASE_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/serenity_bench")
-WORKER_THREADS = 8
-DRS_LATENCY_MS = 1000
-CREATE_SAMPLES = 14  # per path; with the 50 activated markets, 64 jobs wait for the worker
-ACTIVATE_MARKETS = 50
-WRK_SECONDS = 6
-WRK_ROUNDS = 2
-WRK_CONNECTIONS = 16
-# Scale: one worker process holding every generation in flight at once.
-SCALE_JOBS = 512
-SCALE_DRS_MS = 60_000
-SCALE_CONCURRENCY = 512
-# Fairness: a worker of FAIR_CAPACITY generations, DRS at FAIR_DRS_MS; organization A queues FAIR_A_JOBS.
-FAIR_CAPACITY = 64
-FAIR_DRS_MS = 10_000
-FAIR_A_JOBS = 256
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big each scenario is. `full` is what `make bench` measures; `ci` (BENCH_PROFILE=ci) is the same
+    scenarios at a few requests and a handful of jobs with DRS in milliseconds, run by the suite
+    (tests/test_bench.py) so that a broken scenario fails `make test` rather than a newcomer's `make bench`."""
+
+    worker_threads: int = 8
+    drs_latency_ms: int = 1000
+    create_samples: int = 14  # per path; with the 50 activated markets, 64 jobs wait for the worker
+    activate_markets: int = 50
+    timeit_number: int = 200  # requests per in-process round, and rounds
+    timeit_rounds: int = 7
+    wrk_seconds: int = 6
+    wrk_rounds: int = 2
+    wrk_connections: int = 16
+    # Scale: one worker process holding every generation in flight at once.
+    scale_jobs: int = 512
+    scale_drs_ms: int = 60_000
+    scale_concurrency: int = 512
+    # Fairness: a worker of fair_capacity generations, DRS at fair_drs_ms; organization A queues fair_a_jobs.
+    fair_capacity: int = 64
+    fair_drs_ms: int = 10_000
+    fair_a_jobs: int = 256
+    env: tuple[tuple[str, str], ...] = ()  # settings of every process of the stack
+
+
+PROFILES = {
+    "full": Sizes(),
+    "ci": Sizes(
+        worker_threads=2,
+        drs_latency_ms=50,
+        create_samples=2,
+        activate_markets=3,
+        timeit_number=5,
+        timeit_rounds=1,
+        wrk_seconds=1,
+        wrk_rounds=1,
+        wrk_connections=2,
+        scale_jobs=6,
+        scale_drs_ms=200,
+        scale_concurrency=6,
+        fair_capacity=3,
+        fair_drs_ms=200,
+        fair_a_jobs=6,
+        # A short long poll, so that each worker stop waits ~2 s rather than ~11; a share the small capacity
+        # can hold B's job against.
+        env=(("SQS_WAIT_TIME_SECONDS", "1"), ("JOB_ORG_FAIR_SHARE", "2")),
+    ),
+}
+PROFILE = os.environ.get("BENCH_PROFILE", "full")
+SIZE = PROFILES.get(PROFILE, PROFILES["full"])  # an unknown profile is refused in main()
+# Where the tables go: docs/benchmarks.md for the full profile; a smaller run writes only where it is told.
+REPORT = os.environ.get("BENCH_REPORT") or (str(ROOT / "docs" / "benchmarks.md") if PROFILE == "full" else "")
+# Every row, as JSON, when set: what the suite reads back.
+ROWS_JSON = os.environ.get("BENCH_ROWS_JSON", "")
 # The Lambda a job would run in for its whole DRS wait (the smallest size a Python worker with its clients
 # fits in; a larger one only widens the gap).
 LAMBDA_MEMORY_MB = 512
@@ -104,6 +146,16 @@ def wrk_binary() -> str:
     if not found:
         raise Failed("wrk is needed for the HTTP figures: install it (Debian/Ubuntu: apt-get install wrk).")
     return found
+
+
+def http_status(url: str, headers: dict[str, str]) -> int:
+    """The status one GET answers (an HTTP error status included)."""
+    request = urllib.request.Request(url, headers=headers)  # noqa: S310 (a local URL)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (a local URL)
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
 
 
 class LogCounter:
@@ -165,6 +217,7 @@ class Bench:
                 # The figures are about cost, not abuse limits.
                 "THROTTLE_ONBOARDING_RATE": "100000/min",
                 "THROTTLE_ORG_MARKETS_RATE": "100000/hour",
+                **dict(SIZE.env),
             },
         )
         self.var, self.ports, self.env, self.runner = (
@@ -192,14 +245,14 @@ class Bench:
             "sim",
             access_log=self.sim_calls.path,
             WEB_CONCURRENCY="2",
-            GUNICORN_THREADS=str(SCALE_CONCURRENCY // 2 + 64),
+            GUNICORN_THREADS=str(SIZE.scale_concurrency // 2 + 64),
             GUNICORN_TIMEOUT="120",
         )
         self.stack.gunicorn("api (flag on)", "api_on")
         self.stack.gunicorn("api (flag off)", "api_off", SERENITY_ASYNC_PROMPT_GEN="false")
         self.stack.setup_django()
 
-    def start_worker(self, meter: Path, *, threads: int = WORKER_THREADS, **env) -> subprocess.Popen:
+    def start_worker(self, meter: Path, *, threads: int = SIZE.worker_threads, **env) -> subprocess.Popen:
         from django.conf import settings
 
         # As docker/Dockerfile's `worker` role starts it, on the job queue alone.
@@ -284,13 +337,28 @@ class Bench:
             "token": issue_user_token(user_id=user, org_ids=[ims_org], ttl=3600),
         }
 
+    @staticmethod
+    def bearer(b: dict) -> dict[str, str]:
+        """The one way every scenario authenticates: HTTP headers, for Django's test client (`headers=`),
+        urllib and wrk alike, so that a baseline and the endpoint it is measured against always carry the
+        same credential."""
+        return {"Authorization": f"Bearer {b['token']}"}
+
+    @staticmethod
+    def expect(what: str, response, status: int) -> None:
+        """Stop the bench, naming the request, when a request it is about to time answers anything else."""
+        if response.status_code != status:
+            raise Failed(
+                f"{what} answered {response.status_code}, not {status}: the bench's data or its request is wrong"
+            )
+
     def markets_url(self, port: int, b: dict) -> str:
         return f"http://127.0.0.1:{port}/v2/orgs/{b['org']}/brands/{b['brand']}/serenity/markets"
 
     @staticmethod
     def post(url: str, token: str, body: dict, timeout: float = 60) -> tuple[int, dict, float]:
         headers = {
-            "Authorization": f"Bearer {token}",
+            **Bench.bearer({"token": token}),
             "Content-Type": "application/json",
             "x-promise-audience": "semrush",
         }
@@ -329,30 +397,32 @@ class Bench:
             result={"promptCount": 50, "projectId": "p", "published": True, "verdict": "ship"},
         )
         path = f"/v2/orgs/{b['org']}/brands/{b['brand']}/serenity/markets/generation/jobs/{job.id}"
-        auth: dict[str, Any] = {"HTTP_AUTHORIZATION": f"Bearer {b['token']}"}
+        auth = self.bearer(b)
         client = Client(HTTP_HOST="127.0.0.1")
-        first = client.get(path, **auth)
-        if first.status_code != 200 or client.get("/bench/bare", headers=auth).status_code != 200:
-            raise Failed(f"poll answered {first.status_code}; the bench data is wrong")
+        first = client.get(path, headers=auth)
+        self.expect("the poll (in process)", first, 200)
         etag = first["ETag"]
-        if client.get(path, HTTP_IF_NONE_MATCH=etag, **auth).status_code != 304:
-            raise Failed("a poll with its own ETag did not answer 304")
+        conditional = {**auth, "If-None-Match": etag}
+        self.expect("the bare view (in process)", client.get("/bench/bare", headers=auth), 200)
+        self.expect("the bare view with one query (in process)", client.get("/bench/bare-query", headers=auth), 200)
+        self.expect("the poll with its own ETag (in process)", client.get(path, headers=conditional), 304)
 
         # Interleaved: each round times every endpoint once; the best round of each is kept.
         timers = {
             "bare": timeit.Timer(lambda: client.get("/bench/bare", headers=auth)),
-            "floor": timeit.Timer(lambda: client.get("/bench/bare-query", **auth)),
-            "poll": timeit.Timer(lambda: client.get(path, **auth)),
-            "poll304": timeit.Timer(lambda: client.get(path, HTTP_IF_NONE_MATCH=etag, **auth)),
+            "floor": timeit.Timer(lambda: client.get("/bench/bare-query", headers=auth)),
+            "poll": timeit.Timer(lambda: client.get(path, headers=auth)),
+            "poll304": timeit.Timer(lambda: client.get(path, headers=conditional)),
         }
-        number, best_of = 200, {name: float("inf") for name in timers}
-        for _round in range(7):
+        number, best_of = SIZE.timeit_number, {name: float("inf") for name in timers}
+        for _round in range(SIZE.timeit_rounds):
             for name, timer in timers.items():
                 best_of[name] = min(best_of[name], timer.timeit(number) / number)
         bare, floor, poll, poll304 = best_of["bare"], best_of["floor"], best_of["poll"], best_of["poll304"]
         for label, value in (("200", poll), ("304", poll304)):
             self.row(
-                f"poll {label}, in process (timeit, best of 7 interleaved rounds of 200), as throughput vs "
+                f"poll {label}, in process (timeit, best of {SIZE.timeit_rounds} interleaved rounds of "
+                f"{SIZE.timeit_number}), as throughput vs "
                 "the bare view",
                 f"{value * 1000:.2f} ms vs bare {bare * 1000:.2f} ms",
                 bare / value,
@@ -370,18 +440,18 @@ class Bench:
         wrk = wrk_binary()
         base = f"http://127.0.0.1:{self.ports['api_on']}"
 
-        def rate(url: str, *headers: str) -> tuple[float, str]:
+        def wrk_headers(headers: dict[str, str]) -> list[str]:
+            return [arg for name, value in headers.items() for arg in ("-H", f"{name}: {value}")]
+
+        def rate(url: str, headers: dict[str, str]) -> tuple[float, str]:
             argv = [
                 wrk,
                 "-t2",
-                f"-c{WRK_CONNECTIONS}",
-                f"-d{WRK_SECONDS}s",
+                f"-c{SIZE.wrk_connections}",
+                f"-d{SIZE.wrk_seconds}s",
                 "--latency",
-                "-H",
-                f"Authorization: Bearer {b['token']}",
+                *wrk_headers(headers),
             ]
-            for header in headers:
-                argv += ["-H", header]
             out = subprocess.run([*argv, url], capture_output=True, text=True, check=True).stdout
             if "Non-2xx or 3xx" in out:
                 raise Failed(f"wrk saw error answers from {url}:\n{out}")
@@ -391,29 +461,31 @@ class Bench:
                 raise Failed(f"wrk's report from {url} was not understood:\n{out}")
             return float(rps.group(1)), p50.group(1)
 
-        subprocess.run(
-            [wrk, "-t1", "-c4", "-d2s", "-H", f"Authorization: Bearer {b['token']}", base + path],
-            capture_output=True,
-            check=True,
-        )  # warm every gunicorn worker's JWKS cache and imports
         # Interleaved rounds, best of each: a burst of noise from another tenant hits one figure, not the ratio.
         targets = {
-            "bare": (base + "/bench/bare",),
-            "floor": (base + "/bench/bare-query",),
-            "poll": (base + path,),
-            "poll304": (base + path, f"If-None-Match: {etag}"),
+            "bare": (base + "/bench/bare", auth, 200),
+            "floor": (base + "/bench/bare-query", auth, 200),
+            "poll": (base + path, auth, 200),
+            "poll304": (base + path, conditional, 304),
         }
+        for name, (url, headers, status) in targets.items():  # wrk counts a 401 as a success: check first
+            answered = http_status(url, headers)
+            if answered != status:
+                raise Failed(f"{name} over HTTP ({url}) answered {answered}, not {status}")
+        subprocess.run(
+            [wrk, "-t1", "-c4", "-d2s", *wrk_headers(auth), base + path], capture_output=True, check=True
+        )  # warm every gunicorn worker's JWKS cache and imports
         best: dict[str, tuple[float, str]] = {}
-        for _round in range(WRK_ROUNDS):
-            for name, (url, *headers) in targets.items():
-                measured = rate(url, *headers)
+        for _round in range(SIZE.wrk_rounds):
+            for name, (url, headers, _status) in targets.items():
+                measured = rate(url, headers)
                 best[name] = max(best.get(name, measured), measured, key=lambda figure: figure[0])
         (bare_rps, bare_p50), (floor_rps, floor_p50) = best["bare"], best["floor"]
         (poll_rps, poll_p50), (poll304_rps, poll304_p50) = best["poll"], best["poll304"]
         for label, rps, p50 in (("200", poll_rps, poll_p50), ("304", poll304_rps, poll304_p50)):
             self.row(
-                f"poll {label}, over HTTP (wrk, {WRK_CONNECTIONS} connections, gunicorn 2×8, best of "
-                f"{WRK_ROUNDS} interleaved rounds of {WRK_SECONDS} s)",
+                f"poll {label}, over HTTP (wrk, {SIZE.wrk_connections} connections, gunicorn 2×8, best of "
+                f"{SIZE.wrk_rounds} interleaved rounds of {SIZE.wrk_seconds} s)",
                 f"{rps:.0f} req/s (p50 {p50}) vs bare {bare_rps:.0f} req/s (p50 {bare_p50})",
                 rps / bare_rps,
                 TARGETS["poll"],
@@ -447,7 +519,9 @@ class Bench:
         ):
             self.sim_calls.mark()
             self.sqs_calls.mark()
-            for country in countries[:CREATE_SAMPLES] if path == "on" else countries[100 : 100 + CREATE_SAMPLES]:
+            for country in (
+                countries[: SIZE.create_samples] if path == "on" else countries[100 : 100 + SIZE.create_samples]
+            ):
                 status, body, seconds = self.post(
                     self.markets_url(port, b),
                     b["token"],
@@ -459,14 +533,14 @@ class Bench:
             calls[path] = {**self.sim_calls.since_mark(), **self.sqs_calls.since_mark()}
         on_median, off_median = statistics.median(latencies["on"]), statistics.median(latencies["off"])
         self.row(
-            f"create market: async path (flag on) vs old path (flag off), median of {CREATE_SAMPLES} sequential",
+            f"create market: async path (flag on) vs old path (flag off), median of {SIZE.create_samples} sequential",
             f"{on_median * 1000:.0f} ms vs {off_median * 1000:.0f} ms",
             on_median / off_median,
             TARGETS["create"],
             "≤",
         )
         for path in ("on", "off"):
-            per_market = ", ".join(f"{name} {count / CREATE_SAMPLES:.1f}" for name, count in calls[path].items())
+            per_market = ", ".join(f"{name} {count / SIZE.create_samples:.1f}" for name, count in calls[path].items())
             self.row(
                 f"create market, external calls per market ({'async' if path == 'on' else 'old'} path)",
                 per_market,
@@ -479,7 +553,7 @@ class Bench:
         from markets import geo
 
         b = self.brand("activate")
-        countries = [c for c in geo.COUNTRY_CODES if c not in ("US", "FR", "DE")][-ACTIVATE_MARKETS:]
+        countries = [c for c in geo.COUNTRY_CODES if c not in ("US", "FR", "DE")][-SIZE.activate_markets :]
         url = self.markets_url(self.ports["api_on"], b).removesuffix("/markets") + "/activate"
         self.sim_calls.mark()
         self.sqs_calls.mark()
@@ -493,11 +567,11 @@ class Bench:
             },
         )
         created = sum(1 for m in body.get("markets", []) if m.get("status") == 201)
-        if status not in (200, 207) or created != ACTIVATE_MARKETS:
-            raise Failed(f"activate answered {status} with {created} of {ACTIVATE_MARKETS} created")
+        if status not in (200, 207) or created != SIZE.activate_markets:
+            raise Failed(f"activate answered {status} with {created} of {SIZE.activate_markets} created")
         calls = {**self.sim_calls.since_mark(), **self.sqs_calls.since_mark()}
         self.row(
-            f"activate {ACTIVATE_MARKETS} markets with generation (one request)",
+            f"activate {SIZE.activate_markets} markets with generation (one request)",
             f"{seconds:.1f} s; " + ", ".join(f"{k} {v}" for k, v in calls.items()),
             None,
             None,
@@ -512,9 +586,9 @@ class Bench:
         from serenity.sandbox.drs import controls
 
         if not AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exists():  # run alone: queue its own
-            self.queue_jobs(self.brand("worker"), CREATE_SAMPLES + ACTIVATE_MARKETS)
+            self.queue_jobs(self.brand("worker"), SIZE.create_samples + SIZE.activate_markets)
         queued = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).count()
-        controls.set_latency(DRS_LATENCY_MS)
+        controls.set_latency(SIZE.drs_latency_ms)
         meter = self.var / "worker-meter.jsonl"
         self.sim_calls.mark()
         self.start_worker(meter)
@@ -537,11 +611,11 @@ class Bench:
             raise Failed(f"jobs did not complete: {sorted(set(failed), key=str)}")
         span = AsyncJob.objects.aggregate(first=Min("started_at"), last=Max("ended_at"))
         wall = (span["last"] - span["first"]).total_seconds()
-        ideal = math.ceil(queued / WORKER_THREADS) * DRS_LATENCY_MS / 1000
+        ideal = math.ceil(queued / SIZE.worker_threads) * SIZE.drs_latency_ms / 1000
         self.row(
-            f"worker: {queued} queued jobs, DRS {DRS_LATENCY_MS} ms, {WORKER_THREADS} threads "
+            f"worker: {queued} queued jobs, DRS {SIZE.drs_latency_ms} ms, {SIZE.worker_threads} threads "
             "(first claim to last completion)",
-            f"{wall:.1f} s vs ideal {ideal:.0f} s",
+            f"{wall:.1f} s vs ideal {ideal:g} s",
             wall / ideal,
             TARGETS["worker_wall"],
             "≤",
@@ -556,7 +630,7 @@ class Bench:
         deliveries = [json.loads(line) for line in meter.read_text().splitlines()]
         runs = [d for d in deliveries if d["task"] == "jobs.run"]
         self.row(
-            "… one delivery's wall time (median), DRS's 1 s included",
+            f"… one delivery's wall time (median), DRS's {SIZE.drs_latency_ms / 1000:g} s included",
             f"{statistics.median(d['wall_ms'] for d in runs):.0f} ms",
             None,
             None,
@@ -597,9 +671,8 @@ class Bench:
 
         b = getattr(self, "_bare_brand", None) or self.brand("bare")
         self._bare_brand = b
-        client, auth = Client(HTTP_HOST="127.0.0.1"), {"Authorization": f"Bearer {b['token']}"}
-        if client.get("/bench/bare", headers=auth).status_code != 200:
-            raise Failed("the bare view did not answer 200")
+        client, auth = Client(HTTP_HOST="127.0.0.1"), self.bearer(b)
+        self.expect("the bare view (in process)", client.get("/bench/bare", headers=auth), 200)
         timer = timeit.Timer(lambda: client.get("/bench/bare", headers=auth))
         return min(timer.timeit(100) / 100 for _round in range(5)) * 1000
 
@@ -612,8 +685,8 @@ class Bench:
             raise Failed(f"only {len(countries)} countries left for {count} markets of one brand")
         url = self.markets_url(self.ports["api_on"], b).removesuffix("/markets") + "/activate"
         created = 0
-        for start in range(0, count, ACTIVATE_MARKETS):
-            chunk = countries[start : start + ACTIVATE_MARKETS]
+        for start in range(0, count, SIZE.activate_markets):
+            chunk = countries[start : start + SIZE.activate_markets]
             status, body, _seconds = self.post(
                 url,
                 b["token"],
@@ -678,11 +751,11 @@ class Bench:
 
         if AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exists():
             raise Failed("jobs are still IN_PROGRESS before the scale scenario")
-        controls.set_latency(SCALE_DRS_MS)
+        controls.set_latency(SIZE.scale_drs_ms)
         since = timezone.now()
-        self.queue_for_org("scale", SCALE_JOBS)
+        self.queue_for_org("scale", SIZE.scale_jobs)
         queued = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).count()
-        worker = self.start_worker(self.var / "scale-meter.jsonl", threads=SCALE_CONCURRENCY)
+        worker = self.start_worker(self.var / "scale-meter.jsonl", threads=SIZE.scale_concurrency)
         groups = {name: proc.pid for name, proc in self.runner.children if name in ("worker", "simulators", "sqs")}
         self.wait_first_claim(since)
         cpu_before = cpu_seconds(groups)
@@ -705,11 +778,11 @@ class Bench:
         self.stop("worker")
         span = AsyncJob.objects.filter(started_at__gte=since).aggregate(first=Min("started_at"), last=Max("ended_at"))
         wall = (span["last"] - span["first"]).total_seconds()
-        ideal = math.ceil(queued / SCALE_CONCURRENCY) * SCALE_DRS_MS / 1000
+        ideal = math.ceil(queued / SIZE.scale_concurrency) * SIZE.scale_drs_ms / 1000
         self.row(
-            f"scale: {queued} queued jobs, DRS {SCALE_DRS_MS // 1000} s, one worker process of "
-            f"{SCALE_CONCURRENCY} threads (first claim to last completion)",
-            f"{wall:.1f} s vs ideal {ideal:.0f} s",
+            f"scale: {queued} queued jobs, DRS {SIZE.scale_drs_ms / 1000:g} s, one worker process of "
+            f"{SIZE.scale_concurrency} threads (first claim to last completion)",
+            f"{wall:.1f} s vs ideal {ideal:g} s",
             wall / ideal,
             TARGETS["scale_wall"],
             "≤",
@@ -741,8 +814,8 @@ class Bench:
         self.row(
             f"cost: worker memory per generation in flight (peak RSS / {peak['in_flight']} in flight) vs one "
             f"Lambda of {LAMBDA_MEMORY_MB} MB per job, both for the whole DRS wait",
-            f"{per_job_mb:.2f} MB vs {LAMBDA_MEMORY_MB} MB ({per_job_mb * SCALE_DRS_MS / 1e6:.3f} vs "
-            f"{LAMBDA_MEMORY_MB * SCALE_DRS_MS / 1e6:.1f} GB·s per job)",
+            f"{per_job_mb:.2f} MB vs {LAMBDA_MEMORY_MB} MB ({per_job_mb * SIZE.scale_drs_ms / 1e6:.3f} vs "
+            f"{LAMBDA_MEMORY_MB * SIZE.scale_drs_ms / 1e6:.1f} GB·s per job)",
             per_job_mb / LAMBDA_MEMORY_MB,
             TARGETS["lambda_memory"],
             "≤",
@@ -771,7 +844,7 @@ class Bench:
 
         if AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exists():
             raise Failed("jobs are still IN_PROGRESS before the fairness scenario")
-        controls.set_latency(FAIR_DRS_MS)
+        controls.set_latency(SIZE.fair_drs_ms)
         share = settings.JOB_ORG_FAIR_SHARE
         b = self.brand("fairB")
         countries = iter(geo.COUNTRY_CODES)
@@ -796,14 +869,14 @@ class Bench:
             assert job.ended_at is not None
             return (job.ended_at - job.created_at).total_seconds()
 
-        self.start_worker(self.var / "fair-meter.jsonl", threads=FAIR_CAPACITY)
+        self.start_worker(self.var / "fair-meter.jsonl", threads=SIZE.fair_capacity)
         idle = min(b_job_seconds() for _sample in range(2))
-        self.queue_for_org("fairA", FAIR_A_JOBS)
+        self.queue_for_org("fairA", SIZE.fair_a_jobs)
         behind = b_job_seconds()
         self.wait_drained("fairness (A and B)", 900)
         self.row(
-            f"fairness: B's one job queued right after A's {FAIR_A_JOBS}, capacity {FAIR_CAPACITY}, DRS "
-            f"{FAIR_DRS_MS // 1000} s, share {share} (queued to completed) vs the same job on an idle system",
+            f"fairness: B's one job queued right after A's {SIZE.fair_a_jobs}, capacity {SIZE.fair_capacity}, DRS "
+            f"{SIZE.fair_drs_ms / 1000:g} s, share {share} (queued to completed) vs the same job on an idle system",
             f"{behind:.1f} s vs {idle:.1f} s",
             behind / idle,
             TARGETS["fair_wait"],
@@ -814,10 +887,10 @@ class Bench:
         alone: dict[str, float] = {}
         for rule in ("on", "off", "on", "off"):  # interleaved; each side's best is kept
             since = timezone.now()
-            self.queue_for_org(f"alone{rule}", FAIR_A_JOBS)
+            self.queue_for_org(f"alone{rule}", SIZE.fair_a_jobs)
             self.start_worker(
                 self.var / "fair-meter.jsonl",
-                threads=FAIR_CAPACITY,
+                threads=SIZE.fair_capacity,
                 JOB_ORG_FAIR_SHARE=str(share if rule == "on" else 0),
             )
             self.wait_first_claim(since)
@@ -828,10 +901,10 @@ class Bench:
             )
             wall = (span["last"] - span["first"]).total_seconds()
             alone[rule] = min(alone.get(rule, wall), wall)
-        ideal = math.ceil(FAIR_A_JOBS / FAIR_CAPACITY) * FAIR_DRS_MS / 1000
+        ideal = math.ceil(SIZE.fair_a_jobs / SIZE.fair_capacity) * SIZE.fair_drs_ms / 1000
         self.row(
-            f"fairness: A's {FAIR_A_JOBS} jobs alone, with the rule vs without (first claim to last "
-            f"completion, best of 2 interleaved; ideal {ideal:.0f} s)",
+            f"fairness: A's {SIZE.fair_a_jobs} jobs alone, with the rule vs without (first claim to last "
+            f"completion, best of 2 interleaved; ideal {ideal:g} s)",
             f"{alone['on']:.1f} s vs {alone['off']:.1f} s",
             alone["on"] / alone["off"],
             TARGETS["fair_alone"],
@@ -891,7 +964,7 @@ def machine() -> str:
 def write_report(bench: Bench, started: datetime, seconds: float, ran: list[str]) -> None:
     """One table per scenario between the bench markers: the scenarios that ran replace theirs, the others'
     tables (from an earlier run, with its date) stay."""
-    doc = ROOT / "docs" / "benchmarks.md"
+    doc = Path(REPORT)
     text = doc.read_text() if doc.exists() else ""
     begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
     sections: dict[str, str] = {}
@@ -926,6 +999,9 @@ def main() -> int:
     if unknown or not ran:
         print(f"make bench: unknown scenario(s) {sorted(unknown)}; choose among {', '.join(SCENARIOS)}")
         return 2
+    if PROFILE not in PROFILES:
+        print(f"make bench: unknown BENCH_PROFILE {PROFILE!r}; choose among {', '.join(PROFILES)}")
+        return 2
     bench = Bench()
     try:
         if "poll" in ran:
@@ -950,8 +1026,12 @@ def main() -> int:
         bench.runner.stop_all()
         raise
     bench.runner.stop_all()
-    write_report(bench, started, time.monotonic() - t0, ran)
-    print("\n" + bench.table() + "\n\nWritten to docs/benchmarks.md", flush=True)
+    if ROWS_JSON:
+        keys = ("scenario", "what", "measured", "ratio", "target")
+        Path(ROWS_JSON).write_text(json.dumps([dict(zip(keys, row, strict=True)) for row in bench.rows], indent=1))
+    if REPORT:
+        write_report(bench, started, time.monotonic() - t0, ran)
+    print("\n" + bench.table() + (f"\n\nWritten to {REPORT}" if REPORT else ""), flush=True)
     shutil.rmtree(bench.var, ignore_errors=True)
     return 0
 

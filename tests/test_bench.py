@@ -1,0 +1,81 @@
+"""`make bench` (scripts/bench.py), sized for the suite: every scenario at a few requests and a handful of jobs
+with DRS in milliseconds (BENCH_PROFILE=ci), as `make bench` runs it, in its own process against its own
+database and stack. A scenario that breaks fails here rather than in a newcomer's `make bench`.
+
+What is asserted is that each scenario ran to its end, passed its own sanity checks and wrote rows with
+numbers; never a ratio or a time (those are the full run's, on a quiet machine).
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+from django.conf import settings
+
+from scripts.stack import drop_database
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.worker
+
+NUMBER = re.compile(r"\d")
+
+
+def run_bench(tmp_path: Path, *scenarios: str) -> tuple[int, list[dict], str, str]:
+    if shutil.which("wrk") is None and os.geteuid() != 0:
+        pytest.skip("the poll scenario measures over HTTP with wrk: install it (Debian: apt-get install wrk)")
+    test_db = settings.DATABASES["default"]["TEST"]["NAME"] or "test_serenity"
+    url = urlunsplit(urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/bench_{test_db}"))
+    rows, report = tmp_path / "rows.json", tmp_path / "benchmarks.md"
+    env = {
+        **os.environ,
+        "BENCH_PROFILE": "ci",
+        "BENCH_DATABASE_URL": url,
+        "BENCH_ROWS_JSON": str(rows),
+        "BENCH_REPORT": str(report),
+    }
+    for inherited in ("DJANGO_SETTINGS_MODULE", "AWS_ENDPOINT_URL", "LOCAL_BASE_URL", "SERENITY_ENVIRONMENT"):
+        env.pop(inherited, None)  # the bench's stack sets its own
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "bench.py"), *scenarios],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    finally:
+        drop_database(url)
+    output = proc.stdout[-6000:] + proc.stderr[-4000:]
+    return (
+        proc.returncode,
+        json.loads(rows.read_text()) if rows.exists() else [],
+        report.read_text() if report.exists() else "",
+        output,
+    )
+
+
+def test_every_scenario_of_make_bench_runs_to_its_end_and_writes_rows_with_numbers(tmp_path):
+    from scripts.bench import SCENARIOS
+
+    code, rows, report, output = run_bench(tmp_path)
+
+    assert code == 0, output
+    assert {row["scenario"] for row in rows} == set(SCENARIOS), output
+    for row in rows:
+        assert NUMBER.search(row["measured"]), row
+        if row["target"]:
+            assert re.fullmatch(r"[\d.e+-]+×", row["ratio"]), row
+            assert row["target"].endswith(("met", "NOT met")), row
+    # The report is one run: every scenario's table, each headed by the same run's date.
+    headings = re.findall(r"^#### (\w+)\n\n`make bench` of ([^(]+) \(", report, re.MULTILINE)
+    assert [name for name, _when in headings] == list(SCENARIOS), report
+    assert len({when for _name, when in headings}) == 1, report
+    assert report.count("Machine: ") == 1, report
