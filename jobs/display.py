@@ -73,5 +73,23 @@ def _span(seconds: int) -> str:
     return f"{seconds}s"
 
 
+def duration(seconds: float) -> str:
+    """A length of time to the nearest second, in its two largest units: `45s`, `15m 30s`, `2h`, `3d 4h`."""
+    rest = max(0, round(seconds))
+    for i, (unit, size) in enumerate(_UNITS):
+        if rest >= size or unit == "s":
+            major, rest = divmod(rest, size)
+            text = f"{major}{unit}"
+            if unit != "s":
+                minor_unit, minor_size = _UNITS[i + 1]
+                if rest // minor_size:
+                    text += f" {rest // minor_size}{minor_unit}"
+            return text
+    raise AssertionError("unreachable: the last unit is the second")
+
+
+_UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+
+
 def stamp(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment else "-"

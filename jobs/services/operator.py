@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import interrupts, selectors, states
+from jobs import heartbeats, interrupts, selectors, states
 from jobs.dlq import DlqMessage, DlqScan, queue_counts, total
 from jobs.leases import lease_release_stale
 from jobs.models import AsyncJob, JobStatus
@@ -312,10 +312,11 @@ def grant_purge_orphan(job_id: UUID | str) -> bool:
 
 @dataclass(frozen=True)
 class PurgeItem:
-    """One record the purge looked at: a job past its expiry, or a grant whose job is gone."""
+    """One record the purge looked at: a job past its expiry, a grant whose job is gone, or the heartbeat row of
+    a worker silent past the retention window."""
 
-    job_id: object
-    kind: str  # "job" | "orphaned grant"
+    subject: object  # a job id, or a worker's `host:pid`
+    kind: str  # "job" | "orphaned grant" | "worker heartbeat"
     detail: str
     done: bool | None  # None in a dry run
 
@@ -324,7 +325,9 @@ def jobs_purge_expired(
     *, apply: bool, expired_for: timedelta = timedelta(0), filters: JobFilter = JobFilter(), now: datetime | None = None
 ) -> list[PurgeItem]:
     """The one purge loop (beat's daily task and `job_purge_expired`): every job record past its expiry by
-    `expired_for`, then, when unfiltered, every grant whose job no longer exists. Dry run unless `apply`."""
+    `expired_for`, then, when unfiltered, every grant whose job no longer exists and every worker heartbeat row
+    silent for longer than WORKER_HEARTBEAT_RETENTION_SECONDS (a dead worker's: the overview lists it as dead
+    until then). Dry run unless `apply`."""
     now = now or timezone.now()
     items = []
     for job in selectors.jobs_expired(expired_for=expired_for, filters=filters, now=now):
@@ -334,4 +337,9 @@ def jobs_purge_expired(
         for grant in selectors.grants_orphaned():
             done = grant_purge_orphan(grant.job_id) if apply else None
             items.append(PurgeItem(grant.job_id, "orphaned grant", f"pair {grant.pair}, no job row", done))
+        for row in heartbeats.heartbeats_silent(now=now):
+            done = heartbeats.heartbeat_forget_silent(row.worker, now=now) if apply else None
+            items.append(
+                PurgeItem(row.worker, "worker heartbeat", f"silent since {row.beat_at:%Y-%m-%dT%H:%M:%SZ}", done)
+            )
     return items
