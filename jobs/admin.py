@@ -25,7 +25,7 @@ from jobs import services as job_services
 from jobs.clients import sqs
 from jobs.display import ago
 from jobs.dlq import dlq_job_ids
-from jobs.models import AsyncJob
+from jobs.models import AsyncJob, JobStatus
 
 CONFIRMATION_ROWS = 100  # jobs listed on a confirmation page; every selected job is acted on
 WORKER_ROWS = 50  # heartbeat rows listed on the overview; every one is counted
@@ -210,7 +210,7 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
         (None, {"fields": ("id", "job_type", "status", "phase", "error_view", "result_view")}),
         ("Timeline", {"fields": ("timeline_view",)}),
         ("Owner", {"fields": ("organization_id", "brand_id", "site_id", "user_id", "about")}),
-        ("Lease", {"fields": ("lease_view", "lease_epoch", "attempts", "lost_deliveries")}),
+        ("Lease", {"fields": ("lease_view", "lease_epoch", "deliveries_view")}),
         ("Checkpoints", {"fields": ("checkpoints_view",)}),
         ("History", {"fields": ("events_view",)}),
         ("Parameters", {"fields": ("params_view",)}),
@@ -230,8 +230,7 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
         "about",
         "lease_view",
         "lease_epoch",
-        "attempts",
-        "lost_deliveries",
+        "deliveries_view",
         "timeline_view",
         "checkpoints_view",
         "events_view",
@@ -309,6 +308,11 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
         if state == "none":
             return "none"
         return f"{state}, expires {job.lease_expires_at:%Y-%m-%d %H:%M:%S} UTC ({ago(job.lease_expires_at)})"
+
+    @admin.display(description="deliveries")
+    def deliveries_view(self, job: Job) -> str:
+        """The counts `job_inspect` and the doctor print (selectors.deliveries), in the same words."""
+        return display.deliveries_line(selectors.deliveries(job), in_progress=job.status == JobStatus.IN_PROGRESS)
 
     @admin.display(description="checkpoints")
     def checkpoints_view(self, job: Job) -> str:
@@ -516,9 +520,15 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
         )
         if page:
             return page
-        ids = list(queryset.values_list("id", flat=True))
-        done = sum(job_services.job_requeue(i, actor=admin_actor(request)) for i in ids)
-        self._report(request, "Re-enqueued", done, len(ids), "not IN_PROGRESS, a live lease, or the send failed")
+        jobs = list(queryset)
+        done = 0
+        for job in jobs:
+            if not job_services.job_requeue(job.id, actor=admin_actor(request)):
+                continue
+            done += 1
+            if warning := display.resend_warning(job.id, selectors.deliveries(job)):
+                self.message_user(request, f"Job {job.id}: {warning}.", messages.WARNING)
+        self._report(request, "Re-enqueued", done, len(jobs), "not IN_PROGRESS, a live lease, or the send failed")
         return None
 
     @admin.action(
