@@ -347,7 +347,7 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
     @admin.display(description="waterfall")
     def timeline_view(self, job: Job) -> str:
         """Where the job's time went, from its kept spans or else its history (jobs/timeline.py), as SVG."""
-        drawn = timeline.job_timeline(job.id)
+        drawn = timeline.job_timeline(job)
         if not drawn.segments:
             return "nothing recorded yet"
         return render_to_string(

@@ -281,7 +281,7 @@ def history(job, *steps):
 
 
 def segments(html: str) -> list[tuple[str, str]]:
-    svg = re.search(r'<svg class="waterfall".*?</svg>', html, re.S).group(0)
+    svg = re.search(r'<svg class="waterfall".*?</svg>\s*<p class="waterfall-legend"', html, re.S).group(0)
     return [
         (label, duration)
         for label, duration in re.findall(
@@ -316,12 +316,13 @@ def test_without_spans_the_waterfall_is_drawn_from_the_jobs_history(admin_client
     assert "From its history" in html
     assert segments(html) == [
         ("request (enqueue)", "500 ms"),
-        ("queue wait", "2.00 s"),
+        ("queued", "2.00 s"),
         ("delivery 1", "13.10 s"),
         ("DRS: generate prompts", "10.00 s"),
         ("IMS exchange, Semrush project", "500 ms"),
         ("Semrush: write prompts", "2.00 s"),
-        ("queue wait", "30.30 s"),
+        ("retry backoff", "30.00 s"),
+        ("queued", "300 ms"),
         ("delivery 2", "1.30 s"),
         ("IMS exchange, Semrush project", "200 ms"),
         ("publish", "1.00 s"),
@@ -399,7 +400,7 @@ def test_with_spans_kept_the_waterfall_shows_the_request_queue_deliveries_and_ex
     assert segments(html) == [
         ("request POST …/serenity/markets", "800 ms"),
         ("IMS POST /ims/token/v4", "200 ms"),
-        ("queue wait", "1.00 s"),
+        ("queued", "1.00 s"),
         ("delivery 1", "5.00 s"),
         ("DRS: generate prompts", "3.00 s"),
         ("DRS POST /invoke", "2.90 s"),
