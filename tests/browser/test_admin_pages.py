@@ -194,10 +194,13 @@ def unclipped(driver, svg_selector: str) -> list[str]:
           }
           for (const row of svg.querySelectorAll('g.segment')) {
             const shown = [...row.querySelectorAll('text.label')].filter(t => getComputedStyle(t).display !== 'none');
-            if (shown.length !== 1) out.push(shown.length + ' labels shown for ' + row.dataset.label);
-            const label = shown[0].getBoundingClientRect();
-            const track = row.querySelector('svg.track').getBoundingClientRect();
-            if (label.right > track.left) out.push('label runs into the plot: ' + row.dataset.label);
+            const track = row.querySelector('svg.track');
+            if (shown.length !== 1 || !track) {
+              out.push(shown.length + ' labels shown, or no track, for ' + row.dataset.label);
+              continue;
+            }
+            if (shown[0].getBoundingClientRect().right > track.getBoundingClientRect().left)
+              out.push('label runs into the plot: ' + row.dataset.label);
           }
         }
         return out;
