@@ -20,14 +20,15 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django_stubs_ext import WithAnnotations
 
-from jobs import charts, codes, display, dlq, handlers, selectors, timeline
+from jobs import charts, codes, display, dlq, handlers, overview, selectors, timeline
 from jobs import services as job_services
 from jobs.clients import sqs
 from jobs.display import ago
 from jobs.dlq import dlq_job_ids
-from jobs.models import AsyncJob
+from jobs.models import AsyncJob, JobStatus
 
 CONFIRMATION_ROWS = 100  # jobs listed on a confirmation page; every selected job is acted on
+WORKER_ROWS = 50  # heartbeat rows listed on the overview; every one is counted
 
 
 class Row(TypedDict):
@@ -89,8 +90,8 @@ class AgeFilter(admin.SimpleListFilter):
 
 
 class AttentionFilter(admin.SimpleListFilter):
-    """The jobs an operator should look at: stuck (what the probe counts), a worker presumed dead, or a
-    message in the DLQ (as read at most a minute ago)."""
+    """The jobs an operator should look at: stuck (what the probe counts), a worker presumed dead, deliveries
+    that keep dying, or a message in the DLQ (as read at most a minute ago)."""
 
     title = "needs attention"
     parameter_name = "attention"
@@ -100,14 +101,20 @@ class AttentionFilter(admin.SimpleListFilter):
             ("any", "any of these"),
             ("stuck", f"stuck (quiet for {settings.JOB_STUCK_AFTER_SECONDS // 60} min)"),
             ("dead", "worker presumed dead"),
+            ("crash_loop", "deliveries keep dying (crash loop)"),
             ("dlq", "message in the DLQ"),
         ]
 
     def queryset(self, request: HttpRequest, queryset: Jobs) -> Jobs:
         now = timezone.now()
-        kinds = {"stuck": selectors.stuck_q(now=now), "dead": selectors.presumed_dead_q(now=now), "dlq": Q(in_dlq=True)}
+        kinds = {
+            "stuck": selectors.stuck_q(now=now),
+            "dead": selectors.presumed_dead_q(now=now),
+            "crash_loop": selectors.crash_loop_q(now=now),
+            "dlq": Q(in_dlq=True),
+        }
         if self.value() == "any":
-            return queryset.filter(kinds["stuck"] | kinds["dead"] | kinds["dlq"])
+            return queryset.filter(kinds["stuck"] | kinds["dead"] | kinds["crash_loop"] | kinds["dlq"])
         kind = self.value()
         if kind in kinds:
             return queryset.filter(kinds[kind])
@@ -195,11 +202,15 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
     list_per_page = 50
     show_full_result_count = False
     actions = ["release_stale_lease", "requeue", "rerun", "mark_failed"]
+
+    class Media:
+        css = {"all": ("jobs/admin.css",)}  # the waterfall's layout (jobs/static/jobs/admin.css)
+
     fieldsets = [
         (None, {"fields": ("id", "job_type", "status", "phase", "error_view", "result_view")}),
         ("Timeline", {"fields": ("timeline_view",)}),
         ("Owner", {"fields": ("organization_id", "brand_id", "site_id", "user_id", "about")}),
-        ("Lease", {"fields": ("lease_view", "lease_epoch", "attempts", "lost_deliveries")}),
+        ("Lease", {"fields": ("lease_view", "lease_epoch", "deliveries_view")}),
         ("Checkpoints", {"fields": ("checkpoints_view",)}),
         ("History", {"fields": ("events_view",)}),
         ("Parameters", {"fields": ("params_view",)}),
@@ -219,8 +230,7 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
         "about",
         "lease_view",
         "lease_epoch",
-        "attempts",
-        "lost_deliveries",
+        "deliveries_view",
         "timeline_view",
         "checkpoints_view",
         "events_view",
@@ -299,6 +309,11 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
             return "none"
         return f"{state}, expires {job.lease_expires_at:%Y-%m-%d %H:%M:%S} UTC ({ago(job.lease_expires_at)})"
 
+    @admin.display(description="deliveries")
+    def deliveries_view(self, job: Job) -> str:
+        """The counts `job_inspect` and the doctor print (selectors.deliveries), in the same words."""
+        return display.deliveries_line(selectors.deliveries(job), in_progress=job.status == JobStatus.IN_PROGRESS)
+
     @admin.display(description="checkpoints")
     def checkpoints_view(self, job: Job) -> str:
         summary = display.checkpoints_summary(job.checkpoints)
@@ -332,7 +347,7 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
     @admin.display(description="waterfall")
     def timeline_view(self, job: Job) -> str:
         """Where the job's time went, from its kept spans or else its history (jobs/timeline.py), as SVG."""
-        drawn = timeline.job_timeline(job.id)
+        drawn = timeline.job_timeline(job)
         if not drawn.segments:
             return "nothing recorded yet"
         return render_to_string(
@@ -347,9 +362,10 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
         ]
 
     def overview_view(self, request: HttpRequest) -> TemplateResponse:
-        """The fleet at a glance: outcomes per hour (24 hours, 7 days), live work now, the queues, the workers,
-        the organizations waiting most. Four queries and two SQS reads; every figure links to the job list
-        filtered to exactly what it counts."""
+        """The fleet at a glance. First line: is anything consuming (workers alive, an alarm when none is while
+        work waits), the oldest waiting job, stuck and crash-looping jobs, the DLQ and the maintenance queue.
+        Then outcomes per hour (24 hours, 7 days), live work now, the workers, the organizations waiting most.
+        Five queries and three SQS reads; every figure links to the job list filtered to exactly what it counts."""
         now = timezone.now()
         jobs_url = reverse("admin:jobs_asyncjob_changelist")
         this_hour = now.replace(minute=0, second=0, microsecond=0)
@@ -370,18 +386,29 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
                 )
             )
         day_start = this_hour - timedelta(hours=23)
-        states = selectors.job_state_counts(now=now)
+        live = selectors.live_work(now=now)
+        states = live.states
         ttl = selectors.worker_ttl()
         queues: dlq.QueueCounts | None
         try:
-            queues = dlq.queue_counts("queue", "dlq")
+            queues = dlq.queue_counts("queue", "dlq", "maintenance")
         except sqs.AWSError:
             queues = None
+        workers = selectors.workers_seen(now=now)
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
             "title": "Jobs overview",
             "now": now,
+            "first_line": overview.first_line(
+                live=live,
+                fleet=selectors.fleet(workers, now=now),
+                oldest=selectors.oldest_waiting(now=now),
+                queues=queues,
+                last_beat=workers[0] if workers else None,
+                jobs_url=jobs_url,
+                now=now,
+            ),
             "day": charts.hourly_bars(hours[-24:]),
             "week": charts.hourly_bars(hours),
             "totals": [
@@ -402,10 +429,9 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
                 ("market-jobs queue", dlq.total(queues["queue"]), f"{jobs_url}?status=IN_PROGRESS"),
                 ("DLQ", dlq.total(queues["dlq"]), f"{jobs_url}?attention=dlq"),
             ],
-            "workers": [
-                (w.worker, ", ".join(w.queue_names), w.beat_at, ago(w.beat_at), w.beat_at > now - ttl)
-                for w in selectors.workers_seen()
-            ],
+            "workers": [overview.worker_row(w, now=now, ttl=ttl) for w in workers[:WORKER_ROWS]],
+            "more_workers": max(0, len(workers) - WORKER_ROWS),
+            "retention": display.duration(selectors.heartbeat_retention().total_seconds()),
             "running_url": f"{jobs_url}?state=running",
             "organizations": [
                 (org, n, f"{jobs_url}?{urlencode({'state': 'waiting', 'organization_id': org})}")
@@ -494,9 +520,15 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
         )
         if page:
             return page
-        ids = list(queryset.values_list("id", flat=True))
-        done = sum(job_services.job_requeue(i, actor=admin_actor(request)) for i in ids)
-        self._report(request, "Re-enqueued", done, len(ids), "not IN_PROGRESS, a live lease, or the send failed")
+        jobs = list(queryset)
+        done = 0
+        for job in jobs:
+            if not job_services.job_requeue(job.id, actor=admin_actor(request)):
+                continue
+            done += 1
+            if warning := display.resend_warning(job.id, selectors.deliveries(job)):
+                self.message_user(request, f"Job {job.id}: {warning}.", messages.WARNING)
+        self._report(request, "Re-enqueued", done, len(jobs), "not IN_PROGRESS, a live lease, or the send failed")
         return None
 
     @admin.action(

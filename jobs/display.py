@@ -11,6 +11,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from jobs.selectors import Deliveries
 from serenity.logging import REDACTED, redact
 
 # Keys whose values are never shown, whatever they hold.
@@ -71,6 +72,51 @@ def _span(seconds: int) -> str:
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
+
+
+def deliveries_line(d: Deliveries, *, in_progress: bool) -> str:
+    """How a job's deliveries went (`selectors.deliveries`), in the words of the job page and `job_inspect`:
+    `attempts 2 of 5, lost deliveries 1`, then what an operator must know before re-sending it."""
+    line = f"attempts {d.attempts} of {d.max_attempts}, lost deliveries {d.lost}"
+    if not in_progress:
+        return line
+    if d.crash_looping:
+        line += "; a crash loop: its deliveries keep dying, no tool re-sends it unless named with --job"
+    if d.attempts_spent:
+        line += (
+            "; its attempts are spent: a re-sent message ends it FAILED RETRIES_EXHAUSTED at once, after which "
+            "job_rerun runs it again with a fresh budget"
+        )
+    return line
+
+
+def resend_warning(job_id: object, d: Deliveries) -> str:
+    """What a tool says before re-sending a job whose attempts are spent (it would end at once), or ""."""
+    if not d.attempts_spent:
+        return ""
+    return (
+        f"its attempts are spent ({d.attempts} of {d.max_attempts}): re-sent, it ends FAILED RETRIES_EXHAUSTED as "
+        f"soon as a worker receives it, its credential kept; then `job_rerun --job {job_id} --apply` runs it again "
+        "with a fresh budget"
+    )
+
+
+def duration(seconds: float) -> str:
+    """A length of time to the nearest second, in its two largest units: `45s`, `15m 30s`, `2h`, `3d 4h`."""
+    rest = max(0, round(seconds))
+    for i, (unit, size) in enumerate(_UNITS):
+        if rest >= size or unit == "s":
+            major, rest = divmod(rest, size)
+            text = f"{major}{unit}"
+            if unit != "s":
+                minor_unit, minor_size = _UNITS[i + 1]
+                if rest // minor_size:
+                    text += f" {rest // minor_size}{minor_unit}"
+            return text
+    raise AssertionError("unreachable: the last unit is the second")
+
+
+_UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
 
 
 def stamp(moment: datetime | None) -> str:

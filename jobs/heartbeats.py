@@ -10,7 +10,8 @@ A Celery consumer bootstep (registered in jobs.apps), so it runs in every worker
 - a small thread writes the row at the same pace while the loop was marked recently: the database write never
   runs inside the consumer loop, where a slow database would hold up every message;
 - a warm stop deletes the row (the worker takes no more messages from then on); a killed worker's row stays
-  and ages out: it counts as dead after WORKER_SILENT_HEARTBEATS missed beats (jobs/selectors.py).
+  and ages out: it counts as dead after WORKER_SILENT_HEARTBEATS missed beats (jobs/selectors.py), and is
+  deleted once silent for WORKER_HEARTBEAT_RETENTION_SECONDS (by the purge, or by the next worker to start).
 """
 
 import logging
@@ -18,20 +19,19 @@ import os
 import socket
 import threading
 import time
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from celery import bootsteps
 from django.conf import settings
 from django.db import connection
+from django.db.models import QuerySet
 from django.utils import timezone
 
+from jobs import selectors
 from jobs.models import WorkerHeartbeat
 
 log = logging.getLogger(__name__)
-
-# Rows of workers silent this long are deleted when a worker starts: nobody needs to know about them any more.
-FORGET_AFTER = timedelta(days=1)
 
 
 def worker_name() -> str:
@@ -63,10 +63,25 @@ def forget_quietly(worker: str) -> None:
         connection.close()
 
 
-def heartbeats_forget_silent(*, now: datetime | None = None) -> int:
-    """Delete the rows of workers silent for longer than FORGET_AFTER; returns how many."""
+def heartbeats_silent(*, now: datetime | None = None) -> "QuerySet[WorkerHeartbeat]":
+    """The rows of workers silent for longer than the retention window (WORKER_HEARTBEAT_RETENTION_SECONDS):
+    nobody needs to know about them any more. Oldest first."""
     now = now or timezone.now()
-    deleted, _ = WorkerHeartbeat.objects.filter(beat_at__lt=now - FORGET_AFTER).delete()
+    return WorkerHeartbeat.objects.filter(beat_at__lt=now - selectors.heartbeat_retention()).order_by("beat_at")
+
+
+def heartbeat_forget_silent(worker: str, *, now: datetime | None = None) -> bool:
+    """Delete `worker`'s row if it is still silent past the retention window (it may have come back since it was
+    listed); True when deleted."""
+    now = now or timezone.now()
+    deleted, _ = heartbeats_silent(now=now).filter(worker=worker).delete()
+    return deleted > 0
+
+
+def heartbeats_forget_silent(*, now: datetime | None = None) -> int:
+    """Delete the rows of every worker silent past the retention window; returns how many. Run by each worker as
+    it starts; the purge does the same, row by row (jobs/services/operator.py)."""
+    deleted, _ = heartbeats_silent(now=now).delete()
     return deleted
 
 

@@ -50,9 +50,10 @@ def _claim(job_id: UUID | str, *, worker: str, ttl: int | None, rule: Q | None =
     )
     if rule is not None:
         claimable = claimable.filter(rule)
+    expires = now + timedelta(seconds=ttl or settings.JOB_LEASE_TTL_SECONDS)
     claimed = claimable.update(
         lease_token=token,
-        lease_expires_at=now + timedelta(seconds=ttl or settings.JOB_LEASE_TTL_SECONDS),
+        lease_expires_at=expires,
         lease_epoch=F("lease_epoch") + 1,
         attempts=F("attempts") + 1,
         # Taking over an expired lease: the delivery that held it died without an outcome.
@@ -62,7 +63,8 @@ def _claim(job_id: UUID | str, *, worker: str, ttl: int | None, rule: Q | None =
     )
     if claimed != 1:
         return None
-    states.record(job_id, "lease_claimed", actor=worker)
+    # The expiry goes into the history: when this delivery's worker dies, the job's waterfall draws it up to here.
+    states.record(job_id, "lease_claimed", actor=worker, detail=f"lease until {expires:%Y-%m-%dT%H:%M:%S.%fZ}")
     return token
 
 

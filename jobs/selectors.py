@@ -17,6 +17,7 @@ from django.db.models.functions import Coalesce, Greatest, TruncHour
 from django.utils import timezone
 from django_stubs_ext import WithAnnotations
 
+from jobs import retries
 from jobs.codes import NEEDS_REAUTH
 from jobs.models import AsyncJob, JobEvent, JobStatus, WorkerHeartbeat
 from tokens.models import PromiseGrant
@@ -86,16 +87,54 @@ def presumed_dead_q(*, now: datetime | None = None) -> Q:
     return lease_state_q("held", now=now) & quiet_q(SILENT_HEARTBEATS * settings.JOB_HEARTBEAT_SECONDS, now=now)
 
 
+@dataclass(frozen=True)
+class Deliveries:
+    """How a job's deliveries went, as every operator view reports it: the job page, `job_inspect`, the doctor,
+    the redrive and the overview read these counts here and nowhere else (`crash_loop_q` counts the same rule in
+    the database)."""
+
+    attempts: int  # deliveries that claimed the job since it was last put back to work
+    max_attempts: int  # JOB_MAX_ATTEMPTS
+    # Deliveries in a row that ended without an outcome, counting the one whose lease has expired but was not
+    # yet taken over (its worker died too).
+    lost: int
+
+    @property
+    def crash_looping(self) -> bool:
+        """Its deliveries keep dying (CRASH_LOOP_LOST_DELIVERIES in a row): decided from the job's own record,
+        wherever its message happens to be."""
+        return self.lost >= CRASH_LOOP_LOST_DELIVERIES
+
+    @property
+    def attempts_spent(self) -> bool:
+        """Every attempt is used: the next delivery to claim it ends it FAILED RETRIES_EXHAUSTED at once, without
+        running it (jobs/retries.py); `job_rerun` puts it back to work with a fresh budget once it has."""
+        return retries.budget_spent_before_run(self.attempts + 1)
+
+
+def deliveries(job: AsyncJob, *, now: datetime | None = None) -> Deliveries:
+    """`job`'s delivery counts at `now` (its row alone: no query)."""
+    expired = 1 if job.lease_state(now) == "expired" else 0
+    return Deliveries(attempts=job.attempts, max_attempts=settings.JOB_MAX_ATTEMPTS, lost=job.lost_deliveries + expired)
+
+
 def lost_deliveries(job: AsyncJob, *, now: datetime | None = None) -> int:
-    """Deliveries of `job` in a row that ended without an outcome, counting the one whose lease has expired
-    but was not yet taken over (its worker died too)."""
-    return job.lost_deliveries + (1 if job.lease_state(now) == "expired" else 0)
+    """`deliveries(job).lost`."""
+    return deliveries(job, now=now).lost
 
 
 def crash_looping(job: AsyncJob, *, now: datetime | None = None) -> bool:
-    """True when the job's deliveries keep dying (CRASH_LOOP_LOST_DELIVERIES in a row): decided from the job's
-    own record, wherever its message happens to be."""
-    return lost_deliveries(job, now=now) >= CRASH_LOOP_LOST_DELIVERIES
+    """`deliveries(job).crash_looping`."""
+    return deliveries(job, now=now).crash_looping
+
+
+def crash_loop_q(*, now: datetime | None = None) -> Q:
+    """IN_PROGRESS jobs for which `deliveries(job).crash_looping` holds, as a filter: CRASH_LOOP_LOST_DELIVERIES
+    lost in a row, or one fewer and an expired lease (the delivery that held it died too)."""
+    return Q(status=JobStatus.IN_PROGRESS) & (
+        Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES)
+        | (Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES - 1) & lease_state_q("expired", now=now))
+    )
 
 
 def worker_ttl() -> timedelta:
@@ -248,6 +287,64 @@ def job_state_counts(*, now: datetime | None = None) -> dict[str, int]:
     )
 
 
+def waiting_for_a_worker_q(*, now: datetime | None = None) -> Q:
+    """IN_PROGRESS jobs no worker runs whose message can be received now (not a retry or a held-back delivery
+    still in its delay): what a worker would take next. Stuck jobs included, crash-looping ones too."""
+    now = now or timezone.now()
+    return (
+        Q(status=JobStatus.IN_PROGRESS)
+        & ~lease_state_q("held", now=now)
+        & (Q(runnable_at__isnull=True) | Q(runnable_at__lte=now))
+    )
+
+
+def waiting_since() -> Case:
+    """Since when a job of `waiting_for_a_worker_q` waits: the expiry of the lease its dead worker left, else
+    the moment its last message became receivable (the sending, for a message never delayed)."""
+    return Case(
+        When(lease_token__isnull=False, then="lease_expires_at"),
+        default=Coalesce("runnable_at", "message_sent_at", "updated_at"),
+    )
+
+
+@dataclass(frozen=True)
+class LiveWork:
+    """The overview's live figures, from the job table: what `job_state_counts` counts, and the jobs whose
+    deliveries keep dying."""
+
+    states: dict[str, int]
+    crash_looping: int
+
+    @property
+    def in_progress(self) -> int:
+        """Every IN_PROGRESS job (awaiting re-authorisation is FAILED)."""
+        return sum(self.states[state] for state in ("running", "waiting", "stuck"))
+
+
+def live_work(*, now: datetime | None = None) -> LiveWork:
+    """`LiveWork` at `now`: one query."""
+    now = now or timezone.now()
+    counts = with_activity(AsyncJob.objects.all()).aggregate(
+        **{state: Count("id", filter=job_state_q(state, now=now)) for state in JOB_STATES},
+        crash_looping=Count("id", filter=crash_loop_q(now=now)),
+    )
+    return LiveWork(states={state: counts[state] for state in JOB_STATES}, crash_looping=counts["crash_looping"])
+
+
+def oldest_waiting(*, now: datetime | None = None) -> tuple[UUID, datetime] | None:
+    """`(job id, waiting since)` of the job that has waited longest for a worker (`waiting_for_a_worker_q`), or
+    None: one query."""
+    now = now or timezone.now()
+    row = (
+        AsyncJob.objects.filter(waiting_for_a_worker_q(now=now))
+        .annotate(since=waiting_since())
+        .order_by("since", "id")
+        .values_list("id", "since")
+        .first()
+    )
+    return (row[0], row[1]) if row else None
+
+
 def outcomes_per_hour(*, since: datetime) -> dict[tuple[datetime, str], int]:
     """`{(hour, outcome): count}` of the jobs that ended since `since`, by the hour they (last) ended: one
     query. A job counts once, by its latest ending (a re-authorised job that then completed is `completed`)."""
@@ -275,6 +372,37 @@ def organizations_waiting(*, limit: int = 10, now: datetime | None = None) -> li
     return [(str(row["organization_id"]), row["n"]) for row in rows]
 
 
-def workers_seen(*, limit: int = 50) -> list[WorkerHeartbeat]:
-    """The worker processes with a heartbeat row, the most recent beat first: one query."""
-    return list(WorkerHeartbeat.objects.order_by("-beat_at", "worker")[:limit])
+def heartbeat_retention() -> timedelta:
+    """How long the row of a silent worker is kept (shown dead on the overview) before the purge deletes it:
+    WORKER_HEARTBEAT_RETENTION_SECONDS, and never less than `worker_ttl()` (a row is dead before it goes)."""
+    return max(timedelta(seconds=settings.WORKER_HEARTBEAT_RETENTION_SECONDS), worker_ttl())
+
+
+def workers_seen(*, now: datetime | None = None) -> list[WorkerHeartbeat]:
+    """Every worker process that beat within the retention window (`heartbeat_retention`), the most recent beat
+    first: one query, bounded by the processes that ran in that window."""
+    now = now or timezone.now()
+    return list(WorkerHeartbeat.objects.filter(beat_at__gte=now - heartbeat_retention()).order_by("-beat_at", "worker"))
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The worker processes alive now on each queue, and how many of those missed their last beat (alive still,
+    but a worker that was just killed looks exactly like that for WORKER_SILENT_HEARTBEATS beats)."""
+
+    alive: int  # on the market-jobs queue
+    late: int  # of `alive`, silent for more than one and a half beats
+    maintenance_alive: int
+
+
+def fleet(rows: list[WorkerHeartbeat], *, now: datetime | None = None) -> Fleet:
+    """`Fleet` at `now` from heartbeat rows (`workers_seen`), by the rule of `workers_alive`; no query."""
+    now = now or timezone.now()
+    alive = [row for row in rows if row.beat_at > now - worker_ttl()]
+    on_jobs = [row for row in alive if settings.MARKET_JOBS_QUEUE in row.queue_names]
+    late_after = timedelta(seconds=1.5 * settings.WORKER_HEARTBEAT_SECONDS)
+    return Fleet(
+        alive=len(on_jobs),
+        late=sum(now - row.beat_at > late_after for row in on_jobs),
+        maintenance_alive=sum(settings.MAINTENANCE_QUEUE in row.queue_names for row in alive),
+    )

@@ -36,7 +36,7 @@ from django.conf import settings
 from django.utils import timezone
 from django_stubs_ext import WithAnnotations
 
-from jobs import handlers, selectors
+from jobs import display, handlers, selectors
 from jobs.display import ago, checkpoints_line, stamp
 from jobs.dlq import DlqMessage, DlqScan, QueueCounts, queue_counts, total
 from jobs.handlers import Progress
@@ -199,7 +199,8 @@ def _running_jobs(
         lease = job.lease_state(now)
         quiet = now - job.last_activity_at
         quiet_text = f"no activity for {ago(job.last_activity_at, now).removesuffix(' ago')}"
-        lost = selectors.lost_deliveries(job, now=now)
+        deliveries = selectors.deliveries(job, now=now)
+        lost = deliveries.lost
         subject = str(job.id)
         if subject in in_dlq:
             if lease == "held":
@@ -215,14 +216,16 @@ def _running_jobs(
                     )
                 )
             else:
+                received = max(m.receive_count for m in in_dlq[subject])
+                warning = display.resend_warning(subject, deliveries)
                 findings.append(
                     Finding(
                         DLQ_MESSAGE_FOR_WAITING_JOB,
                         subject,
                         f"IN_PROGRESS, lease {lease}, its message is in the DLQ (phase {job.phase}, attempts "
-                        f"{job.attempts}, lost deliveries {lost}; it kept failing: read the worker logs for it)",
+                        f"{deliveries.attempts}, lost deliveries {lost}; {_why_dead_lettered(deliveries, received)})",
                         f"none automatic: the DLQ is never redriven by itself; review, then "
-                        f"{REDRIVE.format(job=subject)}",
+                        f"{REDRIVE.format(job=subject)}" + (f" ({warning})" if warning else ""),
                     )
                 )
         elif lease == "held":
@@ -237,16 +240,18 @@ def _running_jobs(
                         f"{stamp(job.lease_expires_at)} doctor --apply re-enqueues it; to stop it now: job_mark_failed",
                     )
                 )
-        elif selectors.crash_looping(job, now=now):
+        elif deliveries.crash_looping:
+            warning = display.resend_warning(subject, deliveries)
             findings.append(
                 Finding(
                     CRASH_LOOP,
                     subject,
                     f"IN_PROGRESS, lease {lease}, its last {lost} deliveries died without an outcome (attempts "
-                    f"{job.attempts}, phase {job.phase}): what it does may be what kills its workers",
+                    f"{deliveries.attempts}, phase {job.phase}): what it does may be what kills its workers",
                     f"none automatic: it is never re-sent by itself; read the worker logs for it (job_inspect --job "
                     f"{subject}), then stop it (job_mark_failed --job {subject} --reason … --apply) or, once the "
-                    f"cause is fixed, re-send it (job_requeue_stuck --job {subject} --older-than 0s --apply)",
+                    f"cause is fixed, re-send it (job_requeue_stuck --job {subject} --older-than 0s --apply)"
+                    + (f"; {warning}" if warning else ""),
                 )
             )
         elif lease == "expired":
@@ -300,6 +305,18 @@ def _running_jobs(
                 )
             )
     return findings
+
+
+def _why_dead_lettered(deliveries: selectors.Deliveries, received: int) -> str:
+    """Why a waiting job's message ended in the DLQ, from what its row recorded: only what it shows."""
+    if deliveries.attempts == 0:
+        return (
+            f"no delivery ever claimed it: its message was received {received} times (readers of the DLQ "
+            "included) without a claim; read the worker logs around its receives"
+        )
+    if deliveries.lost:
+        return f"its last {deliveries.lost} deliveries died without an outcome: read the worker logs for it"
+    return "its deliveries ended without finishing it: read its history and the worker logs for it"
 
 
 def _dlq_messages(scan: DlqScan, in_dlq: dict[str, list[DlqMessage]], *, actor: str) -> list[Finding]:

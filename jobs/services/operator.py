@@ -10,7 +10,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import interrupts, selectors, states
+from jobs import heartbeats, interrupts, selectors, states
+from jobs.display import resend_warning
 from jobs.dlq import DlqMessage, DlqScan, queue_counts, total
 from jobs.leases import lease_release_stale
 from jobs.models import AsyncJob, JobStatus
@@ -133,6 +134,7 @@ class RedriveItem:
     verdict: str  # resend | drop | keep
     reason: str
     done: bool | None = None  # None in a dry run; otherwise whether the verdict was carried out
+    warning: str = ""  # what the operator must know about re-sending it (display.resend_warning)
 
 
 @dataclass
@@ -197,9 +199,9 @@ def dlq_redrive(
     """Lease-aware redrive of the market-jobs DLQ; run by an operator only, never automatically.
 
     Per selected message (in the order they were first sent):
-    1. Not a job message (a scheduled task's, or unreadable): reported by task name and kept, or dropped
-       when `drop_other_tasks` or `only_other_tasks` (a scheduled task runs again on its own schedule;
-       nothing re-sends it).
+    1. Not a job message (a scheduled task's, another task's, or not a Celery message at all): reported by task
+       name and kept, or dropped when `drop_other_tasks` or `only_other_tasks` (a scheduled task runs again on
+       its own schedule; the line says which it is). Nothing re-sends it.
     2. Job missing or finished: dropped (deleted from the DLQ), reported.
     3. Job IN_PROGRESS under a live lease: kept (a worker owns it; the next run decides).
     4. Job IN_PROGRESS whose deliveries keep dying (a crash loop): kept, unless named in `filters.job_ids`.
@@ -230,7 +232,7 @@ def dlq_redrive(
                 continue
             if message.job_id is None:
                 verdict, reason = (
-                    (DROP, "not a job message; its task runs again on its own schedule")
+                    (DROP, _dropped_other_message(message))
                     if drop_other_tasks or only_other_tasks
                     else (KEEP, "not a job message (--only-other-tasks drops such messages alone)")
                 )
@@ -240,12 +242,24 @@ def dlq_redrive(
                 verdict, reason = DROP, "duplicate of a message already re-sent in this run"
             if verdict == RESEND:
                 resent.add(str(message.job_id))
-            item = RedriveItem(message, verdict, reason)
+            warning = ""
+            if verdict == RESEND and job is not None:
+                warning = resend_warning(job.id, selectors.deliveries(job))
+            item = RedriveItem(message, verdict, reason, warning=warning)
             redrive.items.append(item)
             if apply:
                 with interrupts.deferred():
                     item.done = _carry_out(scan, item, job, actor)
     return redrive
+
+
+def _dropped_other_message(message: DlqMessage) -> str:
+    """Why dropping a message that is not a job message loses nothing, as far as it is true."""
+    if message.task is None:
+        return "not a Celery message (its body calls no task): nothing could ever run it"
+    if message.task in {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}:
+        return f"a message of the scheduled task {message.task}, which runs again on its own schedule"
+    return f"a message of the task {message.task}, which nothing schedules here: it does not run again"
 
 
 def _matches(message: DlqMessage, job: AsyncJob | None, filters: JobFilter) -> bool:
@@ -312,10 +326,11 @@ def grant_purge_orphan(job_id: UUID | str) -> bool:
 
 @dataclass(frozen=True)
 class PurgeItem:
-    """One record the purge looked at: a job past its expiry, or a grant whose job is gone."""
+    """One record the purge looked at: a job past its expiry, a grant whose job is gone, or the heartbeat row of
+    a worker silent past the retention window."""
 
-    job_id: object
-    kind: str  # "job" | "orphaned grant"
+    subject: object  # a job id, or a worker's `host:pid`
+    kind: str  # "job" | "orphaned grant" | "worker heartbeat"
     detail: str
     done: bool | None  # None in a dry run
 
@@ -324,7 +339,9 @@ def jobs_purge_expired(
     *, apply: bool, expired_for: timedelta = timedelta(0), filters: JobFilter = JobFilter(), now: datetime | None = None
 ) -> list[PurgeItem]:
     """The one purge loop (beat's daily task and `job_purge_expired`): every job record past its expiry by
-    `expired_for`, then, when unfiltered, every grant whose job no longer exists. Dry run unless `apply`."""
+    `expired_for`, then, when unfiltered, every grant whose job no longer exists and every worker heartbeat row
+    silent for longer than WORKER_HEARTBEAT_RETENTION_SECONDS (a dead worker's: the overview lists it as dead
+    until then). Dry run unless `apply`."""
     now = now or timezone.now()
     items = []
     for job in selectors.jobs_expired(expired_for=expired_for, filters=filters, now=now):
@@ -334,4 +351,9 @@ def jobs_purge_expired(
         for grant in selectors.grants_orphaned():
             done = grant_purge_orphan(grant.job_id) if apply else None
             items.append(PurgeItem(grant.job_id, "orphaned grant", f"pair {grant.pair}, no job row", done))
+        for row in heartbeats.heartbeats_silent(now=now):
+            done = heartbeats.heartbeat_forget_silent(row.worker, now=now) if apply else None
+            items.append(
+                PurgeItem(row.worker, "worker heartbeat", f"silent since {row.beat_at:%Y-%m-%dT%H:%M:%SZ}", done)
+            )
     return items

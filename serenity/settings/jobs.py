@@ -36,6 +36,9 @@ JOB_HEARTBEAT_SECONDS = env.int("JOB_HEARTBEAT_SECONDS", default=60)
 # Each worker process writes a heartbeat row this often while its consumer loop turns; three missed beats
 # (60 s by default) and it no longer counts as alive: the probe's WorkersAlive, the doctor's no_consumer.
 WORKER_HEARTBEAT_SECONDS = env.int("WORKER_HEARTBEAT_SECONDS", default=20)
+# The row of a worker silent this long is deleted by the purge (and when a worker starts); until then the
+# overview lists it as dead.
+WORKER_HEARTBEAT_RETENTION_SECONDS = env.int("WORKER_HEARTBEAT_RETENTION_SECONDS", default=3600)
 JOB_RECORD_TTL_DAYS = env.int("JOB_RECORD_TTL_DAYS", default=7)
 JOB_ENQUEUE_GRACE_SECONDS = env.int("JOB_ENQUEUE_GRACE_SECONDS", default=60)
 # How long one re-authorisation may hold its claim on a job while it obtains a credential from IMS: the

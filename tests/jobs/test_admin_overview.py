@@ -7,10 +7,12 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.models import JobEvent
+from jobs import selectors
+from jobs.models import JobEvent, WorkerHeartbeat
 from tests.jobs.conftest import KNOWN_TOKEN, ago, leased, plant, store_grant, waiting
 
 pytestmark = pytest.mark.django_db
@@ -85,7 +87,165 @@ def test_the_overview_charts_each_hours_outcomes_and_counts_live_work_in_a_few_q
         (str(ORG_A), "2"),
         (str(ORG_B), "1"),
     ]
-    assert 'class="worker" data-alive="yes"' in html
+    assert 'class="worker worker-alive" data-alive="yes"' in html
+    assert tiles(html) == {
+        "workers": ("1", "ok"),
+        "oldest-waiting": ("3h", "ok"),  # the stuck one: it waits for a worker too
+        "stuck": ("1", "warn"),
+        "crash-looping": ("0", "ok"),
+        "dlq": ("0", "ok"),
+        "maintenance": ("0", "ok"),
+    }
+    assert "no-worker-alarm" not in html
+
+
+def tiles(html: str) -> dict:
+    """`{tile: (value, state)}` of the overview's first line."""
+    return {
+        key: (value, state)
+        for key, state, value in re.findall(
+            r'data-tile="([^"]+)" data-state="([^"]+)"[^>]*>\s*<span class="tile-label">[^<]*</span>\s*'
+            r'<span class="tile-value">([^<]*)</span>',
+            html,
+        )
+    }
+
+
+def tile_href(html: str, key: str) -> str:
+    return re.search(rf'data-tile="{key}" data-state="[^"]+" href="([^"]+)"', html).group(1)
+
+
+def beat(worker: str, *, seconds_ago: float, queues=None):
+    return WorkerHeartbeat.objects.create(
+        worker=worker,
+        queues=queues or f",{settings.MARKET_JOBS_QUEUE},{settings.MAINTENANCE_QUEUE},",
+        beat_at=timezone.now() - timedelta(seconds=seconds_ago),
+    )
+
+
+def test_with_no_worker_heartbeat_in_the_last_minute_and_a_job_waiting_the_overview_raises_the_no_worker_alarm(
+    admin_client, queues
+):
+    beat("gone-host:7", seconds_ago=90)
+    waiting(quiet=timedelta(seconds=40))
+
+    html = admin_client.get(OVERVIEW).content.decode()
+
+    alarm = re.search(r'<p class="no-worker-alarm" role="alert" data-alarm="no-worker">([^<]+)</p>', html).group(1)
+    assert alarm.startswith("No worker is alive: 1 job(s) in progress and 0 message(s) on the market-jobs queue")
+    assert "last heartbeat 1m ago from gone-host:7" in alarm
+    assert tiles(html)["workers"] == ("0", "alarm")
+    assert tiles(html)["oldest-waiting"] == ("40s", "alarm")
+
+
+def test_messages_on_the_queue_with_no_worker_alive_raise_the_alarm_too(admin_client, queues):
+    from jobs.services import producer
+
+    producer._send(uuid.uuid4(), "testEcho")  # a message for no job row: still nothing consumes it
+
+    html = admin_client.get(OVERVIEW).content.decode()
+
+    assert "No worker is alive: 0 job(s) in progress and 1 message(s) on the market-jobs queue" in html
+    assert "no heartbeat" in html
+    assert tiles(html)["workers"] == ("0", "alarm")
+
+
+def test_no_worker_and_nothing_waiting_is_a_warning_not_the_alarm(admin_client, queues):
+    html = admin_client.get(OVERVIEW).content.decode()
+
+    assert "no-worker-alarm" not in html
+    assert tiles(html)["workers"] == ("0", "warn")
+
+
+def test_a_worker_that_missed_its_last_beat_still_counts_alive_but_reads_late(admin_client, queues, settings):
+    beat("slow-host:1", seconds_ago=1.5 * settings.WORKER_HEARTBEAT_SECONDS + 5)
+    beat("fine-host:2", seconds_ago=2)
+
+    html = admin_client.get(OVERVIEW).content.decode()
+
+    assert tiles(html)["workers"] == ("2", "warn")
+    assert "1 missed its last beat" in html
+    assert dict(re.findall(r'<tr class="worker worker-(\w+)"[^>]*><td><a[^>]*>([^<]+)</a>', html)) == {
+        "late": "slow-host:1",
+        "alive": "fine-host:2",
+    }
+
+
+def test_dead_and_alive_workers_look_different_and_rows_past_the_retention_window_are_not_listed(
+    admin_client, queues, settings
+):
+    settings.WORKER_HEARTBEAT_RETENTION_SECONDS = 3600
+    beat("alive-host:1", seconds_ago=3)
+    beat("dead-host:2", seconds_ago=15 * 60)
+    beat("long-gone:3", seconds_ago=3601)
+
+    html = admin_client.get(OVERVIEW).content.decode()
+
+    rows = re.findall(
+        r'<tr class="worker worker-(\w+)"[^>]*><td><a[^>]*>([^<]+)</a></td>.*?<span class="worker-state">([^<]+)</span>',
+        html,
+    )
+    assert rows == [("alive", "alive-host:1", "alive, beat 3s ago"), ("dead", "dead-host:2", "DEAD: silent for 15m")]
+    assert "its row is kept for 1h, then the purge deletes it" in html
+
+
+def test_the_first_line_counts_crash_looping_jobs_as_the_doctor_does_and_links_to_exactly_them(
+    admin_client, queues, workers_alive
+):
+    two_lost = waiting(quiet=timedelta(minutes=1), lost_deliveries=2, attempts=2)
+    one_lost_and_expired = leased(expires_in=-timedelta(minutes=1), lost_deliveries=1, attempts=2)
+    one_lost = waiting(quiet=timedelta(minutes=1), lost_deliveries=1, attempts=1)
+    expired_once = leased(expires_in=-timedelta(minutes=1), attempts=1)
+    finished = plant(status="FAILED", error_code="RETRIES_EXHAUSTED", lost_deliveries=3, ended_at=timezone.now())
+    planted = [two_lost, one_lost_and_expired, one_lost, expired_once, finished]
+
+    html = admin_client.get(OVERVIEW).content.decode()
+
+    looping = {job.id for job in planted if job.status == "IN_PROGRESS" and selectors.crash_looping(job)}
+    assert looping == {two_lost.id, one_lost_and_expired.id}
+    assert tiles(html)["crash-looping"] == ("2", "warn")
+    assert listed(admin_client, tile_href(html, "crash-looping")) == looping
+
+
+def test_the_oldest_waiting_job_waits_since_its_message_became_receivable_or_its_dead_workers_lease_expired(
+    admin_client, queues, workers_alive
+):
+    now = timezone.now()
+    plant(message_sent_at=now - timedelta(minutes=9), runnable_at=now + timedelta(minutes=1))  # in its retry delay
+    plant(message_sent_at=now - timedelta(minutes=4), runnable_at=now - timedelta(minutes=4))
+    died = leased(expires_in=-timedelta(minutes=6), quiet=timedelta(minutes=20))
+    leased(expires_in=timedelta(minutes=5), quiet=timedelta(minutes=30))  # running: not waiting
+
+    html = admin_client.get(OVERVIEW).content.decode()
+
+    assert tiles(html)["oldest-waiting"] == ("6m", "ok")
+    assert tile_href(html, "oldest-waiting") == reverse("admin:jobs_asyncjob_change", args=[died.id])
+
+
+def test_the_dlq_and_the_maintenance_queues_depth_are_on_the_first_line(admin_client, queues, workers_alive):
+    from jobs.tasks import sweep_unsent_task
+    from tests.jobs.conftest import to_dlq
+
+    to_dlq(waiting().id)
+    for _ in range(3):
+        sweep_unsent_task.apply_async()
+
+    html = admin_client.get(OVERVIEW).content.decode()
+
+    assert tiles(html)["dlq"] == ("1", "warn")
+    assert tiles(html)["maintenance"] == ("3", "ok")  # a worker consumes it
+
+
+def test_messages_on_the_maintenance_queue_no_worker_consumes_are_a_warning(admin_client, queues):
+    from jobs.tasks import sweep_unsent_task
+
+    beat("jobs-only:1", seconds_ago=1, queues=f",{settings.MARKET_JOBS_QUEUE},")
+    sweep_unsent_task.apply_async()
+
+    html = admin_client.get(OVERVIEW).content.decode()
+
+    assert tiles(html)["maintenance"] == ("1", "warn")
+    assert "waiting; no worker consumes it" in html
 
 
 def listed(client, url: str) -> set:
@@ -121,7 +281,7 @@ def history(job, *steps):
 
 
 def segments(html: str) -> list[tuple[str, str]]:
-    svg = re.search(r'<svg class="waterfall".*?</svg>', html, re.S).group(0)
+    svg = re.search(r'<svg class="waterfall".*?</svg>\s*<p class="waterfall-legend"', html, re.S).group(0)
     return [
         (label, duration)
         for label, duration in re.findall(
@@ -156,12 +316,13 @@ def test_without_spans_the_waterfall_is_drawn_from_the_jobs_history(admin_client
     assert "From its history" in html
     assert segments(html) == [
         ("request (enqueue)", "500 ms"),
-        ("queue wait", "2.00 s"),
+        ("queued", "2.00 s"),
         ("delivery 1", "13.10 s"),
         ("DRS: generate prompts", "10.00 s"),
         ("IMS exchange, Semrush project", "500 ms"),
         ("Semrush: write prompts", "2.00 s"),
-        ("queue wait", "30.30 s"),
+        ("retry backoff", "30.00 s"),
+        ("queued", "300 ms"),
         ("delivery 2", "1.30 s"),
         ("IMS exchange, Semrush project", "200 ms"),
         ("publish", "1.00 s"),
@@ -239,7 +400,7 @@ def test_with_spans_kept_the_waterfall_shows_the_request_queue_deliveries_and_ex
     assert segments(html) == [
         ("request POST …/serenity/markets", "800 ms"),
         ("IMS POST /ims/token/v4", "200 ms"),
-        ("queue wait", "1.00 s"),
+        ("queued", "1.00 s"),
         ("delivery 1", "5.00 s"),
         ("DRS: generate prompts", "3.00 s"),
         ("DRS POST /invoke", "2.90 s"),

@@ -481,6 +481,31 @@ def test_purge_apply_deletes_expired_records_with_history_and_grants_and_a_secon
     assert len(ims_invalidations) == 2
 
 
+def test_the_purge_forgets_workers_silent_past_the_retention_window_and_keeps_the_others(settings):
+    from jobs.models import WorkerHeartbeat
+
+    settings.WORKER_HEARTBEAT_RETENTION_SECONDS = 3600
+    for worker, silent in (("gone:1", timedelta(minutes=61)), ("dead:2", timedelta(minutes=15)), ("up:3", None)):
+        WorkerHeartbeat.objects.create(
+            worker=worker, queues=",q,", beat_at=ago(seconds=silent.total_seconds() if silent else 1)
+        )
+
+    dry = run("job_purge_expired")
+
+    assert [line for line in dry if line.startswith("gone:1")] == [
+        f"gone:1  forget dead worker  silent since {WorkerHeartbeat.objects.get(worker='gone:1').beat_at:%Y-%m-%dT%H:%M:%SZ}"
+        "  [dry run]"
+    ]
+    assert WorkerHeartbeat.objects.count() == 3
+
+    applied = run("job_purge_expired", "--apply")
+
+    assert applied[0].startswith("gone:1  forget dead worker") and applied[0].endswith("[done]")
+    assert applied[-1] == "1 of 1 expired records purged; 0 skipped."
+    assert sorted(WorkerHeartbeat.objects.values_list("worker", flat=True)) == ["dead:2", "up:3"]
+    assert run("job_purge_expired", "--apply") == ["No expired records found: nothing to do."]
+
+
 def test_purge_status_filter_narrows_the_selection():
     failed = waiting(status="FAILED", expires_at=ago(hours=1))
     waiting(status="COMPLETED", expires_at=ago(hours=1))

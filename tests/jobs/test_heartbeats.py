@@ -15,7 +15,7 @@ from django.conf import settings as django_settings
 from django.utils import timezone
 
 from jobs import selectors
-from jobs.heartbeats import FORGET_AFTER, HeartbeatWriter, heartbeats_forget_silent
+from jobs.heartbeats import HeartbeatWriter, heartbeats_forget_silent
 from jobs.models import WorkerHeartbeat
 from serenity.celery import app
 from tests.markets.test_worker import wait_until
@@ -116,10 +116,11 @@ def test_a_consumer_loop_that_stops_turning_withholds_the_heartbeat():
     assert WorkerHeartbeat.objects.get(worker="host-a:1").beat_at > written
 
 
-def test_rows_of_workers_silent_for_a_day_are_forgotten_when_a_worker_starts():
+def test_rows_of_workers_silent_past_the_retention_window_are_forgotten_when_a_worker_starts(settings):
+    settings.WORKER_HEARTBEAT_RETENTION_SECONDS = 3600
     now = timezone.now()
-    WorkerHeartbeat.objects.create(worker="old:1", queues=",q,", beat_at=now - FORGET_AFTER - timedelta(minutes=1))
-    WorkerHeartbeat.objects.create(worker="recent:1", queues=",q,", beat_at=now - timedelta(hours=2))
+    WorkerHeartbeat.objects.create(worker="old:1", queues=",q,", beat_at=now - timedelta(minutes=61))
+    WorkerHeartbeat.objects.create(worker="recent:1", queues=",q,", beat_at=now - timedelta(minutes=59))
 
     assert heartbeats_forget_silent(now=now) == 1
     assert list(WorkerHeartbeat.objects.values_list("worker", flat=True)) == ["recent:1"]

@@ -217,3 +217,18 @@ def test_an_operator_re_runs_a_markets_job_that_parked_its_credential(world, asy
 
     assert again[0] == f"{market.id}  already running  DE/de, job {job.id} IN_PROGRESS: nothing to do"
     assert again.code == 0 and queues.drain() == []
+
+
+@pytest.mark.django_db
+def test_regenerating_a_market_that_does_not_exist_never_counts_it_as_found():
+    import uuid
+
+    ghost = uuid.uuid4()
+
+    dry = run("job_regenerate", "--market", str(ghost))
+
+    assert dry == [
+        f"market {ghost}  not found (deleted, or never created)",
+        "No markets to re-run found; 1 named market(s) do not exist (see above).",
+    ]
+    assert dry.code == 1

@@ -151,6 +151,7 @@ class RunbookCommand(BaseCommand):
     def execute(self, *args: Any, **options: Any) -> Any:
         """Run, then exit with the code the module docstring describes."""
         self.needs_attention = False
+        self.missing = 0  # named objects that do not exist (`report_missing`)
         if not options.get("stdout"):
             # OutputWrapper uses write, flush and isatty alone, which QuietPipe has; the stub asks for a whole TextIO.
             self.stdout = OutputWrapper(QuietPipe(sys.stdout))  # type: ignore[arg-type]
@@ -212,6 +213,7 @@ class RunbookCommand(BaseCommand):
         known = {str(j) for j in AsyncJob.objects.filter(id__in=filters.job_ids).values_list("id", flat=True)}
         for job_id in sorted(named - known - {str(j) for j in found}):
             self.needs_attention = True
+            self.missing += 1
             self.stdout.write(f"job {job_id}  not found (purged after expiry, or never created)")
 
     def older_than(self, options: dict[str, Any]) -> timedelta:
@@ -237,8 +239,12 @@ class RunbookCommand(BaseCommand):
             line += f"  [{outcome}]"
         self.stdout.write(line)
 
-    def summary(self, found: int, noun: str, *, done: int, verb: str = "changed") -> None:
-        if found == 0:
+    def summary(self, found: int, noun: str, *, done: int, verb: str = "changed", missing_noun: str = "job") -> None:
+        """The last line. "Nothing to do" only when nothing needs doing: a named object that does not exist
+        (`report_missing`) does."""
+        if found == 0 and self.missing:
+            self.stdout.write(f"No {noun} found; {self.missing} named {missing_noun}(s) do not exist (see above).")
+        elif found == 0:
             self.stdout.write(f"No {noun} found: nothing to do.")
         elif not self.apply:
             self.stdout.write(f"{found} {noun} found. Dry run: nothing changed; re-run with --apply to act.")

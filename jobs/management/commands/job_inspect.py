@@ -10,7 +10,7 @@ from jobs.clients import sqs
 from jobs.display import ago, stamp
 from jobs.dlq import DlqMessage, DlqScan, queue_counts
 from jobs.management.commands._runbook import RunbookCommand, UsageError
-from jobs.models import AsyncJob
+from jobs.models import AsyncJob, JobStatus
 
 
 class Command(RunbookCommand):
@@ -96,10 +96,9 @@ class Command(RunbookCommand):
             if lease == "none"
             else (f"{lease}, expires {stamp(job.lease_expires_at)} ({ago(job.lease_expires_at, now)})")
         )
-        w(
-            f"  lease        {lease_line}; epoch {job.lease_epoch}, attempts {job.attempts}, lost deliveries "
-            f"{selectors.lost_deliveries(job, now=now)}"
-        )
+        w(f"  lease        {lease_line}; epoch {job.lease_epoch}")
+        deliveries = selectors.deliveries(job, now=now)
+        w(f"  deliveries   {display.deliveries_line(deliveries, in_progress=job.status == JobStatus.IN_PROGRESS)}")
         w(
             f"  times        created {stamp(job.created_at)} ({ago(job.created_at, now)}), last activity "
             f"{ago(job.last_activity_at, now)}, message sent {ago(job.message_sent_at, now)}, "

@@ -52,6 +52,7 @@ class Command(RunbookCommand):
             job = jobs.get(job_id)
             if job is None:
                 self.needs_attention = True  # the operator named a job that does not exist
+                self.missing += 1
                 self.stdout.write(f"job {job_id}  not found (purged after expiry, or never created)")
                 continue
             if job.status != JobStatus.IN_PROGRESS:

@@ -11,8 +11,9 @@ from jobs.management.commands._runbook import RunbookCommand
 class Command(RunbookCommand):
     help = (
         f"Delete job records past their expiry ({settings.JOB_RECORD_TTL_DAYS} days after creation) with their "
-        "history and grants (each token is invalidated at IMS first), and grants whose job no longer "
-        "exists. Beat runs it daily. Run it by hand when the job table grows. A job still IN_PROGRESS is "
+        "history and grants (each token is invalidated at IMS first), grants whose job no longer "
+        "exists, and the heartbeat rows of workers silent for WORKER_HEARTBEAT_RETENTION_SECONDS (dead "
+        "workers). Beat runs it daily. Run it by hand when the job table grows. A job still IN_PROGRESS is "
         "never purged (finish it with job_mark_failed first). Dry run unless --apply."
     )
     filters = ("job", "older_than", "status", "code")
@@ -25,12 +26,16 @@ class Command(RunbookCommand):
         for item in items:
             if item.kind == "job":
                 self.item(
-                    item.job_id,
+                    item.subject,
                     "purge",
                     item.detail,
                     item.done,
                     why_not="it is still IN_PROGRESS (finish it with job_mark_failed first), or already gone",
                 )
+            elif item.kind == "worker heartbeat":
+                self.item(
+                    item.subject, "forget dead worker", item.detail, item.done, why_not="it beat again, or is gone"
+                )
             else:
-                self.item(item.job_id, "end orphaned grant", item.detail, item.done, why_not="its job exists again")
+                self.item(item.subject, "end orphaned grant", item.detail, item.done, why_not="its job exists again")
         self.summary(len(items), "expired records", done=sum(bool(i.done) for i in items), verb="purged")

@@ -68,6 +68,8 @@ class Command(RunbookCommand):
                 None if item.verdict == operator.KEEP else item.done,
                 why_not="the job changed since it was read, or the send failed; the message stays",
             )
+            if item.warning:
+                self.stdout.write(f"{message.label}  WARNING  {item.warning}")
         to_act = sum(item.verdict != operator.KEEP for item in redrive.items)
         self.summary(to_act, "DLQ messages to re-send or drop", done=done, verb="handled")
         if redrive.left_in_dlq:

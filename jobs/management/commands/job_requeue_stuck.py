@@ -4,7 +4,7 @@ from typing import Any
 
 from django.conf import settings
 
-from jobs import selectors
+from jobs import display, selectors
 from jobs import services as job_services
 from jobs.display import ago
 from jobs.management.commands._runbook import RunbookCommand, duration_text
@@ -28,21 +28,21 @@ class Command(RunbookCommand):
         self.report_missing(filters)
         named = set(filters.job_ids)
         jobs = list(selectors.jobs_stuck(quiet_for=self.older_than(options), filters=filters, now=self.now))
-        found = done = 0
+        done = looping = 0
         for job in jobs:
-            lost = selectors.lost_deliveries(job, now=self.now)
+            deliveries = selectors.deliveries(job, now=self.now)
             detail = (
                 f"last activity {ago(job.last_activity_at, self.now)}, lease {job.lease_state(self.now)}, "
-                f"phase {job.phase}, attempts {job.attempts}, lost deliveries {lost}"
+                f"phase {job.phase}, attempts {deliveries.attempts}, lost deliveries {deliveries.lost}"
             )
-            if selectors.crash_looping(job, now=self.now) and job.id not in named:
+            if deliveries.crash_looping and job.id not in named:
+                looping += 1
                 self.needs_attention = True  # never re-sent unless named: what it does may kill workers
                 self.stdout.write(
                     f"{job.id}  not re-enqueued  {detail}: its deliveries keep dying; read the worker "
                     f"logs for it, then name it with --job once the cause is fixed"
                 )
                 continue
-            found += 1
             sent = job_services.job_requeue(job.id, actor=self.actor) if self.apply else None
             done += bool(sent)
             self.item(
@@ -52,4 +52,16 @@ class Command(RunbookCommand):
                 sent,
                 why_not="a worker took it meanwhile, or the send failed (see the job's history)",
             )
-        self.summary(found, "stuck jobs", done=done, verb="re-enqueued")
+            if warning := display.resend_warning(job.id, deliveries):
+                self.stdout.write(f"{job.id}  WARNING  {warning}")
+        if not looping:
+            self.summary(len(jobs), "stuck jobs", done=done, verb="re-enqueued")
+            return
+        # Jobs left alone are found too: a summary of "no stuck jobs" under a line about one would be false.
+        alone = f"{looping} whose deliveries keep dying, left alone: name each with --job once its cause is fixed"
+        if not self.apply:
+            self.stdout.write(
+                f"{len(jobs)} stuck jobs found ({alone}). Dry run: nothing changed; re-run with --apply to act."
+            )
+        else:
+            self.stdout.write(f"{done} of {len(jobs)} stuck jobs re-enqueued; {len(jobs) - done} skipped ({alone}).")

@@ -27,34 +27,35 @@ class Command(RunbookCommand):
         )
 
     def run(self, options):
-        done = 0
+        done = found = 0
         markets = []
         for value in options["market"]:
             try:
                 markets.append(uuid.UUID(value.strip()))
             except ValueError:
                 raise UsageError(f"--market must be a market id (a UUID), got {value!r}.") from None
-        for market_id in markets:
+        for market_id in dict.fromkeys(markets):
             market = Market.objects.filter(id=market_id).first()
             if market is None:
-                self.item(market_id, "re-run generation", "no such market", False, why_not="no such market")
+                self.needs_attention = True  # the operator named a market that does not exist
+                self.missing += 1
+                self.stdout.write(f"market {market_id}  not found (deleted, or never created)")
                 continue
             job_id = generation_job_id(market.brand_id, market.geo_target_id, market.language_code)
             job = AsyncJob.objects.filter(id=job_id).first()
             label = f"{market.country}/{market.language_code}, job {job_id}"
             if job is None:
-                self.item(
-                    market_id,
-                    "re-run generation",
-                    label,
-                    False,
-                    why_not="the market never had a generation job: its user starts one from the UI",
+                self.needs_attention = True
+                self.stdout.write(
+                    f"{market_id}  cannot re-run  {label}: the market never had a generation job (or it was purged): "
+                    "its user starts one from the UI"
                 )
                 continue
             if job.status == JobStatus.IN_PROGRESS:
                 # Already back at work (a second run, or its user regenerated it): nothing to do.
                 self.stdout.write(f"{market_id}  already running  {label} IN_PROGRESS: nothing to do")
                 continue
+            found += 1
             rerun = job_services.job_rerun(job.id, actor=self.actor) if self.apply else None
             done += bool(rerun and rerun.done)
             self.item(
@@ -64,4 +65,4 @@ class Command(RunbookCommand):
                 rerun.done if rerun else None,
                 why_not=rerun.why_not if rerun else "",
             )
-        self.summary(len(markets), "markets", done=done, verb="re-run")
+        self.summary(found, "markets to re-run", done=done, verb="re-run", missing_noun="market")
