@@ -15,6 +15,7 @@ lease token): zero rows means someone else moved the job first, and the caller m
 Statuses are `jobs.models.JobStatus`, the one name for each.
 """
 
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -80,8 +81,14 @@ def transition(
     return moved
 
 
-def record(job_id: UUID | str, kind: str, *, actor: str = "", detail: str = "") -> None:
-    """Append an event that is not a status change (lease claim/loss, retry, checkpoint)."""
+def record(job_id: UUID | str, kind: str, *, actor: str = "", detail: str = "", at: datetime | None = None) -> None:
+    """Append an event that is not a status change (lease claim/loss, retry, checkpoint); `at` when it happened
+    before it could be written (a send is recorded once it returned, but happened when it began)."""
     JobEvent.objects.create(
-        job_id=job_id, kind=kind, actor=actor, detail=detail[:500], trace_id=tracing.current_trace_id()
+        job_id=job_id,
+        kind=kind,
+        actor=actor,
+        detail=detail[:500],
+        trace_id=tracing.current_trace_id(),
+        at=at or timezone.now(),
     )

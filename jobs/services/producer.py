@@ -70,6 +70,9 @@ def job_publish(job_id: uuid.UUID | str, job_type: str, *, delay: int = 0, first
     sweeper, operator, retry) leaves the job IN_PROGRESS with `message_sent_at` cleared, for the sweeper to
     send again. Either way no job stays IN_PROGRESS with nothing queued and nobody to notice.
     """
+    # A worker may receive the message and record its claim before the send call returns here: the send is
+    # dated when it began, so that the history (and the waterfall drawn from it) never shows a claim before it.
+    sending_at = timezone.now()
     try:
         _send(job_id, job_type, delay=delay)
     except Exception as exc:
@@ -87,9 +90,10 @@ def job_publish(job_id: uuid.UUID | str, job_type: str, *, delay: int = 0, first
             AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS).update(message_sent_at=None)
             states.record(job_id, "send_failed", detail=f"{type(exc).__name__}; the sweeper will re-send")
         return False
-    now = timezone.now()
-    AsyncJob.objects.filter(id=job_id).update(message_sent_at=now, runnable_at=now + timedelta(seconds=min(delay, 900)))
-    states.record(job_id, "message_sent", detail=f"delayed {delay}s" if delay else "")
+    AsyncJob.objects.filter(id=job_id).update(
+        message_sent_at=sending_at, runnable_at=sending_at + timedelta(seconds=min(delay, 900))
+    )
+    states.record(job_id, "message_sent", detail=f"delayed {delay}s" if delay else "", at=sending_at)
     return True
 
 
