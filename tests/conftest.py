@@ -230,3 +230,13 @@ def span_file(tmp_path, settings):
     _test_spans.exporter = ScrubbingExporter(JsonLinesExporter(path))
     yield path
     _test_spans.exporter = None
+
+
+@pytest.fixture(autouse=True)
+def _job_listener_stopped():
+    """A test that started the process's job listener (a waiting poll) stops it, so its connection never holds
+    the test database open."""
+    yield
+    from jobs.watch import listener
+
+    listener.stop()

@@ -8,7 +8,9 @@ gated like the entry points; a market that does not exist and one of another bra
 """
 
 import hashlib
+import time
 
+from django.conf import settings
 from django.http import HttpResponse, HttpResponseNotModified
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema
@@ -18,6 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs.models import JobStatus
+from jobs.watch import listener
 from markets import constants
 from markets.generation import schemas, services
 from markets.generation.dto import JOB_DTO_FIELDS, job_dto, reauth_accepted, regeneration_accepted
@@ -27,6 +30,8 @@ from markets.headers import promise_token_header, require_semrush_credential, se
 from markets.paths import parse_ids
 from markets.selectors import serenity_brand_get_for_caller
 from serenity import limits
+from serenity.db import release_connection
+from serenity.problems import InvalidInput
 from tokens.delegation import require_promise_token
 
 GENERATION_JOB_TYPES = (constants.MARKET_GENERATION_JOB_TYPE,)
@@ -63,28 +68,60 @@ def if_none_match(header: str | None, etag: str) -> bool:
     return "*" in tags or etag in {tag.removeprefix("W/") for tag in tags}
 
 
+def parse_wait(request) -> int:
+    """`?wait=N`: whole seconds from 0 to POLL_WAIT_MAX_SECONDS (0 or absent: answer at once). Else 400."""
+    text = request.query_params.get("wait")
+    if text is None or text == "":
+        return 0
+    limit = settings.POLL_WAIT_MAX_SECONDS
+    if not text.isdigit() or int(text) > limit:
+        message = f"wait must be a whole number of seconds from 0 to {limit}."
+        raise InvalidInput(message, errors=[{"parameter": "wait", "code": "invalid_wait", "message": message}])
+    return int(text)
+
+
 class GenerationJobDetailApi(APIView):
-    """Poll a generation job. Reads one row; never calls anything external."""
+    """Poll a generation job, at once or waiting for it to change (`?wait=N` with If-None-Match). Reads one row
+    per look; never calls anything external; holds no database connection while it waits."""
 
     @extend_schema(**schemas.POLL)
     def get(self, request, orgId: str, brandId: str, jobId: str):
         org_id, brand_id, job_id = parse_ids(orgId=orgId, brandId=brandId, jobId=jobId)
-        job = job_get_for_caller(
-            caller=request.user,
-            org_id=org_id,
-            brand_id=brand_id,
-            job_id=job_id,
-            allowed_types=GENERATION_JOB_TYPES,
-            fields=JOB_DTO_FIELDS,
-        )
-        # Rendered once: the same bytes are hashed for the ETag and served.
-        content = JSONRenderer().render(job_dto(job))
-        etag = etag_for(content)
-        # Private: the body is per caller. no-cache: any cache must revalidate, which If-None-Match makes cheap.
-        headers = {"ETag": etag, "Cache-Control": "private, no-cache", "Vary": "Authorization"}
-        if job.status == JobStatus.IN_PROGRESS:
-            headers["Retry-After"] = str(retry_after_seconds(job.phase))
-        if if_none_match(request.headers.get("If-None-Match"), etag):
+        wait = parse_wait(request)
+        known = request.headers.get("If-None-Match")
+
+        def look() -> tuple[bytes, dict[str, str]]:
+            # The scoping rule on every look: absent and not-yours answer the same 404, at once, before any wait.
+            job = job_get_for_caller(
+                caller=request.user,
+                org_id=org_id,
+                brand_id=brand_id,
+                job_id=job_id,
+                allowed_types=GENERATION_JOB_TYPES,
+                fields=JOB_DTO_FIELDS,
+            )
+            # Rendered once: the same bytes are hashed for the ETag and served.
+            content = JSONRenderer().render(job_dto(job))
+            # Private: the body is per caller. no-cache: any cache must revalidate, which If-None-Match makes cheap.
+            headers = {"ETag": etag_for(content), "Cache-Control": "private, no-cache", "Vary": "Authorization"}
+            if job.status == JobStatus.IN_PROGRESS:
+                headers["Retry-After"] = str(retry_after_seconds(job.phase))
+            return content, headers
+
+        if not wait or not known or listener.waiters() >= settings.POLL_WAIT_MAX_WAITERS:
+            content, headers = look()
+        else:
+            # Watch before the first look, so a change committed after it is never missed (jobs/watch.py).
+            with listener.watch(job_id) as watch:
+                deadline = time.monotonic() + wait
+                content, headers = look()
+                while if_none_match(known, headers["ETag"]) and (remaining := deadline - time.monotonic()) > 0:
+                    release_connection()  # a waiting request holds no connection
+                    if not listener.listening.is_set():
+                        remaining = min(remaining, settings.POLL_WAIT_INTERVAL_SECONDS)
+                    watch.wait(remaining)
+                    content, headers = look()
+        if if_none_match(known, headers["ETag"]):
             not_modified = HttpResponseNotModified()
             for name, value in headers.items():
                 not_modified[name] = value

@@ -134,3 +134,16 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": crontab(*env.str("PURGE_CRONTAB", default="15 3 * * *").split()),
     },
 }
+
+# --- The waiting poll (GET …/generation/jobs/{jobId}?wait=N; jobs/watch.py) -------------------------------------
+# The longest wait a poll may ask for, in seconds: under every proxy's idle timeout (60 s) and the worker's.
+POLL_WAIT_MAX_SECONDS = 25
+# How often a waiting poll re-reads the job when nothing can wake it: on SQLite, and on PostgreSQL while the
+# process's listener is (re)connecting.
+POLL_WAIT_INTERVAL_SECONDS = env.float("POLL_WAIT_INTERVAL_SECONDS", default=0.5)
+# Waiting polls one API process holds at once; one more answers at once as a plain poll (with Retry-After), so
+# waiters can never take the threads ordinary requests need (serenity/gunicorn.py, docs/api.md).
+POLL_WAIT_MAX_WAITERS = env.int("POLL_WAIT_MAX_WAITERS", default=500)
+# The listener proves its idle connection alive this often (a dropped one raises, and it reconnects).
+POLL_LISTENER_PROBE_SECONDS = env.float("POLL_LISTENER_PROBE_SECONDS", default=10.0)
+POLL_LISTENER_MAX_BACKOFF_SECONDS = env.float("POLL_LISTENER_MAX_BACKOFF_SECONDS", default=8.0)

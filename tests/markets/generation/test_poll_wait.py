@@ -1,0 +1,302 @@
+"""GET …/generation/jobs/{jobId}?wait=N with If-None-Match: answers at once when the job differs from the ETag,
+otherwise when it changes (woken by PostgreSQL's NOTIFY at the change's commit) or at the end of the wait (304,
+the same ETag). Counts and order, never time."""
+
+import json
+import subprocess
+import sys
+import threading
+import uuid
+
+import pytest
+from django.db import connection, connections
+from django.test import Client
+
+from jobs.watch import APPLICATION_NAME, listener
+from markets.generation import apis
+from tests.markets.generation.conftest import Api, make_job
+from tests.markets.generation.test_generation_scoping import missing_job_404
+
+# Changes one job from another process, in a transaction that commits when told: `update` once the UPDATE ran
+# (uncommitted), `committed` after COMMIT.
+CHANGER = """
+import sys, psycopg
+conn = psycopg.connect(sys.argv[1])
+conn.execute(
+    "UPDATE async_jobs SET status = 'COMPLETED', phase = 'published', ended_at = now(), updated_at = now(), "
+    "result = %s WHERE id = %s",
+    ('{"promptCount": 3, "projectId": "p-1", "published": true, "verdict": "ship"}', sys.argv[2]),
+)
+print("updated", flush=True)
+sys.stdin.readline()
+conn.commit()
+print("committed", flush=True)
+"""
+
+
+def dsn() -> str:
+    params = connection.get_connection_params()
+    return f"host={params['host']} port={params.get('port') or 5432} user={params['user']} dbname={params['dbname']}"
+
+
+class Changer:
+    """A job's change made by another process, committed when `commit()` is called."""
+
+    def __init__(self, job_id):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", CHANGER, dsn(), str(job_id)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout.readline().strip() == "updated"
+
+    def commit(self) -> None:
+        self.proc.stdin.write("commit\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "committed"
+        assert self.proc.wait(timeout=30) == 0
+
+
+class Waiter(threading.Thread):
+    """One waiting poll in a thread of its own (its own database connection), as a gunicorn thread serves it."""
+
+    def __init__(self, api: Api, world, job, *, wait: int, etag: str | None, events: list | None = None):
+        super().__init__(daemon=True)
+        self.args = (world.org.id, world.brand.id, job.id)
+        self.api, self.wait, self.etag, self.events = Api(api.token, Client()), wait, etag, events
+        self.response = None
+
+    def run(self):
+        try:
+            headers = {"If-None-Match": self.etag} if self.etag else {}
+            path = apis_path(*self.args) + f"?wait={self.wait}"
+            self.response = self.api.client.get(path, headers={"Authorization": f"Bearer {self.api.token}", **headers})
+            if self.events is not None:
+                self.events.append("answered")
+        finally:
+            connections.close_all()
+
+
+def apis_path(org_id, brand_id, job_id) -> str:
+    from tests.markets.generation.conftest import job_path
+
+    return job_path(org_id, brand_id, job_id)
+
+
+def until(predicate, what: str) -> None:
+    """Wait for another thread to reach a state (a synchronisation, not a time bound)."""
+    event = threading.Event()
+    for _ in range(600):
+        if predicate():
+            return
+        event.wait(0.05)
+    raise AssertionError(f"never: {what}")
+
+
+@pytest.fixture
+def looks(monkeypatch):
+    """How many times waiting polls read the job."""
+    count = []
+    original = apis.job_get_for_caller
+
+    def counted(**kwargs):
+        count.append(kwargs["job_id"])
+        return original(**kwargs)
+
+    monkeypatch.setattr(apis, "job_get_for_caller", counted)
+    return count
+
+
+@pytest.fixture
+def listening(transactional_db):
+    """The process's listener, listening before the test's waiters start (so they never re-read at an interval)."""
+    listener._start()
+    until(listener.listening.is_set, "the listener listens")
+    return listener
+
+
+def wait_poll(api, world, job, *, wait, etag=None):
+    headers = {"If-None-Match": etag} if etag else {}
+    path = apis_path(world.org.id, world.brand.id, job.id) + f"?wait={wait}"
+    return api.client.get(path, headers={"Authorization": f"Bearer {api.token}", **headers})
+
+
+def test_a_wait_without_an_etag_answers_the_job_at_once(world, api, looks):
+    job = make_job(org=world.org, brand=world.brand, site=world.site)
+
+    response = wait_poll(api, world, job, wait=25)
+
+    assert response.status_code == 200
+    assert response.json()["status"] == "IN_PROGRESS"
+    assert len(looks) == 1
+    assert listener.connects == 0  # nothing waited, so nothing listened
+
+
+def test_a_wait_with_an_older_etag_answers_the_new_body_at_once(world, api, looks):
+    job = make_job(org=world.org, brand=world.brand, site=world.site)
+    first = api.poll(world.org.id, world.brand.id, job.id)
+    job.phase = "generating"
+    job.status = "COMPLETED"
+    job.result = {"promptCount": 1, "projectId": "p", "published": True, "verdict": "ship"}
+    job.save()
+
+    response = wait_poll(api, world, job, wait=25, etag=first["ETag"])
+
+    assert response.status_code == 200
+    assert response.json()["status"] == "COMPLETED"
+    assert response["ETag"] != first["ETag"]
+    assert len(looks) == 2  # the plain poll, and the waiting poll's one look
+
+
+def test_a_wait_that_ends_unchanged_answers_304_with_the_same_etag_and_retry_after(world, api, looks, listening):
+    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="generating")
+    first = api.poll(world.org.id, world.brand.id, job.id)
+
+    response = wait_poll(api, world, job, wait=1, etag=first["ETag"])
+
+    assert response.status_code == 304
+    assert response.content == b""
+    assert response["ETag"] == first["ETag"]
+    assert response["Retry-After"] == "15"
+    assert response["Cache-Control"] == "private, no-cache"
+    assert len(looks) == 3  # the plain poll; the wait's first look, and its last when the wait ended
+
+
+def test_a_caller_who_may_not_see_the_job_gets_the_same_404_at_once_without_waiting(world, api, bearer, looks):
+    job = make_job(org=world.org, brand=world.brand, site=world.site)
+    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+    stranger = Api(bearer(user_id="stranger", org_ids=["OTHER00000000000000000@AdobeOrg"]))
+    absent = type("Absent", (), {"id": uuid.uuid4()})
+    looks.clear()
+
+    foreign = wait_poll(stranger, world, job, wait=25, etag=etag)
+    missing = wait_poll(api, world, absent, wait=25, etag=etag)
+
+    assert foreign.status_code == missing.status_code == 404
+    assert foreign.content == missing.content == missing_job_404(api, world)
+    assert len(looks) == 3  # one look each, then the answer: no wait, no re-read
+    assert listener.waiters() == 0
+
+
+@pytest.mark.parametrize("wait", ["26", "-1", "1.5", "soon"])
+def test_a_wait_out_of_range_is_a_400_naming_the_parameter(world, api, wait):
+    job = make_job(org=world.org, brand=world.brand, site=world.site)
+
+    response = api.client.get(
+        apis_path(world.org.id, world.brand.id, job.id) + f"?wait={wait}",
+        headers={"Authorization": f"Bearer {api.token}"},
+    )
+
+    assert response.status_code == 400
+    body = response.json()
+    assert body["errors"] == [
+        {
+            "parameter": "wait",
+            "code": "invalid_wait",
+            "message": "wait must be a whole number of seconds from 0 to 25.",
+        }
+    ]
+
+
+def test_without_a_listener_a_waiting_poll_re_reads_at_an_interval_and_sees_the_change(
+    world, api, settings, monkeypatch
+):
+    # What `make run` does on SQLite: nothing notifies, the wait re-reads every POLL_WAIT_INTERVAL_SECONDS.
+    monkeypatch.setattr(type(listener), "enabled", property(lambda self: False))
+    settings.POLL_WAIT_INTERVAL_SECONDS = 0.05
+    job = make_job(org=world.org, brand=world.brand, site=world.site)
+    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+    waiter = Waiter(api, world, job, wait=25, etag=etag)
+    waiter.start()
+    until(lambda: listener.waiters() == 1, "the poll waits")
+
+    Changer(job.id).commit()
+    waiter.join(timeout=60)
+
+    assert waiter.response.status_code == 200
+    assert waiter.response.json()["status"] == "COMPLETED"
+    assert listener.connects == 0
+
+
+def test_a_waiter_is_woken_by_a_change_another_process_commits_and_never_before_the_commit(
+    world, api, looks, listening
+):
+    job = make_job(org=world.org, brand=world.brand, site=world.site)
+    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+    events: list[str] = []
+    waiter = Waiter(api, world, job, wait=25, etag=etag, events=events)
+    waiter.start()
+    until(lambda: listener.waiters() == 1 and len(looks) == 2, "the poll waits")
+    notified = listener.notifications
+
+    changer = Changer(job.id)  # updated, not committed
+    events.append("updated")
+    threading.Event().wait(0.5)  # a chance to answer early, which it must not take
+    assert listener.notifications == notified  # an uncommitted change notifies nobody
+    events.append("committing")
+    changer.commit()
+    waiter.join(timeout=60)
+
+    assert events == ["updated", "committing", "answered"]
+    assert waiter.response.status_code == 200
+    body = json.loads(waiter.response.content)
+    assert body["status"] == "COMPLETED"
+    assert body["result"] == {"promptCount": 3, "projectId": "p-1", "published": True, "verdict": "ship"}
+    assert waiter.response["ETag"] != etag
+    # The plain poll, the wait's first look, and one re-read when the commit's NOTIFY woke it: no interval reads.
+    assert len(looks) == 3
+    assert listener.notifications == notified + 1
+
+
+def test_many_waiters_on_one_job_are_all_woken_by_one_commit(world, api, looks, listening):
+    job = make_job(org=world.org, brand=world.brand, site=world.site)
+    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+    waiters = [Waiter(api, world, job, wait=25, etag=etag) for _ in range(5)]
+    for waiter in waiters:
+        waiter.start()
+    until(lambda: listener.waiters() == 5 and len(looks) == 6, "the polls wait")
+
+    Changer(job.id).commit()
+    for waiter in waiters:
+        waiter.join(timeout=60)
+
+    assert [w.response.status_code for w in waiters] == [200] * 5
+    assert {w.response["ETag"] for w in waiters} != {etag}
+    assert len(looks) == 11
+
+
+def test_a_dropped_listener_connection_loses_no_wake_up(world, api, settings, looks, monkeypatch, listening):
+    # No interval re-read to fall back on: only the reconnect's wake-up can deliver the change.
+    settings.POLL_WAIT_INTERVAL_SECONDS = 600
+    job = make_job(org=world.org, brand=world.brand, site=world.site)
+    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+    waiter = Waiter(api, world, job, wait=25, etag=etag)
+    waiter.start()
+    until(lambda: listener.waiters() == 1 and len(looks) == 2, "the poll waits")
+    reconnecting, release = threading.Event(), threading.Event()
+    connect = listener._connect
+
+    def held_connect():
+        reconnecting.set()
+        release.wait(60)
+        return connect()
+
+    monkeypatch.setattr(listener, "_connect", held_connect)
+    notified = listener.notifications
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s AND datname = %s",
+            [APPLICATION_NAME, connection.settings_dict["NAME"]],
+        )
+        assert cursor.fetchall() == [(True,)]
+    until(reconnecting.is_set, "the listener reconnects")
+    Changer(job.id).commit()  # committed while nobody listens: its NOTIFY reaches no one
+    release.set()
+    waiter.join(timeout=60)
+
+    assert waiter.response.status_code == 200
+    assert waiter.response.json()["status"] == "COMPLETED"
+    assert listener.connects == 2
+    assert listener.notifications == notified  # the change's NOTIFY was lost; the reconnect's re-read found it
