@@ -11,6 +11,7 @@ from rest_framework import serializers
 
 from jobs.models import AsyncJob, JobStatus
 from markets import codes
+from markets import constants as c
 from markets.constants import MARKET_GENERATION_JOB_TYPE
 
 # The keys of a completed job's result that callers may see (SPEC §5: the outcome of a shipped market).
@@ -39,6 +40,31 @@ def public_error(job: AsyncJob) -> dict | None:
     }
 
 
+# The phases of a market generation in order (markets/constants.py): `progress.step` is a phase's place here.
+PHASES = (c.PHASE_QUEUED, c.PHASE_GENERATING, c.PHASE_GENERATED, c.PHASE_WRITING, c.PHASE_WRITTEN, c.PHASE_PUBLISHED)
+
+
+def public_progress(job: AsyncJob) -> dict:
+    """`{phase, step, steps, attempt}`: where the job is, from its own columns (never its checkpoints, which hold
+    the whole generated batch). `step` is 1-based, null for a phase outside PHASES."""
+    step = PHASES.index(job.phase) + 1 if job.phase in PHASES else None
+    return {"phase": job.phase, "step": step, "steps": len(PHASES), "attempt": job.attempts}
+
+
+class GenerationJobProgressSerializer(serializers.Serializer):
+    phase = serializers.ChoiceField(
+        choices=list(PHASES),
+        help_text="The last phase the job reached: queued, generating (the generation service is writing the "
+        "prompts, up to 300 s), generated, writing (to Semrush), written, published. A failed job keeps the phase "
+        "it failed in.",
+    )
+    step = serializers.IntegerField(allow_null=True, help_text="The phase's place, 1 (queued) to `steps` (published).")
+    steps = serializers.IntegerField(help_text="How many phases there are (6).")
+    attempt = serializers.IntegerField(
+        help_text="Deliveries that have taken the job so far: 0 while it waits for its first, more after a retry."
+    )
+
+
 class GenerationJobResultSerializer(serializers.Serializer):
     promptCount = serializers.IntegerField(help_text="Prompts written to the Semrush project.")
     projectId = serializers.CharField(help_text="The market's Semrush project.")
@@ -65,6 +91,9 @@ class GenerationJobSerializer(serializers.Serializer):
     error = serializers.SerializerMethodField()
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
+    progress = serializers.SerializerMethodField(
+        help_text="Added beside the original's seven keys: where the job is. Any change to it changes the ETag."
+    )
 
     @extend_schema_field(GenerationJobResultSerializer(allow_null=True))
     def get_result(self, job: AsyncJob) -> dict | None:
@@ -74,9 +103,23 @@ class GenerationJobSerializer(serializers.Serializer):
     def get_error(self, job: AsyncJob) -> dict | None:
         return public_error(job)
 
+    @extend_schema_field(GenerationJobProgressSerializer())
+    def get_progress(self, job: AsyncJob) -> dict:
+        return public_progress(job)
+
 
 # The columns job_dto reads: the poll loads these alone (not the parameters, checkpoints or lease).
-JOB_DTO_FIELDS = ("job_type", "status", "phase", "result", "error", "error_code", "created_at", "updated_at")
+JOB_DTO_FIELDS = (
+    "job_type",
+    "status",
+    "phase",
+    "attempts",
+    "result",
+    "error",
+    "error_code",
+    "created_at",
+    "updated_at",
+)
 _TIMESTAMP = serializers.DateTimeField()
 
 
@@ -92,6 +135,7 @@ def job_dto(job: AsyncJob) -> dict:
         "error": public_error(job),
         "createdAt": _TIMESTAMP.to_representation(job.created_at),
         "updatedAt": _TIMESTAMP.to_representation(job.updated_at),
+        "progress": public_progress(job),
     }
 
 

@@ -33,7 +33,7 @@ def promise_token_header(description: str) -> OpenApiParameter:
 
 
 COMMON_PROBLEMS = {
-    (400, PROBLEM_CONTENT_TYPE): problem_response("A path id is not a UUID."),
+    (400, PROBLEM_CONTENT_TYPE): problem_response("A path id is not a UUID (or, on the poll, `wait` is not 0-25)."),
     (401, PROBLEM_CONTENT_TYPE): problem_response("Missing, invalid or expired bearer token."),
     (404, PROBLEM_CONTENT_TYPE): problem_response(
         "No such job for this caller: missing, of another organization, brand or site, or of another type. "
@@ -64,14 +64,28 @@ POLL_RESPONSE_HEADERS = [
 POLL: dict[str, Any] = dict(
     operation_id="getGenerationJob",
     summary="Poll a prompt generation job",
+    description=(
+        "Answers at once by default. With `wait=N` and `If-None-Match` naming the current answer's ETag, it waits "
+        "up to N seconds for the job to change: 200 with the new body and ETag as soon as it changes (woken by the "
+        "database at the change's commit), or 304 with the same ETag at the end of the wait; send the next wait at "
+        "once. A job the caller may not see answers the same 404 at once, never after a wait. A UI that cannot "
+        "wait polls plainly, at the pace of `Retry-After`."
+    ),
     tags=["generation jobs"],
     parameters=[
         *PATH_IDS,
         OpenApiParameter(
+            "wait",
+            {"type": "integer", "minimum": 0, "maximum": 25},
+            OpenApiParameter.QUERY,
+            description="Seconds to wait for a change of the job from the ETag in If-None-Match (0 to 25; 0 or "
+            "absent: answer at once). Without If-None-Match it answers at once. Anything else is a 400.",
+        ),
+        OpenApiParameter(
             "If-None-Match",
             OpenApiTypes.STR,
             OpenApiParameter.HEADER,
-            description="The ETag of the last response; 304 when nothing changed.",
+            description="The ETag of the last response; 304 when nothing changed (after the wait, with `wait`).",
         ),
         *POLL_RESPONSE_HEADERS,
     ],
@@ -90,6 +104,7 @@ POLL: dict[str, Any] = dict(
                         "error": None,
                         "createdAt": "2026-01-05T10:00:00Z",
                         "updatedAt": "2026-01-05T10:00:12Z",
+                        "progress": {"phase": "generating", "step": 2, "steps": 6, "attempt": 1},
                     },
                 ),
                 OpenApiExample(
@@ -107,11 +122,14 @@ POLL: dict[str, Any] = dict(
                         },
                         "createdAt": "2026-01-05T10:00:00Z",
                         "updatedAt": "2026-01-05T10:03:40Z",
+                        "progress": {"phase": "generated", "step": 3, "steps": 6, "attempt": 1},
                     },
                 ),
             ],
         ),
-        304: OpenApiResponse(description="Not modified since the ETag in If-None-Match (no body)."),
+        304: OpenApiResponse(
+            description="Not modified since the ETag in If-None-Match (no body): at once, or at the end of `wait`."
+        ),
         **COMMON_PROBLEMS,
     },
 )

@@ -52,6 +52,7 @@ def test_the_poll_documents_the_job_dto_and_problem_details():
         "error",
         "createdAt",
         "updatedAt",
+        "progress",
     }
     assert poll["security"] == [{"imsBearer": []}, {"sessionToken": []}, {"sessionCookie": []}]
 

@@ -31,6 +31,7 @@ def test_an_in_progress_job_is_shown_without_result_or_error(world, api):
         "error": None,
         "createdAt": iso(job.created_at),
         "updatedAt": iso(job.updated_at),
+        "progress": {"phase": "queued", "step": 1, "steps": 6, "attempt": 0},
     }
     assert response["Cache-Control"] == "private, no-cache"
 
@@ -56,6 +57,7 @@ def test_a_completed_job_shows_only_the_allow_listed_result(world, api):
         "error": None,
         "createdAt": iso(job.created_at),
         "updatedAt": iso(job.updated_at),
+        "progress": {"phase": "published", "step": 6, "steps": 6, "attempt": 0},
     }
     assert "Retry-After" not in response
 
@@ -79,6 +81,7 @@ def test_a_job_awaiting_reauthorisation_shows_needs_reauth_with_the_public_messa
         },
         "createdAt": iso(job.created_at),
         "updatedAt": iso(job.updated_at),
+        "progress": {"phase": "generated", "step": 3, "steps": 6, "attempt": 0},
     }
     assert "Retry-After" not in response
 
@@ -252,3 +255,23 @@ def test_every_error_code_the_product_sets_has_its_own_public_sentence():
     }
 
     assert product_codes - retryable_only - set(codes.PUBLIC_MESSAGES) == set()
+
+
+def test_progress_shows_the_phase_its_place_and_the_deliveries_so_far(world, api):
+    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="writing", attempts=2)
+
+    response = api.poll(world.org.id, world.brand.id, job.id)
+
+    assert response.json()["progress"] == {"phase": "writing", "step": 4, "steps": 6, "attempt": 2}
+
+
+def test_a_new_phase_changes_the_etag(world, api):
+    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="generating")
+    before = api.poll(world.org.id, world.brand.id, job.id)
+    AsyncJob.objects.filter(id=job.id).update(phase="generated")
+
+    after = api.poll(world.org.id, world.brand.id, job.id, **{"If-None-Match": before["ETag"]})
+
+    assert after.status_code == 200
+    assert after.json()["progress"]["phase"] == "generated"
+    assert after["ETag"] != before["ETag"]

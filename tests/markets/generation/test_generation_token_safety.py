@@ -11,7 +11,7 @@ from tokens.pairs import get_pair
 from tokens.services import grant_load, grant_store
 from tokens.types import PromiseToken
 
-DTO_KEYS = {"jobId", "jobType", "status", "result", "error", "createdAt", "updatedAt"}
+DTO_KEYS = {"jobId", "jobType", "status", "result", "error", "createdAt", "updatedAt", "progress"}
 STORED_GRANT = "STORED-GRANT-TOKEN-5d1e"
 FORWARDED = "FORWARDED-PROMISE-TOKEN-88ab"
 
