@@ -484,7 +484,7 @@ class Bench:
         (poll_rps, poll_p50), (poll304_rps, poll304_p50) = best["poll"], best["poll304"]
         for label, rps, p50 in (("200", poll_rps, poll_p50), ("304", poll304_rps, poll304_p50)):
             self.row(
-                f"poll {label}, over HTTP (wrk, {SIZE.wrk_connections} connections, gunicorn 2×8, best of "
+                f"poll {label}, over HTTP (wrk, {SIZE.wrk_connections} connections, gunicorn 2×(8+512), best of "
                 f"{SIZE.wrk_rounds} interleaved rounds of {SIZE.wrk_seconds} s)",
                 f"{rps:.0f} req/s (p50 {p50}) vs bare {bare_rps:.0f} req/s (p50 {bare_p50})",
                 rps / bare_rps,

@@ -80,6 +80,39 @@ def parse_wait(request) -> int:
     return int(text)
 
 
+def wait_for_change(job_id, look, *, known: str, wait: int) -> tuple[bytes, dict[str, str]]:
+    """Look at the job until its answer differs from the ETag `known` or `wait` seconds pass; the last look.
+
+    A change of status answers at once. A change of progress alone (a phase, an attempt, `updatedAt`) answers
+    POLL_WAIT_SETTLE_SECONDS after it, or at once when the status changes meanwhile: a job's last phases come
+    within a second of its end, and a waiting UI then learns of them in the one answer that carries the end,
+    not one request each. Between looks the request sleeps holding no database connection, woken by the job's
+    NOTIFY (jobs/watch.py), or re-reads every POLL_WAIT_INTERVAL_SECONDS while nothing can wake it.
+    """
+    # Watch before the first look, so a change committed after it is never missed.
+    with listener.watch(job_id) as watch:
+        now = time.monotonic()
+        deadline, settled_at = now + wait, None
+        content, headers, status = look()
+        started = status
+        if not if_none_match(known, headers["ETag"]):
+            return content, headers  # the caller is behind: the answer at once
+        while now < deadline:
+            if not if_none_match(known, headers["ETag"]):
+                if status != started or (settled_at is not None and now >= settled_at):
+                    break
+                if settled_at is None:
+                    settled_at = now + settings.POLL_WAIT_SETTLE_SECONDS
+            release_connection()  # a waiting request holds no connection
+            until = min(deadline, settled_at) if settled_at is not None else deadline
+            if not listener.listening.is_set():
+                until = min(until, now + settings.POLL_WAIT_INTERVAL_SECONDS)
+            watch.wait(max(0.0, until - now))
+            content, headers, status = look()
+            now = time.monotonic()
+    return content, headers
+
+
 class GenerationJobDetailApi(APIView):
     """Poll a generation job, at once or waiting for it to change (`?wait=N` with If-None-Match). Reads one row
     per look; never calls anything external; holds no database connection while it waits."""
@@ -90,7 +123,7 @@ class GenerationJobDetailApi(APIView):
         wait = parse_wait(request)
         known = request.headers.get("If-None-Match")
 
-        def look() -> tuple[bytes, dict[str, str]]:
+        def look() -> tuple[bytes, dict[str, str], str]:
             # The scoping rule on every look: absent and not-yours answer the same 404, at once, before any wait.
             job = job_get_for_caller(
                 caller=request.user,
@@ -106,21 +139,12 @@ class GenerationJobDetailApi(APIView):
             headers = {"ETag": etag_for(content), "Cache-Control": "private, no-cache", "Vary": "Authorization"}
             if job.status == JobStatus.IN_PROGRESS:
                 headers["Retry-After"] = str(retry_after_seconds(job.phase))
-            return content, headers
+            return content, headers, job.status
 
         if not wait or not known or listener.waiters() >= settings.POLL_WAIT_MAX_WAITERS:
-            content, headers = look()
+            content, headers, _status = look()
         else:
-            # Watch before the first look, so a change committed after it is never missed (jobs/watch.py).
-            with listener.watch(job_id) as watch:
-                deadline = time.monotonic() + wait
-                content, headers = look()
-                while if_none_match(known, headers["ETag"]) and (remaining := deadline - time.monotonic()) > 0:
-                    release_connection()  # a waiting request holds no connection
-                    if not listener.listening.is_set():
-                        remaining = min(remaining, settings.POLL_WAIT_INTERVAL_SECONDS)
-                    watch.wait(remaining)
-                    content, headers = look()
+            content, headers = wait_for_change(job_id, look, known=known, wait=wait)
         if if_none_match(known, headers["ETag"]):
             not_modified = HttpResponseNotModified()
             for name, value in headers.items():

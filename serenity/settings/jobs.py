@@ -141,9 +141,13 @@ POLL_WAIT_MAX_SECONDS = 25
 # How often a waiting poll re-reads the job when nothing can wake it: on SQLite, and on PostgreSQL while the
 # process's listener is (re)connecting.
 POLL_WAIT_INTERVAL_SECONDS = env.float("POLL_WAIT_INTERVAL_SECONDS", default=0.5)
+# A change of a job's progress alone answers a waiting poll this long after it (a change of status, at once), so
+# the burst of phases at a job's end reaches a waiting UI as one answer.
+POLL_WAIT_SETTLE_SECONDS = env.float("POLL_WAIT_SETTLE_SECONDS", default=1.0)
 # Waiting polls one API process holds at once; one more answers at once as a plain poll (with Retry-After), so
-# waiters can never take the threads ordinary requests need (serenity/gunicorn.py, docs/api.md).
-POLL_WAIT_MAX_WAITERS = env.int("POLL_WAIT_MAX_WAITERS", default=500)
+# waiters can never take the threads ordinary requests need: serenity/gunicorn.py adds this many threads to
+# GUNICORN_THREADS (docs/api.md).
+POLL_WAIT_MAX_WAITERS = env.int("POLL_WAIT_MAX_WAITERS", default=512)
 # The listener proves its idle connection alive this often (a dropped one raises, and it reconnects).
 POLL_LISTENER_PROBE_SECONDS = env.float("POLL_LISTENER_PROBE_SECONDS", default=10.0)
 POLL_LISTENER_MAX_BACKOFF_SECONDS = env.float("POLL_LISTENER_MAX_BACKOFF_SECONDS", default=8.0)

@@ -300,3 +300,68 @@ def test_a_dropped_listener_connection_loses_no_wake_up(world, api, settings, lo
     assert waiter.response.json()["status"] == "COMPLETED"
     assert listener.connects == 2
     assert listener.notifications == notified  # the change's NOTIFY was lost; the reconnect's re-read found it
+
+
+def phase_change(job_id, phase: str) -> None:
+    """A progress-only change, committed by another process."""
+    import psycopg
+
+    with psycopg.connect(dsn(), autocommit=True) as conn:
+        conn.execute("UPDATE async_jobs SET phase = %s, updated_at = now() WHERE id = %s", (phase, str(job_id)))
+
+
+def test_a_change_of_progress_alone_answers_after_the_settle_with_the_new_phase(world, api, settings, listening):
+    settings.POLL_WAIT_SETTLE_SECONDS = 0.05
+    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="queued")
+    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+    waiter = Waiter(api, world, job, wait=25, etag=etag)
+    waiter.start()
+    until(lambda: listener.waiters() == 1, "the poll waits")
+
+    phase_change(job.id, "generating")
+    waiter.join(timeout=60)
+
+    assert waiter.response.status_code == 200
+    body = json.loads(waiter.response.content)
+    assert (body["status"], body["progress"]["phase"]) == ("IN_PROGRESS", "generating")
+
+
+def test_the_last_phases_and_the_end_reach_a_waiting_poll_as_one_answer(world, api, settings, looks, listening):
+    # However long the settle, the end answers at once: the phases before it ride in the same answer.
+    settings.POLL_WAIT_SETTLE_SECONDS = 600
+    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="generated")
+    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+    waiter = Waiter(api, world, job, wait=25, etag=etag)
+    waiter.start()
+    until(lambda: listener.waiters() == 1 and len(looks) == 2, "the poll waits")
+
+    phase_change(job.id, "written")
+    until(lambda: len(looks) == 3, "the poll re-read the new phase")
+    assert waiter.is_alive()  # progress alone: still settling
+    Changer(job.id).commit()
+    waiter.join(timeout=60)
+
+    assert waiter.response.status_code == 200
+    assert json.loads(waiter.response.content)["status"] == "COMPLETED"
+    assert len(looks) == 4
+
+
+def test_each_api_process_has_a_thread_for_every_waiter_it_may_hold_beside_the_ordinary_ones(settings):
+    from serenity import gunicorn
+
+    assert gunicorn.worker_class == "gthread"
+    assert gunicorn.threads == 8 + settings.POLL_WAIT_MAX_WAITERS
+    assert gunicorn.workers * settings.POLL_WAIT_MAX_WAITERS >= 1000
+
+
+def test_a_waiter_beyond_the_process_s_share_answers_at_once(world, api, settings, looks):
+    settings.POLL_WAIT_MAX_WAITERS = 0
+    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="generating")
+    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+
+    response = wait_poll(api, world, job, wait=25, etag=etag)
+
+    assert response.status_code == 304
+    assert response["Retry-After"] == "15"
+    assert len(looks) == 2
+    assert listener.connects == 0
