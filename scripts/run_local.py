@@ -244,9 +244,16 @@ promise token (x-promise-token), which IMS rotates on every use: fetch a fresh o
     -H 'Content-Type: application/json' -d '{body}' \\
     | tee /dev/stderr | python3 -c 'import json, sys; print(json.load(sys.stdin)["promptGeneration"]["jobId"])')
 
-2. Poll the job until its status is COMPLETED:
+2. Wait for the job's end: each call sends the last answer's ETag and waits up to 20 s, answering as soon as
+   the job changes (200) or 304 when nothing did; the first, without an ETag, answers at once:
 
-  curl -s {markets}/generation/jobs/$JOB -H "Authorization: Bearer $SESSION"
+  ETAG=
+  while true; do
+    BODY=$(curl -s -D /tmp/serenity-poll-headers "{markets}/generation/jobs/$JOB?wait=20" \\
+      -H "Authorization: Bearer $SESSION" -H "If-None-Match: $ETAG")
+    [ -n "$BODY" ] && echo "$BODY" && ETAG=$(sed -n 's/^etag: *//Ip' /tmp/serenity-poll-headers | tr -d '\\r')
+    case "$BODY" in *'"status":"IN_PROGRESS"'* | '') ;; *) break ;; esac
+  done
 
 3. See the prompts the worker wrote to the Semrush simulator:
 

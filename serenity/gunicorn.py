@@ -22,7 +22,7 @@ workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 # same default as serenity/settings/jobs.py): a waiter sleeps on an event holding no database connection, and a
 # waiter beyond that many answers at once, so waiters never take the threads ordinary requests run on. Threads
 # are made as requests need them; docs/api.md "Waiting for a change" has the figures.
-WAIT_THREADS = int(os.environ.get("POLL_WAIT_MAX_WAITERS", "512"))
+WAIT_THREADS = int(os.environ.get("POLL_WAIT_MAX_WAITERS", "640"))
 threads = int(os.environ.get("GUNICORN_THREADS", "8")) + WAIT_THREADS
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "60"))
 graceful_timeout = 30

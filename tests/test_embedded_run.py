@@ -137,14 +137,21 @@ class Walkthrough:
         )
 
     def poll_until_done(self, job_id: str) -> dict:
+        """The walkthrough's step 2: waiting polls (`?wait=20`, the last answer's ETag in If-None-Match) until the
+        job ends. On SQLite nothing notifies: each wait re-reads the job at an interval."""
         deadline = time.monotonic() + JOB_TIMEOUT
+        etag = ""
         while True:
-            body = self.http.get(f"{self.markets}/generation/jobs/{job_id}").json()
-            if body["status"] != "IN_PROGRESS":
-                return body
+            response = self.http.get(
+                f"{self.markets}/generation/jobs/{job_id}?wait=20", headers={"If-None-Match": etag} if etag else {}
+            )
+            assert response.status_code in (200, 304), response.text
+            if response.status_code == 200:
+                body, etag = response.json(), response.headers["ETag"]
+                if body["status"] != "IN_PROGRESS":
+                    return body
             if time.monotonic() > deadline:
                 raise AssertionError(f"job {job_id} still IN_PROGRESS after {JOB_TIMEOUT}s:\n{self.run.output()}")
-            time.sleep(0.2)
 
     def reauth(self, job_id: str) -> httpx.Response:
         return self.http.post(f"{self.markets}/generation/jobs/{job_id}/reauth", headers=self.promise())

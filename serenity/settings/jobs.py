@@ -147,7 +147,7 @@ POLL_WAIT_SETTLE_SECONDS = env.float("POLL_WAIT_SETTLE_SECONDS", default=1.0)
 # Waiting polls one API process holds at once; one more answers at once as a plain poll (with Retry-After), so
 # waiters can never take the threads ordinary requests need: serenity/gunicorn.py adds this many threads to
 # GUNICORN_THREADS (docs/api.md).
-POLL_WAIT_MAX_WAITERS = env.int("POLL_WAIT_MAX_WAITERS", default=512)
+POLL_WAIT_MAX_WAITERS = env.int("POLL_WAIT_MAX_WAITERS", default=640)
 # The listener proves its idle connection alive this often (a dropped one raises, and it reconnects).
 POLL_LISTENER_PROBE_SECONDS = env.float("POLL_LISTENER_PROBE_SECONDS", default=10.0)
 POLL_LISTENER_MAX_BACKOFF_SECONDS = env.float("POLL_LISTENER_MAX_BACKOFF_SECONDS", default=8.0)
