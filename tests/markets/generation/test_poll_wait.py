@@ -365,3 +365,27 @@ def test_a_waiter_beyond_the_process_s_share_answers_at_once(world, api, setting
     assert response["Retry-After"] == "15"
     assert len(looks) == 2
     assert listener.connects == 0
+
+
+def test_a_waiting_poll_holds_no_database_connection_while_it_sleeps(world, api, settings, monkeypatch, listening):
+    from jobs.watch import Watch
+
+    held: list[bool] = []
+    sleep = Watch.wait
+
+    def observed(self, timeout):
+        held.append(connections["default"].connection is not None)  # this thread's connection, if it kept one
+        return sleep(self, timeout)
+
+    monkeypatch.setattr(Watch, "wait", observed)
+    job = make_job(org=world.org, brand=world.brand, site=world.site)
+    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+    waiter = Waiter(api, world, job, wait=25, etag=etag)
+    waiter.start()
+    until(lambda: len(held) == 1, "the poll sleeps")
+
+    Changer(job.id).commit()
+    waiter.join(timeout=60)
+
+    assert waiter.response.status_code == 200
+    assert held == [False]
