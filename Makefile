@@ -31,7 +31,7 @@ test: lint
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest --create-db $(PYTEST_ARGS)
 
 # Not part of `make test`: brings up the API, simulators, local SQS and a worker on PostgreSQL and measures them.
-# `make bench SCENARIOS="scale fairness"` runs only those (poll create activate worker scale fairness).
+# `make bench SCENARIOS="scale fairness"` runs only those (poll create activate worker scale fairness wait).
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py $(SCENARIOS)
 

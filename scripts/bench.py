@@ -18,6 +18,9 @@ baseline taken in the same run, because absolute times on a shared machine are n
    generation in flight costs beside one Lambda per job;
 6. fairness: a worker of 64 generations, DRS at 10 s; organization A queues 256 jobs, then B one: B's time
    vs the same job on an idle system; and A alone with the fairness rule vs without it.
+7. wait: the waiting poll (`?wait=N`): a COMPLETED commit to a waiting client's answer over 200 jobs, the
+   requests of a 10 s job waiting vs polling every 2 s, and 1,000 waits held while wrk measures an ordinary
+   poll, with the API's PostgreSQL connections and memory.
 
 `make bench SCENARIOS="scale fairness"` (or `scripts/bench.py scale fairness`) runs only the scenarios named;
 each scenario's table in docs/benchmarks.md is replaced by its own run and the others are kept. The table is
