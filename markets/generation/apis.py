@@ -74,7 +74,7 @@ def parse_wait(request) -> int:
     if text is None or text == "":
         return 0
     limit = settings.POLL_WAIT_MAX_SECONDS
-    if not text.isdigit() or int(text) > limit:
+    if not (text.isascii() and text.isdigit() and len(text) <= 3) or int(text) > limit:
         message = f"wait must be a whole number of seconds from 0 to {limit}."
         raise InvalidInput(message, errors=[{"parameter": "wait", "code": "invalid_wait", "message": message}])
     return int(text)

@@ -179,7 +179,7 @@ def test_a_caller_who_may_not_see_the_job_gets_the_same_404_at_once_without_wait
     assert listener.waiters() == 0
 
 
-@pytest.mark.parametrize("wait", ["26", "-1", "1.5", "soon"])
+@pytest.mark.parametrize("wait", ["26", "-1", "1.5", "soon", "²", "1" + "0" * 4400])
 def test_a_wait_out_of_range_is_a_400_naming_the_parameter(world, api, wait):
     job = make_job(org=world.org, brand=world.brand, site=world.site)
 
