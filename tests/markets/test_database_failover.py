@@ -8,6 +8,9 @@ import httpx
 import pytest
 from django.db import connection
 
+from serenity.celery import app
+from tests.markets.test_worker import start_job, wait_terminal, wait_until
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -66,3 +69,62 @@ def test_the_checkout_test_can_be_turned_off(live_server, world, settings):
     statuses = concurrent_statuses(url, headers, threads=4)
 
     assert any(s >= 500 for s in statuses)
+
+
+@pytest.mark.worker
+def test_a_delivery_meeting_a_dead_connection_before_its_claim_runs_on_a_fresh_one(
+    world, async_on, celery_worker, settings
+):
+    """With the checkout test off, the delivery's first statement meets a connection the database dropped:
+    it is read again on a fresh one, and the job completes on this receive, not after the visibility
+    timeout (960 s here, far beyond the wait)."""
+    settings.DB_POOL_CHECK = False
+    assert terminate_every_other_backend() >= 1
+
+    job, _ = start_job(world)
+    job = wait_terminal(job, timeout=30)
+
+    assert job.status == "COMPLETED", job.error
+    assert job.attempts == 1
+
+
+@pytest.mark.worker
+def test_a_delivery_the_database_fails_before_its_claim_hands_its_message_back_at_once(
+    transactional_db, queues, celery_worker, caplog
+):
+    """The table locked beyond the lock timeout, twice: the delivery fails before its claim even on a fresh
+    connection, so its message is made visible again at once and the next receive handles it, long before
+    the visibility timeout (960 s)."""
+    import logging
+
+    import psycopg
+    from django.conf import settings as django_settings
+
+    caplog.set_level(logging.INFO)
+    params = connection.get_connection_params()
+    params.pop("pool", None)
+    params.pop("server_side_binding", None)
+    params.pop("prepare_threshold", None)
+    locker = psycopg.connect(**params)
+    locker.execute("LOCK TABLE async_jobs IN ACCESS EXCLUSIVE MODE")
+    try:
+        app.send_task(
+            "jobs.run",
+            kwargs={"jobId": str(uuid.uuid4()), "type": "market_prompt_generation"},
+            queue=django_settings.MARKET_JOBS_QUEUE,
+        )
+        wait_until(lambda: handed_back(caplog) >= 1, timeout=40)
+    finally:
+        locker.rollback()
+        locker.close()
+
+    wait_until(lambda: handled(caplog, "dropped") == 1, timeout=40)
+    assert handed_back(caplog) >= 1
+
+
+def handed_back(caplog) -> int:
+    return sum("handed back at once" in r.getMessage() for r in caplog.records)
+
+
+def handled(caplog, kind: str) -> int:
+    return sum(r.getMessage() == "job delivery handled" and getattr(r, "outcome", None) == kind for r in caplog.records)
