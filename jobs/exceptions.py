@@ -57,3 +57,8 @@ class NotAwaitingReauth(DomainError):
 
 class NotRequester(DomainError):
     status, code, title = 403, "not_job_requester", "Only the user who started the job may re-authorise it"
+
+
+class DeliveryNotStarted(Exception):
+    """The database failed a delivery before its claim, even on a fresh connection: nothing of the job ran,
+    so its message is made visible again at once (jobs/tasks.py) rather than after the visibility timeout."""

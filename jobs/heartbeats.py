@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from jobs import selectors
 from jobs.models import WorkerHeartbeat
+from serenity.db import retry_once_on_disconnect
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,9 @@ class HeartbeatWriter:
 
     def _beat(self) -> None:
         try:
-            heartbeat_write(self.worker, self.queues, started_at=self.started_at)
+            # An upsert of "alive now": safe to repeat, so a connection the database dropped since the last
+            # beat (a failover) costs no missed beat.
+            retry_once_on_disconnect(heartbeat_write, self.worker, self.queues, started_at=self.started_at)
         except Exception as exc:  # a database hiccup: the next beat tries again; the row ages meanwhile
             log.warning("worker heartbeat not written", extra={"reason": type(exc).__name__})
         finally:

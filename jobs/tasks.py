@@ -3,10 +3,13 @@
 import logging
 import socket
 import threading
+from typing import Any
 
-from celery import shared_task
+from celery import Task, shared_task
 
 from jobs import probe
+from jobs.clients import sqs
+from jobs.exceptions import DeliveryNotStarted
 from jobs.outcomes import record_outcome
 from jobs.services import jobs_purge_expired, jobs_sweep_unsent
 from jobs.services.runner import job_run
@@ -15,14 +18,36 @@ from serenity import tracing
 log = logging.getLogger(__name__)
 
 
-@shared_task(name="jobs.run", ignore_result=True)
-def run_job_task(jobId: str, type: str | None = None) -> str:  # the message's own names
-    """Run one delivery of a job message `{jobId, type}`."""
+@shared_task(name="jobs.run", ignore_result=True, bind=True)
+def run_job_task(self: "Task[Any, str]", jobId: str, type: str | None = None) -> str:  # the message's own names
+    """Run one delivery of a job message `{jobId, type}`. A delivery the database failed before its claim
+    hands its message back at once (visibility 0) and raises, so the message is not acked: the next receive
+    runs it, not one a whole visibility timeout later."""
     worker = f"{socket.gethostname()}:{threading.get_ident()}"
-    outcome = job_run(jobId, type, worker=worker)
+    try:
+        outcome = job_run(jobId, type, worker=worker)
+    except DeliveryNotStarted:
+        release_message(self.request)
+        raise
     record_outcome(outcome, job_id=jobId)
     tracing.set_attributes(**{"job.outcome": str(outcome)})
     return str(outcome)
+
+
+def release_message(request: Any) -> bool:
+    """Make the SQS message of the delivery `request` visible again at once. True when SQS took it."""
+    properties = getattr(request, "properties", None) or {}
+    receipt = properties.get("delivery_tag")
+    queue_url = (properties.get("delivery_info") or {}).get("sqs_queue")
+    if not receipt or not queue_url:
+        return False
+    try:
+        sqs.change_visibility(queue_url, receipt, 0)
+    except Exception as exc:  # the message then comes back after its visibility timeout, as before
+        log.warning("message not handed back", extra={"error": type(exc).__name__})
+        return False
+    log.warning("delivery failed before its claim; message handed back at once")
+    return True
 
 
 @shared_task(name="jobs.sweep_unsent", ignore_result=True)

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from jobs import codes, handlers, retries, states
-from jobs.exceptions import JobFailed, LeaseLost, OutOfTime, RetryLater
+from jobs.exceptions import DeliveryNotStarted, JobFailed, LeaseLost, OutOfTime, RetryLater
 from jobs.handlers import JobContext
 from jobs.leases import lease_claim, lease_free, lease_release
 from jobs.models import AsyncJob, JobStatus
@@ -19,7 +19,7 @@ from jobs.outcomes import COMPLETED, Outcome
 from jobs.services.endings import job_finish
 from jobs.services.producer import job_publish
 from serenity import context, tracing
-from serenity.db import retry_once_on_disconnect
+from serenity.db import DISCONNECTED, retry_once_on_disconnect
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,9 @@ def job_run(job_id: object, message_type: str | None, *, worker: str = "") -> Ou
        fresh message sent.
     7. LeaseLost: stop. If no other delivery holds the job (the lease expired unclaimed), send a fresh
        message, so the job is never left unreachable.
-    An unexpected exception gives the lease back and propagates: the unacked message is redelivered.
+    A database failure before the claim, once more on a fresh connection, raises DeliveryNotStarted: the task
+    makes its message visible again at once. An unexpected exception gives the lease back and propagates:
+    the unacked message is redelivered.
     Every write here is retried once on a fresh connection if the database dropped this one meanwhile.
     """
     token = context.job_id.set(str(job_id))
@@ -68,7 +70,12 @@ def _job_run(job_id: object, message_type: str | None, *, worker: str) -> Outcom
     except ValueError:
         log.error("message with a malformed job id dropped")
         return Outcome("dropped", "malformed")
-    job = AsyncJob.objects.filter(id=job_id).first()
+    try:
+        # The delivery's first statement: a connection the database dropped is met here, before anything of
+        # the job ran, and the read is tried once more on a fresh one.
+        job = retry_once_on_disconnect(lambda: AsyncJob.objects.filter(id=job_id).first())
+    except DISCONNECTED as exc:
+        raise DeliveryNotStarted(f"database unavailable before the claim: {type(exc).__name__}") from exc
     if job is None:
         log.info("message for a missing job dropped")
         return Outcome("dropped", "missing")

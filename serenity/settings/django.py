@@ -43,6 +43,7 @@ else:
     # connection for up to DB_CONN_MAX_AGE seconds (a new PostgreSQL connection costs more than the poll's
     # whole query, so neither opens one per request or task).
     DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=16)
+    DB_POOL_CHECK = env.bool("DB_POOL_CHECK", default=True)
     if DB_POOL_MAX_SIZE > 0:
         DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps the connections; Django must not
         _pool: dict[str, Any] | None = {
@@ -57,10 +58,14 @@ else:
         DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
         _pool = None
     # A connection found broken (a restart, a failover, an idle connection dropped) is replaced before use.
-    # With the pool, not by psycopg_pool's check on every checkout: after a restart killed all its idle
-    # connections, that check backs off 1, 2, 4, 8… s between each dead one and outlasts any timeout. The
-    # first write that meets a dead connection tests the whole pool at once instead (serenity/db.py).
+    # With the pool, by serenity/dbbackend: every checkout runs an empty statement first, and a dead one is
+    # replaced (and the pool's other idle connections tested at once) before the request's first statement,
+    # not by psycopg_pool's own `check`, which backs off 1, 2, 4 s… between dead connections. One round trip
+    # per checkout (docs/benchmarks.md); DB_POOL_CHECK=false turns it off. Without the pool, Django's own
+    # health check at the start of each request or task.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = _pool is None
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        DATABASES["default"]["ENGINE"] = "serenity.dbbackend"
     # Bounded waits: connecting, one statement, one lock. TCP keepalives notice a dead peer while a worker
     # sits idle for the length of a DRS call.
     DATABASES["default"]["OPTIONS"] = {

@@ -124,3 +124,32 @@ def test_rows_of_workers_silent_past_the_retention_window_are_forgotten_when_a_w
 
     assert heartbeats_forget_silent(now=now) == 1
     assert list(WorkerHeartbeat.objects.values_list("worker", flat=True)) == ["recent:1"]
+
+
+def test_a_heartbeat_after_the_database_dropped_every_connection_is_written_on_a_fresh_one(settings):
+    """A failover between two beats: the beat thread's next write meets a dead pooled connection (the
+    checkout test off, so the write itself meets it) and is written again on a fresh one: no beat missed."""
+    import threading
+
+    from django.db import connection
+
+    settings.DB_POOL_CHECK = False
+    writer = HeartbeatWriter("host-f:1", both_queues(), interval=10)
+
+    def beat() -> None:
+        thread = threading.Thread(target=writer.beat_if_turning)
+        thread.start()
+        thread.join()
+
+    beat()
+    first = WorkerHeartbeat.objects.get(worker="host-f:1").beat_at
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        assert cursor.fetchone()[0] >= 1
+
+    beat()
+
+    assert WorkerHeartbeat.objects.get(worker="host-f:1").beat_at > first
