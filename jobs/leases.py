@@ -11,6 +11,7 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
+from django.db import connection, transaction
 from django.db.models import Case, Count, Exists, F, Q, QuerySet, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -25,11 +26,12 @@ def lease_claim(
 ) -> uuid.UUID | None:
     """Take the lease if the job is IN_PROGRESS and its lease is absent or expired; count the attempt.
 
-    With `fair_to` (the job's organization id) the claim also obeys the fairness rule (JOB_ORG_FAIR_SHARE):
+    Every claim obeys the fleet's DRS budget (DRS_MAX_IN_FLIGHT, `in_flight_rule`): at the budget, no job is
+    claimed. With `fair_to` (the job's organization id) the claim also obeys the fairness rule (JOB_ORG_FAIR_SHARE):
     below its share, or with nobody else waiting, in the claiming UPDATE itself (one statement, the common
     case); at its share, only while no organization running fewer generations has a job waiting
     (`poorer_organization_waiting`). Returns the new lease token, or None when another delivery holds it,
-    the job is not running, or the rule holds it back (`lease_free` tells these apart). Database errors
+    the job is not running, or a rule holds it back (`lease_free` tells these apart). Database errors
     propagate: the caller fails closed and the message is redelivered.
     """
     share = settings.JOB_ORG_FAIR_SHARE if fair_to is not None else 0
@@ -42,25 +44,54 @@ def lease_claim(
     return token
 
 
+# The key of the transaction-level advisory lock every budgeted claim takes (an arbitrary constant: "DRS").
+IN_FLIGHT_LOCK_KEY = 0x445253
+
+
+def in_flight_rule(budget: int, *, now: datetime) -> Q:
+    """The claiming UPDATE's condition for the fleet's DRS budget: fewer than `budget` generations run (hold
+    a live lease) across every worker. A running generation counts whether it is in its DRS phase or not: a
+    generation spends almost all of its run there, and counting it from its claim leaves no window in which
+    a claimed job calls DRS uncounted. (OFFSET budget-1 LIMIT 1: no count of them all.)"""
+    return ~Q(Exists(running_jobs(now).order_by()[budget - 1 : budget]))
+
+
+def in_flight_budget_reached(*, now: datetime | None = None) -> bool:
+    """True when the fleet runs DRS_MAX_IN_FLIGHT generations (or more): a claim now is held back."""
+    budget = settings.DRS_MAX_IN_FLIGHT
+    return budget > 0 and running_jobs(now or timezone.now()).order_by()[budget - 1 : budget].exists()
+
+
 def _claim(job_id: UUID | str, *, worker: str, ttl: int | None, rule: Q | None = None) -> uuid.UUID | None:
-    now = timezone.now()
     token = uuid.uuid4()
-    claimable = AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS).filter(
-        Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now)
-    )
-    if rule is not None:
-        claimable = claimable.filter(rule)
-    expires = now + timedelta(seconds=ttl or settings.JOB_LEASE_TTL_SECONDS)
-    claimed = claimable.update(
-        lease_token=token,
-        lease_expires_at=expires,
-        lease_epoch=F("lease_epoch") + 1,
-        attempts=F("attempts") + 1,
-        # Taking over an expired lease: the delivery that held it died without an outcome.
-        lost_deliveries=F("lost_deliveries") + Case(When(lease_token__isnull=False, then=1), default=0),
-        updated_at=now,
-        started_at=Coalesce(F("started_at"), Value(now)),
-    )
+    budget = settings.DRS_MAX_IN_FLIGHT
+    # The budget holds under concurrent claims from every process: each budgeted claim first takes one
+    # transaction-level advisory lock, so the claiming UPDATE (its snapshot taken after the lock) sees every
+    # claim committed before it, and no two claims count the same free place. The lock is held for the one
+    # UPDATE only; releases need none (they only lower the count). SQLite has one writer at a time already.
+    with transaction.atomic():
+        if budget > 0 and connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [IN_FLIGHT_LOCK_KEY])
+        now = timezone.now()
+        claimable = AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS).filter(
+            Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now)
+        )
+        if rule is not None:
+            claimable = claimable.filter(rule)
+        if budget > 0:
+            claimable = claimable.filter(in_flight_rule(budget, now=now))
+        expires = now + timedelta(seconds=ttl or settings.JOB_LEASE_TTL_SECONDS)
+        claimed = claimable.update(
+            lease_token=token,
+            lease_expires_at=expires,
+            lease_epoch=F("lease_epoch") + 1,
+            attempts=F("attempts") + 1,
+            # Taking over an expired lease: the delivery that held it died without an outcome.
+            lost_deliveries=F("lost_deliveries") + Case(When(lease_token__isnull=False, then=1), default=0),
+            updated_at=now,
+            started_at=Coalesce(F("started_at"), Value(now)),
+        )
     if claimed != 1:
         return None
     # The expiry goes into the history: when this delivery's worker dies, the job's waterfall draws it up to here.

@@ -28,7 +28,7 @@ METRIC_BY_KIND = {
 class Outcome:
     """`kind`: completed | failed | retry | dropped | stopped | held. `code`: the error code (failed, retry) or
     the reason (dropped: missing, malformed, not_in_progress, type_mismatch, lease_held; stopped: lease_lost;
-    held: fair_share, the fairness rule sent the job again for later)."""
+    held: fair_share, the fairness rule sent the job again for later; drs_budget, the fleet's DRS budget did)."""
 
     kind: Kind
     code: str | None = None

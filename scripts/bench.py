@@ -268,10 +268,13 @@ class Bench:
         self.stack.gunicorn("api (flag off)", "api_off", SERENITY_ASYNC_PROMPT_GEN="false")
         self.stack.setup_django()
 
-    def start_worker(self, meter: Path, *, threads: int = SIZE.worker_threads, **env) -> subprocess.Popen:
+    def start_worker(
+        self, meter: Path, *, threads: int = SIZE.worker_threads, name: str = "worker", **env
+    ) -> subprocess.Popen:
         from django.conf import settings
 
-        # As docker/Dockerfile's `worker` role starts it, on the job queue alone.
+        # Exactly as docker/Dockerfile's `worker` role starts it: both queues, its log level, the thread count
+        # from WORKER_CONCURRENCY; only the app differs (the production app plus a per-delivery meter).
         argv = [
             str(BIN / "celery"),
             "-A",
@@ -279,21 +282,25 @@ class Bench:
             "worker",
             "-P",
             "threads",
-            "-c",
-            str(threads),
             "-Q",
-            settings.MARKET_JOBS_QUEUE,
+            f"{settings.MARKET_JOBS_QUEUE},{settings.MAINTENANCE_QUEUE}",
             "--without-heartbeat",
             "--without-gossip",
             "--without-mingle",
             "-l",
-            "WARNING",
+            "INFO",
         ]
         return self.runner.start(
-            "worker",
+            name,
             argv,
-            log_file=self.var / "worker.log",
-            env={"BENCH_WORKER_METER": str(meter), "PGAPPNAME": WORKER_APP_NAME, **env},
+            log_file=self.var / f"{name}.log",
+            env={
+                "BENCH_WORKER_METER": str(meter),
+                "PGAPPNAME": WORKER_APP_NAME,
+                "WORKER_CONCURRENCY": str(threads),
+                "LOG_LEVEL": "INFO",
+                **env,
+            },
         )
 
     def stop(self, name: str) -> None:
@@ -312,7 +319,7 @@ class Bench:
                 run_local._signal_group(proc, signal.SIGKILL)
                 proc.wait()
             self.runner.children.remove((child, proc))
-            if name == "worker":
+            if name.startswith("worker"):
                 time.sleep(settings.CELERY_BROKER_TRANSPORT_OPTIONS["wait_time_seconds"] + 1)
 
     # --- data ------------------------------------------------------------------------------------------

@@ -295,7 +295,7 @@ def main() -> int:
         elif sqs_host in ("127.0.0.1", "localhost"):
             runner.start(
                 "sqs",
-                [PYTHON, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(sqs_port)],
+                [PYTHON, str(ROOT / "scripts" / "local_sqs.py"), "-H", "127.0.0.1", "-p", str(sqs_port)],
                 log_file=VAR / "log" / "sqs.log",
             )
             runner.wait_until(f"the local SQS on {sqs_host}:{sqs_port}", lambda: port_open(sqs_host, sqs_port), 20)

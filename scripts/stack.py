@@ -102,7 +102,9 @@ class Stack:
         recreate_database(self.database_url)
         port = self.ports["sqs"]
         self.runner.start(
-            "sqs", [PYTHON, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], log_file=self.var / "sqs.log"
+            "sqs",
+            [PYTHON, str(ROOT / "scripts" / "local_sqs.py"), "-H", "127.0.0.1", "-p", str(port)],
+            log_file=self.var / "sqs.log",
         )
         self.runner.wait_until("the local SQS", lambda: port_open("127.0.0.1", port), 30)
         manage = [PYTHON, "manage.py"]

@@ -13,7 +13,7 @@ from django.utils import timezone
 from jobs import codes, handlers, retries, states
 from jobs.exceptions import DeliveryNotStarted, JobFailed, LeaseLost, OutOfTime, RetryLater
 from jobs.handlers import JobContext
-from jobs.leases import lease_claim, lease_free, lease_release
+from jobs.leases import in_flight_budget_reached, lease_claim, lease_free, lease_release
 from jobs.models import AsyncJob, JobStatus
 from jobs.outcomes import COMPLETED, Outcome
 from jobs.services.endings import job_finish
@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 LEASE_LOST = Outcome("stopped", "lease_lost")
 HELD_BACK = Outcome("held", "fair_share")
+HELD_BACK_BUDGET = Outcome("held", "drs_budget")
 
 # The deliveries this process is running, for a stopping worker to hand back (jobs/worker.py).
 _active: set[JobContext] = set()
@@ -42,8 +43,9 @@ def job_run(job_id: object, message_type: str | None, *, worker: str = "") -> Ou
     1. Malformed id, missing job, or a job not IN_PROGRESS: drop the message (a duplicate delivery).
     2. Message type contradicting the stored type: drop, leave the job untouched.
     3. No handler for the stored type: FAILED UNKNOWN_JOB_TYPE.
-    4. Claim the lease (one conditional UPDATE, fair across organizations); lost claim: drop. Held back by
-       the fairness rule: send the job again, delayed, and ack this message. A claim error propagates, so
+    4. Claim the lease (one conditional UPDATE, fair across organizations, within the fleet's DRS budget);
+       lost claim: drop. Held back by the fairness rule or the budget: send the job again, delayed, and ack
+       this message. A claim error propagates, so
        the message is not acked and comes back (fail closed).
     5. Attempt budget already spent by earlier deliveries (a crash loop): FAILED RETRIES_EXHAUSTED.
     6. Run the handler under the lease: COMPLETED with its result, FAILED with its JobFailed, or, for
@@ -94,7 +96,7 @@ def _job_run(job_id: object, message_type: str | None, *, worker: str) -> Outcom
 
     lease = lease_claim(job_id, worker=worker, fair_to=job.organization_id)
     if lease is None and lease_free(job_id):
-        return _hold_back(job)
+        return _hold_back(job, over_budget=in_flight_budget_reached())
     if lease is None:
         log.info("lease held by another delivery; message dropped")
         states.record(job_id, "delivery_dropped", actor=worker, detail="lease held by another delivery")
@@ -156,15 +158,19 @@ def _hand_back(ctx: JobContext, *, reason: str, outcome: Outcome) -> Outcome:
     return outcome if hand_back(ctx, reason=reason) else LEASE_LOST
 
 
-def _hold_back(job: AsyncJob) -> Outcome:
-    """The fairness rule held the job back (its organization runs its share while others wait): send it
+def _hold_back(job: AsyncJob, *, over_budget: bool = False) -> Outcome:
+    """The fairness rule held the job back (its organization runs its share while others wait), or the fleet
+    runs DRS_MAX_IN_FLIGHT generations (`over_budget`, the outcome says which): send it
     again as a fresh message delayed JOB_FAIR_HOLD_SECONDS and let this one be acknowledged. No attempt is
     spent (nothing was claimed) and the new message starts its own receive count, so waiting never leads
     to RETRIES_EXHAUSTED or the DLQ; the poll still shows IN_PROGRESS. A send that fails leaves the job to
     the sweeper (`job_publish`)."""
-    log.info("delivery held back: its organization runs its share while others wait")
+    if over_budget:
+        log.info("delivery held back: the fleet runs its DRS budget")
+    else:
+        log.info("delivery held back: its organization runs its share while others wait")
     job_publish(job.id, job.job_type, delay=settings.JOB_FAIR_HOLD_SECONDS)
-    return HELD_BACK
+    return HELD_BACK_BUDGET if over_budget else HELD_BACK
 
 
 def _requeue_if_unowned(ctx: JobContext) -> Outcome:

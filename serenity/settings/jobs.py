@@ -66,6 +66,11 @@ HTTP_MAX_CONNECTIONS = env.int("HTTP_MAX_CONNECTIONS", default=max(100, WORKER_C
 # again as a fresh message delayed JOB_FAIR_HOLD_SECONDS: no attempt spent, no receive counted towards the DLQ.
 JOB_ORG_FAIR_SHARE = env.int("JOB_ORG_FAIR_SHARE", default=48)
 JOB_FAIR_HOLD_SECONDS = env.int("JOB_FAIR_HOLD_SECONDS", default=10)
+# The fleet's DRS budget, decided at claim time across every worker (jobs/leases.py): at most this many
+# generations run at once, so at most this many DRS (Lambda) invocations are in flight. The default leaves
+# head-room under an account's default regional Lambda concurrency of 1,000. 0 turns it off. A delivery over
+# the budget is held back like one over its fair share (a fresh message delayed JOB_FAIR_HOLD_SECONDS).
+DRS_MAX_IN_FLIGHT = env.int("DRS_MAX_IN_FLIGHT", default=900)
 METRICS_NAMESPACE = "SpacecatSerenityMarketWorker"
 # What a client does when called inside a database transaction (serenity/clients/guard.py): `raise` in
 # local runs and tests, so the mistake fails loudly; `log` (an error line) in deployments.
