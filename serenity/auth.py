@@ -3,10 +3,12 @@
 - An **IMS user access token**: RS256, verified against the IMS JWKS, issuer and audience checked; the
   caller's user id is its `user_id` claim (never `sub` or email), its organizations its `org_ids`.
 - A **SpaceCat session token**, as the original service's UI sends after its login: ES256, verified with the
-  public key configured as base64 SPKI PEM (SESSION_TOKEN_PUBLIC_KEY_B64), the configured issuer, 5 s leeway,
-  expiry required. Its user id is `sub` (the IMS user id the original's login puts there); its organizations
-  `tenants[].id` (IMS org idents, `@AdobeOrg` added when absent); `is_admin` reaches every organization and
-  `is_read_only_admin` may read every one. Sent as a bearer or in the `sessionToken` cookie.
+  public key configured as base64 SPKI PEM (SESSION_TOKEN_PUBLIC_KEY_B64), the configured issuer, 5 s
+  leeway, expiry required, `exp`/`iat`/`nbf` JSON numbers, `aud` checked only when SESSION_TOKEN_AUDIENCE is
+  set (the original's verifier checks none). Its user id is `sub` (the IMS user id the original's login puts
+  there); its organizations `tenants[].id` (IMS org idents, `@AdobeOrg` added when absent); `is_admin`
+  reaches every organization and `is_read_only_admin` may read every one. Sent as a bearer or in the
+  `sessionToken` cookie (two such cookies: refused).
 
 The kind is chosen by the token's own `alg` header, and each kind is then verified with its algorithm and key
 pinned, so a token of one kind never verifies as the other: `alg: none`, an HS256 token keyed with a public
@@ -124,10 +126,16 @@ def verify_session_token(token: str) -> Caller:
             algorithms=["ES256"],
             issuer=settings.SESSION_TOKEN_ISSUER,
             leeway=SESSION_LEEWAY_SECONDS,
-            options={"require": ["exp", "iss", "sub"], "verify_aud": False},
+            audience=settings.SESSION_TOKEN_AUDIENCE or None,
+            options={
+                "require": ["exp", "iss", "sub", *(["aud"] if settings.SESSION_TOKEN_AUDIENCE else [])],
+                "verify_aud": bool(settings.SESSION_TOKEN_AUDIENCE),
+            },
         )
     except (jwt.PyJWTError, ValueError) as exc:
         raise InvalidBearer(type(exc).__name__) from exc
+    if any(name in claims and not _is_number(claims[name]) for name in ("exp", "iat", "nbf")):
+        raise InvalidBearer("bad_time_claims")  # as the original's verifier: a time is a JSON number
     user_id, tenants = claims.get("sub"), claims.get("tenants") or []
     is_admin, read_only = claims.get("is_admin") is True, claims.get("is_read_only_admin") is True
     if not isinstance(user_id, str) or not user_id or not isinstance(tenants, list) or (is_admin and read_only):
@@ -145,6 +153,16 @@ def verify_session_token(token: str) -> Caller:
         is_admin=is_admin,
         is_read_only_admin=read_only,
     )
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def session_cookies(request) -> int:
+    """How many `sessionToken` cookies the request's Cookie header carries (Django keeps only the last)."""
+    header = request.META.get("HTTP_COOKIE", "")
+    return sum(1 for part in header.split(";") if part.split("=", 1)[0].strip() == SESSION_COOKIE)
 
 
 def verify_bearer(token: str, *, session_only: bool = False) -> Caller:
@@ -172,6 +190,10 @@ class BearerAuthentication(authentication.BaseAuthentication):
         cookie = request.COOKIES.get(SESSION_COOKIE, "")
         if not header and not cookie:
             return None  # -> NotAuthenticated (401) from the permission check
+        if not header and session_cookies(request) > 1:
+            # Two session cookies: one may have been set by a sibling subdomain. Neither is chosen.
+            log.info("bearer rejected", extra={"reason": "duplicate_session_cookie"})
+            raise exceptions.AuthenticationFailed("The bearer token is invalid or expired.")
         if header:
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not token.strip():

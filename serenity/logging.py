@@ -8,6 +8,7 @@ import json
 import logging
 import re
 from datetime import UTC, datetime
+from urllib.parse import unquote_plus
 
 from opentelemetry import trace
 
@@ -15,28 +16,114 @@ from serenity import context
 
 REDACTED = "[REDACTED]"
 _PATTERNS = [
-    # Authorization headers and bare "Bearer <value>" / "Basic <value>".
-    (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+"), f"Bearer {REDACTED}"),
-    (re.compile(r"(?i)\bbasic\s+[A-Za-z0-9+/=]{4,}"), f"Basic {REDACTED}"),
+    # Authorization headers and bare "Bearer <value>" / "Basic <value>". A value is a credential when it holds a
+    # digit or is 20 characters long: "bearer rejected" keeps its words.
+    (
+        re.compile(r"(?i)\bbearer\s+(?=[A-Za-z0-9._~+/=-]*[0-9]|[A-Za-z0-9._~+/=-]{20})[A-Za-z0-9._~+/=-]+"),
+        f"Bearer {REDACTED}",
+    ),
+    (
+        re.compile(r"(?i)\bbasic\s+(?=[A-Za-z0-9+/=]*[0-9+/=]|[A-Za-z0-9+/=]{20})[A-Za-z0-9+/=]{4,}"),
+        f"Basic {REDACTED}",
+    ),
     # JWT-shaped values: three base64url segments, the first a JSON header.
     (re.compile(r"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+"), REDACTED),
-    # key=value / "key": "value" pairs whose key names a secret (query parameters, form fields, JSON, cookies:
-    # `sessionToken=`, `access_token=`, `x-promise-token:`...).
+    # key=value / "key": "value" pairs whose key names a secret (form fields, JSON, cookies, headers:
+    # `sessionToken=`, `access_token=`, `x-promise-token:`...). A URL's query is handled first, decoded
+    # (_redact_query).
     (
         re.compile(
             r"(?i)([\"']?(?:promise_token|access_token|refresh_token|id_token|client_secret|x-promise-token|"
-            r"authorization|cookie|password|api_key|x-api-key|token)[\"']?\s*[:=]\s*[\"']?)[^\"'\s,;&}]+"
+            r"authorization|cookie|password|api_key|apikey|x-api-key|token|secret)[\"']?\s*[:=]\s*[\"']?)"
+            r"[^\"'\s,;&}]+"
         ),
         rf"\g<1>{REDACTED}",
     ),
 ]
 
+# The query parameters whose value is a credential whatever it looks like, compared lower-cased with `-` read
+# as `_` (docs/operations.md, "Logs"): these names, and any name ending in `token`, `secret`, `password` or
+# `key`.
+CREDENTIAL_PARAMETERS = frozenset(
+    {
+        "promise",
+        "promise_token",
+        "x_promise_token",
+        "apikey",
+        "api_key",
+        "x_api_key",
+        "key",
+        "secret",
+        "client_secret",
+        "password",
+        "passwd",
+        "pwd",
+        "token",
+        "access_token",
+        "refresh_token",
+        "id_token",
+        "session",
+        "sessiontoken",
+        "session_token",
+        "sessionid",
+        "auth",
+        "authorization",
+        "credential",
+        "credentials",
+        "code",
+        "jwt",
+        "assertion",
+        "signature",
+        "sig",
+    }
+)
+_CREDENTIAL_SUFFIXES = ("token", "secret", "password", "key")
+# One `name=value` of a URL's query: after `?`, or after `&` / `;` once a `?` came before it on that run.
+_QUERY = re.compile(r"\?[^\s\"'<>#]*")
+_PAIR = re.compile(r"(?P<sep>^\?|[&;])(?P<name>[^=&;]*)=(?P<value>[^&;]*)")
+# A run of text holding percent-escapes (a path segment, a cookie, a header value).
+_ESCAPED = re.compile(r"[^\s\"'<>]*%[0-9A-Fa-f]{2}[^\s\"'<>]*")
 
-def redact(text: str) -> str:
-    """Return `text` with anything token-shaped replaced by a marker."""
+
+def is_credential_parameter(name: str) -> bool:
+    name = unquote_plus(name).strip().lower().replace("-", "_")
+    return name in CREDENTIAL_PARAMETERS or name.endswith(_CREDENTIAL_SUFFIXES)
+
+
+def _redact_plain(text: str) -> str:
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text
+
+
+def _redact_pair(match: re.Match) -> str:
+    name, value = match["name"], match["value"]
+    if is_credential_parameter(name):
+        return f"{match['sep']}{name}={REDACTED}"
+    decoded = unquote_plus(value)
+    scrubbed = _redact_plain(decoded)
+    return f"{match['sep']}{name}={value if scrubbed == decoded else scrubbed}"
+
+
+def _redact_query(match: re.Match) -> str:
+    return _PAIR.sub(_redact_pair, match.group())
+
+
+def _redact_escaped(match: re.Match) -> str:
+    text = match.group()
+    decoded = unquote_plus(text)
+    scrubbed = _redact_plain(decoded)
+    return text if scrubbed == decoded else scrubbed
+
+
+def redact(text: str) -> str:
+    """Return `text` with anything token-shaped replaced by a marker. A URL's query is read as the server reads
+    it (percent-escapes and `+` decoded) before it is matched: the value of a credential-named parameter is
+    redacted whatever it is, any other value when, decoded, it holds something token-shaped. Any other run of
+    percent-escaped text is decoded and matched too."""
+    text = _QUERY.sub(_redact_query, text)
+    text = _ESCAPED.sub(_redact_escaped, text)
+    return _redact_plain(text)
 
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}

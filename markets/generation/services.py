@@ -85,7 +85,9 @@ def generation_job_reauthorize(*, caller: Caller, job: AsyncJob, header: str | N
 
     `job` is one the caller may see (read through job_get_for_caller). Steps:
     1. A malformed typed `x-promise-token` is refused before anything else happens.
-    2. Charged once the caller may see the job: a stranger never spends anyone's budget.
+    2. Charged once the caller may see the job: a stranger never spends anyone's budget. The organization's
+       budget is spent only by the job's requester, the one caller who may act on it: a caller who may read the
+       job but not re-authorise it (a read-only admin, another user of the organization) spends only their own.
     3. The claim: of concurrent calls one wins, the others get 409 at once and obtain nothing.
     4. Only the winner, outside any transaction, obtains the credential: the promise token IMS rotated for the
        forwarded one, or one minted from the caller's IMS bearer. If IMS does not issue it, the claim is given
@@ -93,7 +95,8 @@ def generation_job_reauthorize(*, caller: Caller, job: AsyncJob, header: str | N
     """
     forwarded_promise(header)
     limits.charge_user(limits.REAUTH, caller)
-    limits.charge_org(limits.ORG_REAUTH, job.organization_id)
+    if job.user_id and job.user_id == caller.user_id:
+        limits.charge_org(limits.ORG_REAUTH, job.organization_id)
 
     def obtain_token():
         credential = request_credential(caller=caller, header=header, pair=pair)

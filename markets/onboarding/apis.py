@@ -25,6 +25,8 @@ from serenity.problems import problem_response as problem_answer
 from tokens.delegation import PROMISE_TOKEN_PATTERN
 
 # `semrush` in any case with spaces around it, or empty (the default pair), as HTTP allows.
+# A brand's `origin`, as the original's V2Brand enumerates it (a user's create is `human`).
+ORIGINS = ("human", "ai")
 AUDIENCE_PATTERN = r"^[ \t]*(?:[Ss][Ee][Mm][Rr][Uu][Ss][Hh])?[ \t]*$"
 
 AUDIENCE_DESCRIPTION = (
@@ -136,7 +138,11 @@ class BrandOutput(serializers.Serializer):
     pendingSemrushProvisioning = serializers.JSONField(allow_null=True)
     status = serializers.ChoiceField(choices=Brand.Status.choices)
     urls = inline_serializer("BrandUrl", many=True, fields={"value": serializers.CharField()})
-    brandAliases = serializers.ListField(child=serializers.CharField())
+    brandAliases = inline_serializer(
+        "BrandAlias",
+        many=True,
+        fields={"name": serializers.CharField(), "regions": serializers.ListField(child=serializers.CharField())},
+    )
     siteIds = serializers.ListField(child=serializers.UUIDField())
     serenityActive = serializers.BooleanField()
     serenityActivatedAt = serializers.DateTimeField(allow_null=True)
@@ -147,7 +153,7 @@ class BrandOutput(serializers.Serializer):
     brandContext = serializers.JSONField(allow_null=True)
     mentionSentimentGuidance = serializers.JSONField(allow_null=True)
     vertical = serializers.JSONField(allow_null=True)
-    origin = serializers.JSONField(allow_null=True)
+    origin = serializers.ChoiceField(choices=ORIGINS, help_text="As given when `human` or `ai`, else `human`.")
     region = serializers.JSONField(allow_null=True)
     competitors = serializers.JSONField(allow_null=True)
     socialAccounts = serializers.JSONField(allow_null=True)
@@ -237,7 +243,9 @@ def brand_body(brand: Brand) -> dict:
         "pendingSemrushProvisioning": None,
         "status": brand.status,
         "urls": [{"value": url} for url in brand.urls or []],
-        "brandAliases": list(brand.aliases or []),
+        "brandAliases": profile.get("brandAliases")
+        or [{"name": alias, "regions": []} for alias in brand.aliases or []],
+        "origin": profile.get("origin") if profile.get("origin") in ORIGINS else "human",
         "siteIds": [str(site_id) for site_id in brand.sites.order_by("created_at").values_list("id", flat=True)],
         "serenityActive": bool(brand.organization.is_serenity_active and brand.semrush_workspace_id),
         "serenityActivatedAt": when(brand.workspace_provisioned_at) if brand.workspace_provisioned_at else None,
@@ -250,7 +258,6 @@ def brand_body(brand: Brand) -> dict:
                 ("brandContext", None),
                 ("mentionSentimentGuidance", None),
                 ("vertical", None),
-                ("origin", None),
                 ("region", []),
                 ("competitors", []),
                 ("socialAccounts", []),

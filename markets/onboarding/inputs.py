@@ -206,7 +206,7 @@ class BrandRequest:
     generate_prompts: bool
     model_ids: list[str]
     models_given: bool
-    aliases: list[str]
+    aliases: list[dict]
     base_site_id: str | None
     profile: dict
 
@@ -227,14 +227,45 @@ def semrush_work_errors(request: BrandRequest) -> None:
     raise InvalidRequest([_error(*message)])
 
 
-def _alias_names(value) -> list[str]:
-    """`brandAliases` entries are names or `{name, regions}` objects (regions are kept, not applied)."""
-    names = []
+def brand_aliases(value) -> list[dict]:
+    """`brandAliases` as the original normalises them: a string is `{name, regions: []}`, an object keeps its
+    `name` and `regions` (a list of strings; anything else is `[]`); entries without a name are dropped, and of two
+    with one name the first stays (the original's `brand_aliases` rows are unique by name)."""
+    entries: dict[str, dict] = {}
     for alias in value if isinstance(value, list) else []:
-        name = alias.get("name") if isinstance(alias, dict) else alias
-        if is_text(name):
-            names.append(name.strip())
-    return list(dict.fromkeys(names))
+        name, regions = (alias.get("name"), alias.get("regions")) if isinstance(alias, dict) else (alias, [])
+        if is_text(name) and name not in entries:
+            regions = [r for r in regions if isinstance(r, str)] if isinstance(regions, list) else []
+            entries[name] = {"name": storable(name), "regions": storable(regions)}
+    return list(entries.values())
+
+
+def competitors(value) -> list[dict]:
+    """`competitors` as the original normalises them: a string is the competitor's name, an object keeps `name`,
+    `url` (or null), `aliases` and `regions`; entries without a name are dropped, the first of one name stays."""
+    entries: dict[str, dict] = {}
+    for entry in value if isinstance(value, list) else []:
+        fields = entry if isinstance(entry, dict) else {"name": entry}
+        name = fields.get("name")
+        if is_text(name) and name not in entries:
+            entries[name] = storable(
+                {
+                    "name": name,
+                    "url": fields.get("url") if is_text(fields.get("url")) else None,
+                    "aliases": [a for a in _list(fields.get("aliases")) if isinstance(a, str)],
+                    "regions": [r for r in _list(fields.get("regions")) if isinstance(r, str)],
+                }
+            )
+    return list(entries.values())
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _guidance(value):
+    """A guidance field as the original stores it: trimmed, and a blank one is null."""
+    return (value.strip() or None) if isinstance(value, str) else value
 
 
 def _brand_urls(body: dict, errors: list) -> list[str]:
@@ -316,6 +347,12 @@ def brand_request(body) -> BrandRequest:
         model_ids=_strings(model_ids),
         models_given=isinstance(model_ids, list) and bool(model_ids) and all(is_text(m) for m in model_ids),
         base_site_id=base_site_id,
-        aliases=_alias_names(body.get("brandAliases")) or _alias_names(body.get("aliases")),
-        profile={key: storable(body[key]) for key in PROFILE_FIELDS if key in body},
+        aliases=brand_aliases(body.get("brandAliases")) or brand_aliases(body.get("aliases")),
+        profile={
+            key: competitors(body[key])
+            if key == "competitors"
+            else storable(_guidance(body[key]) if key in GUIDANCE_FIELDS else body[key])
+            for key in PROFILE_FIELDS
+            if key in body
+        },
     )

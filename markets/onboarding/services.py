@@ -160,7 +160,9 @@ def _brand_upsert(*, org: Organization, request: BrandRequest, user_id: str) -> 
     if request.primary_url:
         fields.update(primary_url=request.primary_url, domain=request.domain)
     if request.aliases:
-        fields["aliases"] = request.aliases
+        # The names, matched in prompts; the entries with their regions, returned as the brand's `brandAliases`.
+        fields.update(aliases=[alias["name"] for alias in request.aliases])
+        fields["profile"] = {**request.profile, "brandAliases": request.aliases}
     if request.model_ids:
         fields["semrush_model_ids"] = request.model_ids
     base_site = None
@@ -179,6 +181,8 @@ def _brand_upsert(*, org: Organization, request: BrandRequest, user_id: str) -> 
                     raise BrandDemotionRefused(
                         f'Brand "{request.name}" already exists and is active; it cannot be made pending again.'
                     )
+                if not request.aliases and "brandAliases" in (brand.profile or {}):
+                    fields["profile"] = {**fields["profile"], "brandAliases": brand.profile["brandAliases"]}
                 for name, value in fields.items():
                     setattr(brand, name, value)
                 brand.save()

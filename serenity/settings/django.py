@@ -17,6 +17,12 @@ django_stubs_ext.monkeypatch()
 _local = localsecrets.load_or_create(VAR_DIR / "local-secrets.json") if IS_LOCAL else {}
 
 SECRET_KEY = required("SECRET_KEY", _local.get("SECRET_KEY"))
+if not IS_LOCAL and (len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5):
+    # Django's own rule (security.W009), refused rather than warned about: sessions and signatures hang on it.
+    raise ImproperlyConfigured(
+        f"SECRET_KEY must be at least 50 characters long with at least 5 distinct characters when "
+        f"SERENITY_ENVIRONMENT={ENVIRONMENT!r}."
+    )
 DEBUG = env.bool("DEBUG", default=False)
 if DEBUG and not IS_LOCAL:
     # Debug pages name the settings, the URL configuration and local variables: never outside a local run.
@@ -220,6 +226,9 @@ CORS_PREFLIGHT_MAX_AGE = 86400
 # session tokens on and no key refuses to start.
 SESSION_TOKENS_ENABLED = env.bool("SESSION_TOKENS_ENABLED", default=True)
 SESSION_TOKEN_ISSUER = env.str("SESSION_TOKEN_ISSUER", default="https://spacecat.experiencecloud.live")
+# The audience a session token must name (`aud`). The original's verifier checks none, so none is required by
+# default; once one is configured, a token without it is refused.
+SESSION_TOKEN_AUDIENCE = env.str("SESSION_TOKEN_AUDIENCE", default="").strip()
 SESSION_TOKEN_PUBLIC_KEY_B64 = (
     required("SESSION_TOKEN_PUBLIC_KEY_B64", _local.get("SESSION_TOKEN_PUBLIC_KEY_B64"))
     if SESSION_TOKENS_ENABLED

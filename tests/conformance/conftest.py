@@ -2,6 +2,9 @@
 sub-workspace and base site, and a caller who calls the running service over real HTTP as the original's UI
 does.
 
+Every answer a test gets through `world.api` is checked when the test ends: each 2xx and 4xx body must validate
+against the original's response schema for its route and status (answers.py, schemas/original.yaml).
+
 Every conformance test runs twice, once per kind of caller (`caller` is parametrized):
 
 - `ims`: an IMS user access token as the bearer. Semrush calls inside a request act with it.
@@ -21,6 +24,7 @@ from markets.clients.semrush import SemrushClient
 from markets.models import Brand, Organization
 from serenity.sandbox.ims.keys import issue_user_token
 from serenity.sandbox.ims.sessions import issue_session_token
+from tests.conformance import answers
 from tests.markets.factories import BrandFactory, GenerationJobFactory, OrganizationFactory
 from tokens.clients import ims as ims_client
 from tokens.pairs import get_pair
@@ -78,8 +82,14 @@ class Api:
     """Real HTTP to the running service (pytest-django's live server), as `caller`."""
 
     def __init__(self, base_url: str, caller: Caller):
-        self.http = httpx.Client(base_url=base_url, timeout=120)
+        self.answers: list[httpx.Response] = []
+        self.http = httpx.Client(base_url=base_url, timeout=120, event_hooks={"response": [self._collect]})
         self.caller = caller
+
+    def _collect(self, response: httpx.Response) -> None:
+        """Every answer, kept to be checked against the original's schemas when the test ends."""
+        response.read()
+        self.answers.append(response)
 
     def post(
         self, path: str, body=None, *, promise: bool = True, headers: dict | None = None, caller: Caller | None = None
@@ -150,6 +160,8 @@ def world(sims, caller, queues) -> World:
     )
     yield world
     api.http.close()
+    wrong = [failure for answer in api.answers for failure in answers.failures(answer)]
+    assert not wrong, "answers that break the original's schemas:\n" + "\n".join(wrong)
 
 
 @pytest.fixture

@@ -381,3 +381,23 @@ def test_does_not_stash_for_a_pending_serenity_active_create(world):
     assert response.status_code == 201, response.text
     assert (response.json()["status"], response.json()["pendingSemrushProvisioning"]) == ("pending", None)
     assert workspace_count() == workspaces
+
+
+def test_brand_aliases_normalize_objects_and_strings_to_name_and_regions_and_filter_blanks(world):
+    """brands.test.js: 'brandAliases: normalizes objects + strings to { name, regions } and filters blanks'. The
+    aliases are answered as the original's V2Brand returns them (its `brand_aliases` rows), and the brand is a
+    user's: `origin` is `human`."""
+    body = {
+        **SEMRUSH_DATA,
+        "brandAliases": [{"name": "Brand Alias Co", "regions": ["us"]}, "plain string alias", {"noName": True}],
+    }
+
+    response = world.api.post(world.brands_path, body)
+
+    assert response.status_code == 201, response.text
+    assert response.json()["brandAliases"] == [
+        {"name": "Brand Alias Co", "regions": ["us"]},
+        {"name": "plain string alias", "regions": []},
+    ]
+    assert response.json()["origin"] == "human"
+    assert Brand.objects.get(id=response.json()["id"]).aliases == ["Brand Alias Co", "plain string alias"]

@@ -148,6 +148,23 @@ def test_a_deployment_refuses_to_start_with_debug_on():
     )
 
 
+@pytest.mark.parametrize("key", ["short", "x" * 49, "ab" * 40, "abcd" * 20], ids=["short", "49", "2 chars", "4 chars"])
+def test_a_deployment_refuses_a_weak_secret_key(key):
+    """Django's own rule (security.W009: at least 50 characters, at least 5 distinct), refused, not warned."""
+    result = manage(production_env(SECRET_KEY=key), "check")
+
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "django.core.exceptions.ImproperlyConfigured: SECRET_KEY must be at least 50 characters long with at "
+        "least 5 distinct characters when SERENITY_ENVIRONMENT='production'."
+    )
+    assert key not in result.stderr
+
+
+def test_a_deployment_starts_with_a_strong_secret_key():
+    assert manage(production_env(SECRET_KEY="abcde" * 10), "check").returncode == 0
+
+
 def policy(response) -> dict[str, list[str]]:
     header = response["Content-Security-Policy"]
     return {d.split()[0]: d.split()[1:] for d in (part.strip() for part in header.split(";")) if d}

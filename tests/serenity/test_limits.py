@@ -161,10 +161,9 @@ def test_an_activation_spends_one_per_market_and_one_that_would_overspend_is_ref
     assert sorted(Market.objects.values_list("country", flat=True)) == ["AT", "CH", "DE"]
 
 
-def test_re_authorisations_are_limited_per_organization_too(tenant):
+def reauth_job(tenant):
     from tests.markets.generation.conftest import make_job
 
-    tenant["rates"](org_reauth="2/day")
     job = make_job(
         org=tenant["org"],
         brand=tenant["brand"],
@@ -172,12 +171,58 @@ def test_re_authorisations_are_limited_per_organization_too(tenant):
         status=JobStatus.COMPLETED,
         user_id=USER,
     )
-    url = f"{markets_url(tenant)}/generation/jobs/{job.id}/reauth"
-    users = [tenant["bearer"](user_id=f"colleague-{i}", org_ids=[tenant["org"].ims_org_id]) for i in range(3)]
+    return f"{markets_url(tenant)}/generation/jobs/{job.id}/reauth"
 
-    statuses = [post(url, token, **{"x-promise-audience": "semrush"}).status_code for token in users]
 
-    assert statuses == [403, 403, 429]  # charged once the job is in sight, whoever asks
+def reauth(url, token, **headers) -> int:
+    return post(url, token, **{"x-promise-audience": "semrush", **headers}).status_code
+
+
+def promise_of(ims_bearer: str) -> dict:
+    """A fresh promise token of the bearer's user, as a session-token caller forwards it."""
+    from urllib.parse import quote
+
+    from tokens.clients import ims as ims_client
+    from tokens.pairs import get_pair
+
+    token = ims_client.mint(bearer=ims_bearer, pair=get_pair("semrush")).promise_token
+    return {"x-promise-token": quote(token, safe="")}
+
+
+def test_re_authorisations_are_limited_per_organization_too(tenant):
+    """The requester spends the organization's budget: their third call is refused whatever the job's state."""
+    tenant["rates"](org_reauth="2/day")
+    url = reauth_job(tenant)
+
+    assert [reauth(url, tenant["member"]) for _ in range(3)] == [409, 409, 429]
+
+
+def test_a_caller_who_may_read_but_not_act_spends_no_organization_budget(tenant):
+    """A read-only admin and another user of the organization see the job but may not re-authorise it (403):
+    their calls leave the organization's budget whole for its requester."""
+    from serenity.sandbox.ims.sessions import issue_session_token
+
+    tenant["rates"](org_reauth="2/day")
+    url = reauth_job(tenant)
+    read_only_admin = issue_session_token(user_id="auditor", org_ids=[], is_read_only_admin=True)
+    colleagues = [tenant["bearer"](user_id=f"colleague-{i}", org_ids=[tenant["org"].ims_org_id]) for i in range(3)]
+
+    auditor_ims = tenant["bearer"](user_id="auditor", org_ids=[])
+
+    refused = [reauth(url, read_only_admin, **promise_of(auditor_ims)) for _ in range(3)]
+    refused += [reauth(url, token) for token in colleagues]
+
+    assert refused == [403] * 6
+    assert limits.budgets(str(tenant["org"].id)) == []
+    assert [reauth(url, tenant["member"]) for _ in range(3)] == [409, 409, 429]
+
+
+def test_a_caller_who_may_not_act_still_spends_their_own_budget(tenant):
+    tenant["rates"](reauth="2/day")
+    url = reauth_job(tenant)
+    colleague = tenant["bearer"](user_id="colleague", org_ids=[tenant["org"].ims_org_id])
+
+    assert [reauth(url, colleague) for _ in range(3)] == [403, 403, 429]
 
 
 def test_an_override_gives_one_organization_its_own_rate_and_a_reset_its_budget_back(tenant, settings):

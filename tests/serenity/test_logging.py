@@ -122,3 +122,97 @@ def test_metrics_go_to_stdout_and_log_lines_to_stderr():
     ]
     logged = [json.loads(line) for line in done.stderr.splitlines()]
     assert [line["message"] for line in logged] == ["ordinary"]
+
+
+# --- redaction by meaning: a URL's query decoded, credential-named parameters, words kept ---------------------------
+
+# The JWT with each `.` percent-encoded, and with every byte percent-encoded.
+DOTS_ENCODED = JWT.replace(".", "%2E")
+ALL_ENCODED = "".join(f"%{byte:02X}" for byte in JWT.encode())
+SECRETS = (JWT, OPAQUE, DOTS_ENCODED, ALL_ENCODED, JWT.split(".")[1], JWT.split(".")[2])
+QUERIES = {
+    "dots encoded": f"q={DOTS_ENCODED}",
+    "every byte encoded": f"q={ALL_ENCODED}",
+    "plus and escapes": f"x=a+b&q=%20{JWT.replace('.', '%2E', 1)}+",
+    "promise": f"promise={OPAQUE}",
+    "apikey": f"apikey={OPAQUE}",
+    "api-key, any case": f"Api-Key={OPAQUE}",
+    "a name ending in secret": f"client%5Fsecret={OPAQUE}",
+    "session": f"session={OPAQUE}",
+}
+
+
+def assert_no_secret(text: str) -> None:
+    for secret in SECRETS:
+        assert secret not in text
+
+
+@pytest.fixture
+def django_request_log(capture):
+    """The `django.request` logger (Django's own lines about an answer: "Not Found: …", with the request),
+    writing through the filters every handler has."""
+    _, stream = capture
+    logger = logging.getLogger("django.request")
+    capture_handler = logging.StreamHandler(stream)
+    capture_handler.setFormatter(JsonFormatter())
+    capture_handler.addFilter(ContextFilter())
+    capture_handler.addFilter(RedactingFilter())
+    logger.addHandler(capture_handler)
+    yield stream
+    logger.removeHandler(capture_handler)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("query", QUERIES.values(), ids=QUERIES.keys())
+def test_a_credential_in_a_url_query_never_reaches_the_django_request_log(client, django_request_log, query):
+    response = client.get(f"/no-such-page?{query}")
+
+    assert response.status_code == 404
+    out = django_request_log.getvalue()
+    assert "Not Found: /no-such-page" in out and "[REDACTED]" in out
+    assert_no_secret(out)
+
+
+@pytest.mark.parametrize("query", QUERIES.values(), ids=QUERIES.keys())
+def test_a_credential_in_a_url_query_never_reaches_gunicorns_access_log(capsys, query):
+    from datetime import timedelta
+    from types import SimpleNamespace
+
+    from gunicorn.config import Config
+
+    from serenity.gunicorn import ScrubbedLogger
+
+    cfg = Config()
+    cfg.set("accesslog", "-")
+    access = ScrubbedLogger(cfg)
+    environ = {
+        "REQUEST_METHOD": "GET",
+        "RAW_URI": f"/v2/orgs?{query}",
+        "PATH_INFO": "/v2/orgs",
+        "QUERY_STRING": query,
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "REMOTE_ADDR": "127.0.0.1",
+    }
+    response = SimpleNamespace(status="404 Not Found", sent=0, headers=[])
+
+    access.access(response, SimpleNamespace(headers=[]), environ, timedelta(milliseconds=3))
+
+    (line,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert line["message"].startswith("127.0.0.1 - - [") and '"GET /v2/orgs?' in line["message"]
+    assert "[REDACTED]" in line["message"]
+    assert_no_secret(json.dumps(line))
+
+
+def test_an_ordinary_query_is_logged_as_sent(capture):
+    logger, stream = capture
+    logger.info('"GET /v2/orgs?market=us&q=a+b%20c HTTP/1.1" 200')
+    assert lines(stream)[0]["message"] == '"GET /v2/orgs?market=us&q=a+b%20c HTTP/1.1" 200'
+
+
+def test_a_bearer_rejected_line_keeps_its_words(capture):
+    logger, stream = capture
+    logger.info("bearer rejected", extra={"reason": "Bearer token expired"})
+    logger.info("Bearer rejected: Bearer %s", OPAQUE)
+    first, second = lines(stream)
+    assert (first["message"], first["reason"]) == ("bearer rejected", "Bearer token expired")
+    assert second["message"] == "Bearer rejected: Bearer [REDACTED]"

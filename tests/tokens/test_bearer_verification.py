@@ -145,6 +145,48 @@ def test_a_session_token_without_an_expiry_is_rejected(db):
     assert rejection(token) == "MissingRequiredClaimError"
 
 
+def signed_session(doc) -> str:
+    key = serialization.load_pem_private_key(settings.SESSION_TOKEN_SANDBOX_PRIVATE_KEY_PEM.encode(), None)
+    return jwt.encode(doc, key, algorithm="ES256")
+
+
+# Each claim's value as a number a token may carry, and shapes of it that are no JSON number.
+TIMES = {"exp": 600, "iat": -600, "nbf": -600}
+
+
+@pytest.mark.parametrize("claim", TIMES)
+@pytest.mark.parametrize("shape", ["a string", "a boolean", "an object"])
+def test_a_session_tokens_times_must_be_numbers(db, claim, shape):
+    """As the original's verifier (jose): a time claim that is no JSON number is refused, even when it reads as a
+    valid time."""
+    value = int(time.time()) + TIMES[claim]
+    as_number = signed_session({**session_claims(), claim: value})
+    shaped = {"a string": str(value), "a boolean": True, "an object": {"t": value}}[shape]
+    if claim == "exp" and shape == "a boolean":
+        shaped = [value]  # True would be an expiry in 1970, refused anyway
+
+    assert verify_bearer(as_number).user_id == "user-1"
+    with pytest.raises(InvalidBearer):
+        verify_bearer(signed_session({**session_claims(), claim: shaped}))
+
+
+def test_a_session_token_is_accepted_whatever_its_audience_when_none_is_configured(db, settings):
+    """As the original's verifier (jose's jwtVerify without an audience): `aud` is not checked."""
+    settings.SESSION_TOKEN_AUDIENCE = ""
+
+    assert verify_bearer(signed_session(session_claims(aud="anything-else"))).user_id == "user-1"
+    assert verify_bearer(signed_session(session_claims())).user_id == "user-1"
+
+
+def test_a_configured_session_token_audience_is_required(db, settings):
+    settings.SESSION_TOKEN_AUDIENCE = "spacecat-users"
+
+    assert verify_bearer(signed_session(session_claims(aud="spacecat-users"))).user_id == "user-1"
+    assert verify_bearer(signed_session(session_claims(aud=["other", "spacecat-users"]))).user_id == "user-1"
+    assert rejection(signed_session(session_claims(aud="anything-else"))) == "InvalidAudienceError"
+    assert rejection(signed_session(session_claims())) == "MissingRequiredClaimError"
+
+
 def test_a_session_token_of_another_issuer_is_rejected(db):
     assert rejection(issue_session_token(user_id="u", org_ids=["A"], issuer="https://elsewhere.example")) == (
         "InvalidIssuerError"
@@ -216,3 +258,24 @@ def test_the_session_cookie_authenticates_and_a_bad_one_is_a_401(db, client):
 
     assert good.status_code == 404 and good.json()["code"] == "job_not_found"
     assert bad.status_code == 401 and bad.json()["error"] == "authenticationRequired"
+
+
+def test_two_session_cookies_are_a_401_whichever_is_good(db, client):
+    """A sibling subdomain may set a second `sessionToken` cookie: neither is chosen (never "last wins")."""
+    from tests.markets.factories import OrganizationFactory
+
+    org = OrganizationFactory()
+    path = (
+        f"/v2/orgs/{org.id}/brands/8c24224f-d559-478d-a546-9b3f04cc3f78/serenity/markets/generation/jobs/"
+        "8c24224f-d559-478d-a546-9b3f04cc3f78"
+    )
+    good = issue_session_token(user_id="u", org_ids=[org.ims_org_id])
+    other = issue_session_token(user_id="intruder", org_ids=[org.ims_org_id])
+
+    one = client.get(path, HTTP_COOKIE=f"sessionToken={good}")
+    two = client.get(path, HTTP_COOKIE=f"sessionToken={other}; theme=dark; sessionToken={good}")
+    same_twice = client.get(path, HTTP_COOKIE=f"sessionToken={good}; sessionToken={good}")
+
+    assert one.status_code == 404
+    assert (two.status_code, two.json()["error"]) == (401, "authenticationRequired")
+    assert same_twice.status_code == 401
