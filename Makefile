@@ -5,6 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements/base.txt requirements/dev.txt | sha1sum | cut -c1-12)
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/serenity
+# The suite runs in this many processes (pytest-xdist), each with its own database, local SQS and ports:
+# most of a test's time is waiting on a worker, a server or a queue, so three keep two cores busy.
+TEST_PROCESSES ?= 3
 
 .PHONY: run test bench soak lint install clean
 
@@ -28,7 +31,7 @@ lint: $(STAMP)
 
 test: lint
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python scripts/check_test_db.py
-	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest --create-db $(PYTEST_ARGS)
+	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest --create-db -n $(TEST_PROCESSES) $(PYTEST_ARGS)
 
 # Not part of `make test`: brings up the API, simulators, local SQS and a worker on PostgreSQL and measures them.
 # `make bench SCENARIOS="scale fairness"` runs only those (poll create activate worker scale fairness wait).

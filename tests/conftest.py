@@ -25,6 +25,7 @@ def moto_server():
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(os.environ["SERENITY_TEST_MOTO_PORT"]), verbose=False)
     server.start()
+    _warm_up(server)
     from jobs import readiness
     from jobs.clients import sqs
 
@@ -32,6 +33,26 @@ def moto_server():
     readiness.readiness_set("true")
     yield server
     server.stop()
+
+
+def _warm_up(server) -> None:
+    """The local SQS loads each service's backend on its first call, which takes seconds on a loaded machine
+    (SSM's catalogue of public parameters above all): a patient first call of each, so the product's own
+    clients, with their short production timeouts, never meet that one-off wait."""
+    import boto3
+    from botocore.config import Config
+
+    host, port = server.get_host_and_port()
+    patient = Config(connect_timeout=10, read_timeout=120, retries={"max_attempts": 1})
+    options = {
+        "endpoint_url": f"http://{host}:{port}",
+        "region_name": settings.AWS_REGION,
+        "aws_access_key_id": "testing",
+        "aws_secret_access_key": "testing",
+        "config": patient,
+    }
+    boto3.client("ssm", **options).describe_parameters(MaxResults=1)
+    boto3.client("sqs", **options).list_queues()
 
 
 @pytest.fixture

@@ -15,6 +15,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+# Under pytest-xdist every worker process needs its own local SQS and live server: the controller's choice,
+# inherited through the environment, is replaced once per worker (subprocesses a test starts keep their
+# worker's ports, because they inherit the owner mark too). pytest-django gives each worker its own database.
+_xdist_worker = os.environ.get("PYTEST_XDIST_WORKER")
+if _xdist_worker and os.environ.get("SERENITY_TEST_PORTS_OWNER") != _xdist_worker:
+    os.environ["SERENITY_TEST_PORTS_OWNER"] = _xdist_worker
+    for _name in (
+        "SERENITY_TEST_MOTO_PORT",
+        "SERENITY_TEST_LIVE_PORT",
+        "DJANGO_LIVE_TEST_SERVER_ADDRESS",
+        "AWS_ENDPOINT_URL",
+        "LOCAL_BASE_URL",
+    ):
+        os.environ.pop(_name, None)
+
 os.environ.setdefault("SERENITY_ENVIRONMENT", "test")
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/serenity")
 os.environ.setdefault("SERENITY_TEST_MOTO_PORT", str(_free_port()))
