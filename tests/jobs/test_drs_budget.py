@@ -15,6 +15,7 @@ from jobs.leases import lease_claim, running_jobs
 from jobs.models import AsyncJob
 from jobs.outcomes import Outcome
 from tests.jobs.factories import AsyncJobFactory
+from tests.jobs.test_fairness import assert_held_back
 
 HELD_BACK_BUDGET = Outcome("held", "drs_budget")
 
@@ -65,11 +66,7 @@ def test_at_the_budget_a_delivery_is_held_back_spends_no_attempt_and_is_sent_aga
     before = timezone.now()
     assert job_services.job_run(job.id, "testEcho") == HELD_BACK_BUDGET
     assert handler.calls == []
-    job.refresh_from_db()
-    assert (job.status, job.lease_token, job.attempts, job.lost_deliveries) == ("IN_PROGRESS", None, 0, 0)
-    assert job.runnable_at >= before + timedelta(seconds=30)
-    assert queues.drain() == []  # a fresh message, delayed: not visible yet
-    assert queues.sqs.approximate_counts(queues.url)["Delayed"] == 1
+    assert_held_back(job, before, queues)
 
 
 def test_an_expired_lease_does_not_count_against_the_budget(db, settings):

@@ -148,6 +148,12 @@ def test_a_held_back_delivery_spends_no_attempt_and_sends_its_job_again_delayed(
     before = timezone.now()
     assert job_services.job_run(job.id, "testEcho") == HELD_BACK
     assert handler.calls == []
+    assert_held_back(job, before, queues)
+
+
+def assert_held_back(job, before, queues) -> None:
+    """A held-back job spent nothing (no attempt, no lost delivery, no lease) and waits for a fresh message,
+    delayed by the 30 s hold its test set."""
     job.refresh_from_db()
     assert (job.status, job.lease_token, job.attempts, job.lost_deliveries) == ("IN_PROGRESS", None, 0, 0)
     assert job.runnable_at >= before + timedelta(seconds=30)

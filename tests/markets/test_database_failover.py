@@ -10,17 +10,9 @@ from django.db import connection
 
 from serenity.celery import app
 from tests.markets.test_worker import start_job, wait_terminal, wait_until
+from tests.markets.test_worker_faults import terminate_every_other_backend
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def terminate_every_other_backend() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
-        return cursor.fetchone()[0]
 
 
 def concurrent_statuses(url: str, headers: dict, *, threads: int) -> list[int]:

@@ -44,13 +44,7 @@ def test_a_worker_in_warm_shutdown_receives_no_new_message(world, async_on, queu
     assert job.status == "COMPLETED", job.error  # the running delivery finished
     assert job.attempts == 1
     # The late message is visible at once and was received by nobody before this receive.
-    messages = (
-        queues.sqs.client()
-        .receive_message(
-            QueueUrl=queues.url, MaxNumberOfMessages=10, AttributeNames=["ApproximateReceiveCount"], VisibilityTimeout=5
-        )
-        .get("Messages", [])
-    )
+    messages = receive_visible(queues)
     assert [m["Attributes"]["ApproximateReceiveCount"] for m in messages] == ["1"]
     assert late in base64.b64decode(messages[0]["Body"]).decode()
 
@@ -81,14 +75,19 @@ def test_an_idle_worker_stopping_during_a_long_poll_swallows_no_message(queues, 
     connection.close()
     time.sleep(6)  # past the abandoned poll's wait, had one been in flight
 
-    messages = (
+    messages = receive_visible(queues)
+    assert [m["Attributes"]["ApproximateReceiveCount"] for m in messages] == ["1"]
+
+
+def receive_visible(queues) -> list[dict]:
+    """The messages visible on the job queue now, with how many times SQS has handed each out."""
+    return (
         queues.sqs.client()
         .receive_message(
             QueueUrl=queues.url, MaxNumberOfMessages=10, AttributeNames=["ApproximateReceiveCount"], VisibilityTimeout=5
         )
         .get("Messages", [])
     )
-    assert [m["Attributes"]["ApproximateReceiveCount"] for m in messages] == ["1"]
 
 
 def wait_consuming(process) -> None:
