@@ -14,6 +14,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "serenity.settings")
 app = Celery("serenity")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# A stopping worker waits for the SQS receive it has in flight, so no message is swallowed by it (jobs/polls.py).
+app.steps["worker"].add("jobs.polls:FinishPolls")
 
 
 @signals.worker_init.connect
