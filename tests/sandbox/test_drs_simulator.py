@@ -281,12 +281,16 @@ def test_the_control_endpoint_sets_and_lists_switches(client, db):
         CONTROL, data=json.dumps({"action": "latency", "latencyMs": 25}), content_type="application/json"
     )
 
-    assert set_held.json() == {"switches": [{"brand": "Acme", "switch": "held", "latencyMs": 0, "remaining": 3}]}
+    assert set_held.json() == {
+        "switches": [{"brand": "Acme", "switch": "held", "latencyMs": 0, "remaining": 3}],
+        "concurrency": {"limit": None, "inFlight": 0},
+    }
     assert set_latency.json() == {
         "switches": [
             {"brand": None, "switch": "latency", "latencyMs": 25, "remaining": None},
             {"brand": "Acme", "switch": "held", "latencyMs": 0, "remaining": 3},
-        ]
+        ],
+        "concurrency": {"limit": None, "inFlight": 0},
     }
 
 
@@ -294,7 +298,7 @@ def test_the_control_endpoint_refuses_an_unknown_action(client, db):
     response = client.post(CONTROL, data=json.dumps({"action": "explode"}), content_type="application/json")
 
     assert response.status_code == 400
-    assert response.json() == {"error": "action must be one of set, latency, clear, reset"}
+    assert response.json() == {"error": "action must be one of set, latency, concurrency, clear, reset"}
 
 
 def test_reset_clears_switches_and_the_ledger(client, db):
@@ -303,7 +307,7 @@ def test_reset_clears_switches_and_the_ledger(client, db):
 
     response = client.post(CONTROL, data=json.dumps({"action": "reset"}), content_type="application/json")
 
-    assert response.json() == {"switches": []}
+    assert response.json() == {"switches": [], "concurrency": {"limit": None, "inFlight": 0}}
     assert state.call_count() == 0
 
 

@@ -428,7 +428,7 @@ def test_reset_turns_every_switch_off_and_keeps_the_data(anonymous, project):
 
     answer = anonymous.post("/_control", json={"action": "reset"})
 
-    assert answer.json() == {"ok": True, "switches": {"latencyMs": 0, "failures": []}}
+    assert answer.json() == {"ok": True, "switches": {"latencyMs": 0, "rateLimit": None, "failures": []}}
     assert controls.catalogue_for("acme.example", "US") == catalogue.generate("acme.example", "US")
     assert state.projects("ws_1") == [project]
 
@@ -461,6 +461,7 @@ def test_state_lists_projects_with_prompts_tags_and_switches_without_any_bearer(
         "tags": {"ws_1": [{"id": root["id"], "name": "source", "values": [{"id": value["id"], "value": "semrush"}]}]},
         "switches": {
             "latencyMs": 0,
+            "rateLimit": None,
             "failures": [{"status": 500, "remaining": 2, "path": "/publish", "method": None, "retryAfter": None}],
         },
     }
