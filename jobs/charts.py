@@ -13,6 +13,7 @@ COLOURS = {
     "queue": "#bab0ac",
     "backoff": "#d4a6c8",
     "held": "#9c755f",
+    "throttled": "#c9a86a",
     "reauth": "#ff9da7",
     "idle": "#e0e0e0",
     "delivery": "#59a14f",

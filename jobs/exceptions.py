@@ -1,8 +1,9 @@
 """What a job handler raises to tell the runner how an attempt ended, and the job services' refusals.
 
 Every attempt error is a `JobError` with a `code` and a `message` (the stored, operator-facing text):
-`JobFailed` ends the job FAILED, `RetryLater` keeps it IN_PROGRESS for a delayed retry, `LeaseLost` stops
-a delivery that no longer owns the job.
+`JobFailed` ends the job FAILED, `RetryLater` keeps it IN_PROGRESS for a delayed retry, `Throttled` sends
+it again later without spending its attempt (back-pressure), `LeaseLost` stops a delivery that no longer owns
+the job.
 """
 
 from serenity.problems import DomainError
@@ -33,6 +34,16 @@ class JobFailed(JobError):
 class RetryLater(JobError):
     """The attempt failed for a reason that may pass (timeouts, 429/5xx, DRS `retryable`): the job stays
     IN_PROGRESS and its message comes back after a backoff, within the attempt budget."""
+
+
+class Throttled(JobError):
+    """A service refused a call to slow us down (Lambda throttling, Semrush 429): back-pressure, not failure.
+    The attempt is given back, the lease released and the job sent again after `retry_after` seconds (the
+    service's Retry-After, bounded; None: the runner's own backoff). Checkpoints keep what is done."""
+
+    def __init__(self, code: str, message: str, *, retry_after: float | None = None):
+        super().__init__(code, message)
+        self.retry_after = retry_after
 
 
 class LeaseLost(JobError):

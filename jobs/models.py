@@ -46,6 +46,9 @@ class AsyncJob(models.Model):
     # retry, a hand-back) and when the job is put back to work. Two in a row is a crash loop: nothing
     # re-sends such a job by itself (SPEC §9).
     lost_deliveries = models.PositiveIntegerField(default=0)
+    # Deliveries of this run that a throttled call sent back (back-pressure: each gave its attempt back). Reset
+    # when the job is put back to work; JOB_MAX_THROTTLES of them end it THROTTLED_TOO_LONG (jobs/retries.py).
+    throttles = models.PositiveIntegerField(default=0)
     # Held by the one request putting a finished job back to work (a re-authorisation, a regeneration) while
     # it obtains a credential outside any transaction; concurrent requests see it and step aside.
     claim = models.UUIDField(null=True, blank=True)

@@ -28,7 +28,8 @@ METRIC_BY_KIND = {
 class Outcome:
     """`kind`: completed | failed | retry | dropped | stopped | held. `code`: the error code (failed, retry) or
     the reason (dropped: missing, malformed, not_in_progress, type_mismatch, lease_held; stopped: lease_lost;
-    held: fair_share, the fairness rule sent the job again for later; drs_budget, the fleet's DRS budget did)."""
+    held: fair_share, the fairness rule sent the job again for later; drs_budget, the fleet's DRS budget did;
+    a back-pressure code such as DRS_THROTTLED or SEMRUSH_THROTTLED, a throttled call did, its attempt given back)."""
 
     kind: Kind
     code: str | None = None

@@ -10,6 +10,7 @@ The runner asks two questions, at two moments:
 """
 
 import math
+import random
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -42,3 +43,21 @@ def retry_decision(attempts: int) -> RetryDecision:
     if attempts >= settings.JOB_MAX_ATTEMPTS:
         return RetryDecision(exhausted=True)
     return RetryDecision(exhausted=False, delay_seconds=retry_delay(attempts))
+
+
+def throttle_decision(throttles: int, retry_after: float | None) -> RetryDecision:
+    """What to do after the `throttles`-th throttled delivery of a run (back-pressure: no attempt counted).
+
+    Past JOB_MAX_THROTTLES the job is exhausted (it cannot wait for ever). Otherwise it is sent again after
+    the service's `retry_after`, or without one JOB_FAIR_HOLD_SECONDS · 2^(throttles-1); either way at least
+    1 s, at most JOB_THROTTLE_MAX_DELAY_SECONDS (and SQS's 900 s), plus up to 20 % jitter so jobs throttled
+    together do not all come back in the same second."""
+    if throttles >= settings.JOB_MAX_THROTTLES:
+        return RetryDecision(exhausted=True)
+    if retry_after is None:
+        retry_after = settings.JOB_FAIR_HOLD_SECONDS * math.pow(2, min(max(throttles, 1) - 1, 10))
+    ceiling = min(settings.JOB_THROTTLE_MAX_DELAY_SECONDS, SQS_MAX_DELAY_SECONDS)
+    delay = max(1.0, min(float(ceiling), retry_after))
+    return RetryDecision(
+        exhausted=False, delay_seconds=int(min(ceiling, math.ceil(delay * (1 + random.random() * 0.2))))
+    )

@@ -36,6 +36,7 @@ KINDS = {
     "queue": "queued",
     "backoff": "retry backoff",
     "held": "held back for fairness",
+    "throttled": "throttled (back-pressure)",
     "reauth": "waiting for re-authorisation",
     "idle": "ended, until put back to work",
     "delivery": "delivery",
@@ -46,7 +47,7 @@ KINDS = {
     "publish": "publish",
 }
 # The kinds that are a wait between deliveries, not work.
-WAITS = frozenset({"queue", "backoff", "held", "reauth", "idle"})
+WAITS = frozenset({"queue", "backoff", "held", "throttled", "reauth", "idle"})
 DIED = "worker died / lease expired"
 # Our own spans around one step (serenity.tracing.span), and what each is.
 _STEP_SPANS = {
@@ -193,6 +194,7 @@ class _History:
         self._request: tuple[float, str] | None = None  # (since, label)
         self._queued: tuple[float, str] | None = None  # an open "queued" wait: (since, note)
         self._retrying = False  # the delivery that just ended scheduled a retry: the next delayed send is its backoff
+        self._throttling = False  # the delivery that just ended was throttled: the next delayed send is that wait
         self._ended: tuple[float, str, str] | None = None  # the job ended: (at, status, code)
 
     def items(self) -> list[_Item]:
@@ -264,13 +266,13 @@ class _History:
 
     def _sent(self, t: float, delay: int) -> None:
         if not delay:
-            self._retrying = False
+            self._retrying = self._throttling = False
             self._queue(t, "")
             return
         # A delayed message: a retry's backoff, or a delivery the fairness rule held back (the runner sends it
         # again delayed JOB_FAIR_HOLD_SECONDS after a claim its organization's share refused; no event of its own).
-        kind = "backoff" if self._retrying else "held"
-        self._retrying = False
+        kind = "backoff" if self._retrying else "throttled" if self._throttling else "held"
+        self._retrying = self._throttling = False
         self._end_queue(t)
         if kind == "held" and (held := self._held_just_before(t)) is not None:
             # Held back again as soon as it could be received: one bar for the whole stretch, counted.
@@ -359,6 +361,9 @@ class _History:
         elif detail.startswith("retry in"):
             self._close(t, "retry")
             self._retrying = True
+        elif detail.startswith("throttled:"):
+            self._close(t, detail)
+            self._throttling = True
         else:
             self._close(t, f"handed back: {detail}" if detail else "lease released")
 

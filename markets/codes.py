@@ -8,6 +8,7 @@ from jobs import codes as job_codes
 
 NEEDS_REAUTH = job_codes.NEEDS_REAUTH  # the code the job core's re-authorisation waits for
 RETRIES_EXHAUSTED = job_codes.RETRIES_EXHAUSTED
+THROTTLED_TOO_LONG = job_codes.THROTTLED_TOO_LONG
 
 # Terminal codes (the job ends FAILED with them).
 PROMPT_GENERATION_HELD = "PROMPT_GENERATION_HELD"
@@ -26,12 +27,17 @@ SEMRUSH_UNAVAILABLE = "SEMRUSH_UNAVAILABLE"
 SEMRUSH_PROJECT_MISSING = "SEMRUSH_PROJECT_MISSING"
 SEMRUSH_PUBLISH_FAILED = "SEMRUSH_PUBLISH_FAILED"
 
+# Back-pressure codes (a throttled call: no attempt spent, the job re-sent later): in the job history only.
+DRS_THROTTLED = "DRS_THROTTLED"  # Lambda throttling (TooManyRequestsException)
+SEMRUSH_THROTTLED = "SEMRUSH_THROTTLED"  # Semrush 429
+
 # The one sentence a caller sees per code. The stored `error.message` is for operators: it may name upstream
 # statuses, Semrush project ids or exception classes, so it never leaves through the API.
 PUBLIC_MESSAGES = {
     **job_codes.PUBLIC_MESSAGES,
     NEEDS_REAUTH: "Authorisation to write to Semrush has expired. Re-authorise to continue.",
     RETRIES_EXHAUSTED: "Prompt generation kept failing and was stopped.",
+    THROTTLED_TOO_LONG: "Prompt generation waited too long for a busy service and was stopped.",
     PROMPT_GENERATION_HELD: "The generated prompts did not pass the quality checks and were held back.",
     PROMPT_GENERATION_GATE_ERROR: "Prompt generation was stopped by a quality check.",
     PROMPT_GENERATION_EMPTY: "Prompt generation produced no usable prompts.",

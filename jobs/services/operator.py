@@ -99,6 +99,7 @@ def job_rerun(job_id: UUID | str, *, actor: str) -> Rerun:
         message_sent_at=None,
         attempts=0,
         lost_deliveries=0,
+        throttles=0,
         claim=None,
         claim_expires_at=None,
         expires_at=now + timedelta(days=settings.JOB_RECORD_TTL_DAYS),

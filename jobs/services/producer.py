@@ -212,6 +212,7 @@ def _write_fresh_job(
         "lease_expires_at": None,
         "attempts": 0,
         "lost_deliveries": 0,
+        "throttles": 0,
         "message_sent_at": None,
         "created_at": now,
         "started_at": None,
@@ -284,6 +285,7 @@ def job_reauthorize(
                 message_sent_at=None,
                 attempts=0,
                 lost_deliveries=0,
+                throttles=0,
                 expires_at=timezone.now() + timedelta(days=settings.JOB_RECORD_TTL_DAYS),
             )
             if moved:

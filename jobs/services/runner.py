@@ -8,17 +8,18 @@ import threading
 import uuid
 
 from django.conf import settings
+from django.db.models import F
 from django.utils import timezone
 
 from jobs import codes, handlers, retries, states
-from jobs.exceptions import DeliveryNotStarted, JobFailed, LeaseLost, OutOfTime, RetryLater
+from jobs.exceptions import DeliveryNotStarted, JobFailed, LeaseLost, OutOfTime, RetryLater, Throttled
 from jobs.handlers import JobContext
 from jobs.leases import in_flight_budget_reached, lease_claim, lease_free, lease_release
 from jobs.models import AsyncJob, JobStatus
 from jobs.outcomes import COMPLETED, Outcome
 from jobs.services.endings import job_finish
 from jobs.services.producer import job_publish
-from serenity import context, tracing
+from serenity import context, metrics, tracing
 from serenity.db import DISCONNECTED, retry_once_on_disconnect
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,9 @@ def job_run(job_id: object, message_type: str | None, *, worker: str = "") -> Ou
        the message is not acked and comes back (fail closed).
     5. Attempt budget already spent by earlier deliveries (a crash loop): FAILED RETRIES_EXHAUSTED.
     6. Run the handler under the lease: COMPLETED with its result, FAILED with its JobFailed, or, for
-       RetryLater, what `retries.retry_decision` says (a delayed retry, or RETRIES_EXHAUSTED). OutOfTime
+       RetryLater, what `retries.retry_decision` says (a delayed retry, or RETRIES_EXHAUSTED). Throttled
+       (back-pressure): the attempt given back and the job sent again after the service's Retry-After,
+       bounded, until JOB_MAX_THROTTLES throttles end it THROTTLED_TOO_LONG (`_throttled`). OutOfTime
        (the delivery's budget cannot fit the next phase) hands the job back at once: lease released, a
        fresh message sent.
     7. LeaseLost: stop. If no other delivery holds the job (the lease expired unclaimed), send a fresh
@@ -124,6 +127,8 @@ def _job_run(job_id: object, message_type: str | None, *, worker: str) -> Outcom
         return _fail(job_id, lease, exc, worker)
     except RetryLater as exc:
         return _retry(ctx, exc)
+    except Throttled as exc:
+        return _throttled(ctx, exc)
     except OutOfTime as exc:
         return _hand_back(ctx, reason=exc.message, outcome=Outcome("retry", exc.code))
     except Exception as exc:
@@ -231,3 +236,36 @@ def _retry(ctx: JobContext, exc: RetryLater) -> Outcome:
     )
     job_publish(ctx.id, ctx.job.job_type, delay=decision.delay_seconds)
     return Outcome("retry", exc.code)
+
+
+def _throttled(ctx: JobContext, exc: Throttled) -> Outcome:
+    """A throttled call: back-pressure, not a failure. In one fenced UPDATE the lease is released, the attempt
+    this delivery counted is given back and the run's throttles counted; then the job is sent again after the
+    service's Retry-After (bounded, `retries.throttle_decision`), recorded in its history (`throttled`). What
+    the handler checkpointed stays done. The JOB_MAX_THROTTLES-th throttle of a run ends it THROTTLED_TOO_LONG
+    (re-runnable, its credential parked), so a job throttled for ever still ends; from the
+    JOB_THROTTLE_PERSISTENT_AFTER-th on, each is counted in JobsThrottledPersistently (the metric to alarm on)."""
+    throttles = ctx.job.throttles + 1
+    if throttles >= settings.JOB_THROTTLE_PERSISTENT_AFTER:
+        metrics.emit(JobsThrottledPersistently=(1, metrics.COUNT))
+    decision = retries.throttle_decision(throttles, exc.retry_after)
+    if decision.exhausted:
+        message = f"throttled {throttles} times, last {exc.code}: {exc.message}"
+        return _fail(ctx.id, ctx.lease_token, JobFailed(codes.THROTTLED_TOO_LONG, message, retryable=True), ctx.worker)
+    detail = f"{exc.code}: {exc.message}; sent again in {decision.delay_seconds}s (throttle {throttles})"
+    if not retry_once_on_disconnect(
+        lease_release,
+        ctx.id,
+        ctx.lease_token,
+        reason=f"throttled: {exc.code}",
+        attempts=F("attempts") - 1,
+        throttles=F("throttles") + 1,
+    ):
+        return LEASE_LOST
+    states.record(ctx.id, "throttled", actor=ctx.worker, detail=detail)
+    log.info(
+        "throttled call; job sent again without spending its attempt",
+        extra={"code": exc.code, "delay": decision.delay_seconds, "throttles": throttles},
+    )
+    job_publish(ctx.id, ctx.job.job_type, delay=decision.delay_seconds)
+    return Outcome("held", exc.code)

@@ -28,6 +28,7 @@ from django.conf import settings
 from markets.codes import (
     DRS_GENERATION_TERMINAL,
     DRS_INVALID_TARGET,
+    DRS_THROTTLED,
     DRS_TRANSIENT,
     PROMPT_GENERATION_GATE_ERROR,
     PROMPT_GENERATION_GATE_RETRYABLE,
@@ -88,6 +89,25 @@ class DrsError(Exception):
         self.code = code
         self.reason = reason
         self.retryable = retryable
+
+
+class DrsThrottled(DrsError):
+    """Lambda throttling (`TooManyRequestsException`, HTTP 429): DRS ran nothing and asks us to slow down.
+    Back-pressure, not a failure; `retry_after` is the seconds it asked us to wait, when it said."""
+
+    def __init__(self, reason: str, *, retry_after: float | None = None):
+        super().__init__(DRS_THROTTLED, reason, retryable=True)
+        self.retry_after = retry_after
+
+
+THROTTLING_ERROR = "TooManyRequestsException"
+
+
+def _retry_after(value: object) -> float | None:
+    try:
+        return max(0.0, float(str(value)))
+    except (TypeError, ValueError):
+        return None
 
 
 def _transient(reason: str) -> DrsError:
@@ -223,6 +243,10 @@ def _invoke_lambda(arn: str, payload: bytes, timeout: float) -> bytes:
     except ClientError as exc:
         error = exc.response.get("Error", {})
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if error.get("Code") == THROTTLING_ERROR:
+            headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders") or {}
+            wait = exc.response.get("retryAfterSeconds") or headers.get("retry-after")
+            raise DrsThrottled(f"lambda throttled: {THROTTLING_ERROR}", retry_after=_retry_after(wait)) from None
         raise _transient(f"lambda invoke refused: {error.get('Code', 'unknown')} (HTTP {status})") from None
     except BotoCoreError as exc:
         raise _transient(f"lambda invoke failed ({type(exc).__name__})") from None
@@ -249,6 +273,11 @@ def _invoke_http(arn: str, payload: bytes, timeout: float) -> bytes:
         raise _transient(f"http invoke timed out ({type(exc).__name__})") from None
     except httpx.HTTPError as exc:
         raise _transient(f"http invoke failed ({type(exc).__name__})") from None
+    if response.status_code == 429 or response.headers.get("x-amzn-ErrorType", "").startswith(THROTTLING_ERROR):
+        # What Lambda answers over its own API for an invocation above the function's concurrency.
+        raise DrsThrottled(
+            f"http throttled: {THROTTLING_ERROR}", retry_after=_retry_after(response.headers.get("Retry-After"))
+        )
     if response.status_code >= 300:
         raise _transient(f"http status {response.status_code}")
     return response.content
@@ -328,12 +357,16 @@ def parse_response(raw: bytes | str) -> DrsShip:
 def _record(transport: str, duration_ms: float | None, *, error: DrsError | None, ship: DrsShip | None) -> None:
     """One EMF line per call (duration whenever DRS was invoked, failure only for a genuine failure) and
     one log line carrying the reason, which never becomes a metric dimension."""
-    failed = error is not None and error.code not in _NOT_A_FAILURE
+    throttled = isinstance(error, DrsThrottled)
+    failed = error is not None and error.code not in _NOT_A_FAILURE and not throttled
     emitted: dict[str, tuple[float, str]] = {}
     if duration_ms is not None:
         emitted["DRSInvokeDurationMs"] = (round(duration_ms, 1), metrics.MILLISECONDS)
     if failed:
         emitted["DRSInvokeFailure"] = (1, metrics.COUNT)
+    if throttled:
+        # Back-pressure, counted apart: a Lambda at its concurrency pages nobody by itself.
+        emitted["DRSThrottled"] = (1, metrics.COUNT)
     if emitted:
         metrics.emit(breakdown=None, **emitted)
     fields = {"drs_transport": transport, "duration_ms": None if duration_ms is None else round(duration_ms, 1)}
@@ -356,7 +389,8 @@ def generate(params: dict, *, timeout: float | None = None) -> DrsShip:
     `timeout` seconds (the caller's remaining budget), never more than DRS_TIMEOUT_SECONDS.
 
     Returns DrsShip for verdict `ship`, even with zero prompts (the caller decides PROMPT_GENERATION_EMPTY
-    after its own trimming and dedupe). Raises DrsError otherwise: `retryable` for transport failures,
+    after its own trimming and dedupe). Raises DrsThrottled for Lambda throttling, and DrsError otherwise:
+    `retryable` for transport failures,
     timeouts, status >= 300, an empty payload and a retryable gate error; terminal for held, a terminal
     gate error, a bad target, a non-JSON payload and a missing or unknown verdict. Never retries itself:
     calling it again invokes DRS again.

@@ -3,7 +3,8 @@
 The only code that talks to Semrush. JSON over HTTPS on SEMRUSH_API_BASE with `Authorization: Bearer
 <IMS access token>`; the wire contract is documented in docs/simulators/semrush.md. Every method raises
 only the shared taxonomy from serenity.clients.http: TransientError (timeout, network, 429, 5xx, retried
-here with bounded backoff inside the caller's deadline), ReauthRequired (401/403) and PermanentError
+here with bounded backoff inside the caller's deadline; a 429 that persists, or asks for a longer wait than
+is slept in place, is its `Throttled` kind), ReauthRequired (401/403) and PermanentError
 (other 4xx, or a payload we cannot use). The bearer never reaches a log line or an error message.
 """
 
@@ -108,6 +109,10 @@ class SemrushClient:
     def _call(self, client: _Session, method: str, url: str, *, what: str, **kwargs) -> dict:
         try:
             response = http.request(client, method, url, what=what, deadline=self._deadline, **kwargs)
+        except http.Throttled:
+            # Back-pressure, not an outage: counted apart (SemrushThrottled), so a busy Semrush pages nobody.
+            metrics.emit(SemrushThrottled=(1, metrics.COUNT))
+            raise
         except http.TransientError:
             # Counted (SemrushCallFailure) so that an outage pages before jobs exhaust their retries.
             metrics.emit(SemrushCallFailure=(1, metrics.COUNT))

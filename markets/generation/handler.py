@@ -19,7 +19,7 @@ import time
 from django.conf import settings
 
 from jobs import handlers
-from jobs.exceptions import JobFailed, RetryLater
+from jobs.exceptions import JobFailed, RetryLater, Throttled
 from jobs.handlers import JobContext, Progress
 from jobs.models import AsyncJob
 from markets import codes
@@ -27,6 +27,7 @@ from markets import constants as c
 from markets.clients import drs
 from markets.clients.semrush import SemrushClient
 from serenity import tracing
+from serenity.clients import http
 from serenity.clients.http import ClientError, PermanentError, ReauthRequired, TransientError
 from serenity.db import release_connection
 from tokens import services as grants
@@ -128,6 +129,8 @@ class MarketGenerationHandler:
         try:
             with ctx.heartbeat(), tracing.span("drs.generate"):
                 ship = drs.generate(ctx.job.params, timeout=ctx.remaining())
+        except drs.DrsThrottled as exc:
+            raise Throttled(exc.code, exc.reason, retry_after=exc.retry_after) from None
         except drs.DrsError as exc:
             log.info("DRS did not ship", extra={"code": exc.code, "reason": exc.reason})
             if exc.retryable:
@@ -207,6 +210,8 @@ class MarketGenerationHandler:
                     user_id=ctx.job.user_id or "",
                     prompts=[{"text": text, "tagIds": [tags[SOURCE_TAG], tags[ORIGIN_TAG]]} for text in missing],
                 )
+        except http.Throttled as exc:
+            raise Throttled(codes.SEMRUSH_THROTTLED, f"Semrush throttled: {exc}", retry_after=exc.retry_after) from None
         except TransientError as exc:
             raise RetryLater(codes.SEMRUSH_UNAVAILABLE, f"Semrush failed: {exc}") from None
         except ReauthRequired:
@@ -220,6 +225,8 @@ class MarketGenerationHandler:
         ctx.confirm()  # fence: never publish for a job another delivery owns
         try:
             semrush.publish(project_id=project_id)
+        except http.Throttled as exc:
+            raise Throttled(codes.SEMRUSH_THROTTLED, f"Semrush throttled: {exc}", retry_after=exc.retry_after) from None
         except (TransientError, PermanentError) as exc:
             raise RetryLater(codes.SEMRUSH_PUBLISH_FAILED, f"publish failed: {exc}") from None
         except ReauthRequired:

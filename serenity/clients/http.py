@@ -2,7 +2,9 @@
 
 Clients raise exactly three kinds of failure and callers decide from the class, never from a message:
 `TransientError` (timeout, network, 429, 5xx: safe to retry later), `ReauthRequired` (401/403: the
-credential is no longer good) and `PermanentError` (any other 4xx, or a payload we cannot use).
+credential is no longer good) and `PermanentError` (any other 4xx, or a payload we cannot use). A 429 is
+the `Throttled` kind of `TransientError`: the service is healthy and asks us to slow down (back-pressure,
+with its `Retry-After` when it gave one), so a caller may wait rather than count it a failure.
 
 A `TransientError` also says whether the other side may have acted on the request (`maybe_processed`):
 false only when the request provably never reached it (the connection was refused or never opened, or it
@@ -45,6 +47,14 @@ class TransientError(ClientError):
         self.maybe_processed = maybe_processed
 
 
+class Throttled(TransientError):
+    """429: the service refused the call to slow us down; it did not process it. `retry_after` is its
+    `Retry-After` in seconds when it sent one."""
+
+    def __init__(self, message: str, *, status: int | None = 429, retry_after: float | None = None):
+        super().__init__(message, status=status, retry_after=retry_after, maybe_processed=False)
+
+
 class PermanentError(ClientError):
     """Other 4xx or an unusable payload: retrying the same call will not help."""
 
@@ -56,6 +66,8 @@ class ReauthRequired(ClientError):
 _clients: dict[tuple[str, float], httpx.Client] = {}
 _clients_lock = threading.Lock()
 KEEPALIVE_SECONDS = 1.0
+# The longest `Retry-After` of a 429 that `request` sleeps through in place (see there).
+THROTTLE_WAIT_IN_PLACE_SECONDS = 5.0
 
 
 def pooled_client(base_url: str, *, timeout: float) -> httpx.Client:
@@ -106,14 +118,12 @@ def raise_for_status(response: httpx.Response, what: str) -> None:
         return
     if status in (401, 403):
         raise ReauthRequired(f"{what}: HTTP {status}", status=status)
-    if status == 429 or status >= 500:
-        # 429 is a refusal to process; a 5xx may come after the work was done (and its answer lost).
-        raise TransientError(
-            f"{what}: HTTP {status}",
-            status=status,
-            retry_after=_retry_after_seconds(response),
-            maybe_processed=status != 429,
-        )
+    if status == 429:
+        # A refusal to process: back-pressure, never a sign the work was done.
+        raise Throttled(f"{what}: HTTP 429", retry_after=_retry_after_seconds(response))
+    if status >= 500:
+        # A 5xx may come after the work was done (and its answer lost).
+        raise TransientError(f"{what}: HTTP {status}", status=status, retry_after=_retry_after_seconds(response))
     raise PermanentError(f"{what}: HTTP {status}", status=status)
 
 
@@ -159,7 +169,10 @@ def request(
     """Send one request, retrying transient failures with jittered exponential backoff.
 
     Honours `Retry-After`, never sleeps past `deadline` (a `time.monotonic()` value) and gives up after
-    `max_attempts`. A call that is not `idempotent` (it has a side effect elsewhere) is retried only when
+    `max_attempts`. A throttle (429) is waited out in place only while its `Retry-After` is at most
+    THROTTLE_WAIT_IN_PLACE_SECONDS: a longer one is raised at once (`Throttled`), so the caller hands the
+    wait to its queue instead of holding a thread (and a job's lease) asleep.
+    A call that is not `idempotent` (it has a side effect elsewhere) is retried only when
     the failed attempt provably never reached the service. Returns the 2xx response; raises
     TransientError / PermanentError / ReauthRequired.
     """
@@ -176,6 +189,8 @@ def request(
         except TransientError as exc:
             error = exc
         if not idempotent and error.maybe_processed:
+            raise error
+        if isinstance(error, Throttled) and (error.retry_after or 0) > THROTTLE_WAIT_IN_PLACE_SECONDS:
             raise error
         delay = error.retry_after if error.retry_after is not None else base_delay * 2 ** (attempt - 1)
         delay = min(delay, 30.0) * (1 + random.random() * 0.1)

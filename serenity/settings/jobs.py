@@ -71,6 +71,14 @@ JOB_FAIR_HOLD_SECONDS = env.int("JOB_FAIR_HOLD_SECONDS", default=10)
 # head-room under an account's default regional Lambda concurrency of 1,000. 0 turns it off. A delivery over
 # the budget is held back like one over its fair share (a fresh message delayed JOB_FAIR_HOLD_SECONDS).
 DRS_MAX_IN_FLIGHT = env.int("DRS_MAX_IN_FLIGHT", default=900)
+# A throttled call (Lambda throttling, Semrush 429) is back-pressure, not a failure: the delivery gives its attempt
+# back and the job is sent again after the service's Retry-After (without one: JOB_FAIR_HOLD_SECONDS doubling per
+# throttle), never more than JOB_THROTTLE_MAX_DELAY_SECONDS. A run throttled JOB_MAX_THROTTLES times ends FAILED
+# THROTTLED_TOO_LONG (re-runnable); from its JOB_THROTTLE_PERSISTENT_AFTER-th throttle on, each one is counted in
+# JobsThrottledPersistently, the metric to alarm on.
+JOB_THROTTLE_MAX_DELAY_SECONDS = env.int("JOB_THROTTLE_MAX_DELAY_SECONDS", default=120)
+JOB_MAX_THROTTLES = env.int("JOB_MAX_THROTTLES", default=40)
+JOB_THROTTLE_PERSISTENT_AFTER = env.int("JOB_THROTTLE_PERSISTENT_AFTER", default=10)
 METRICS_NAMESPACE = "SpacecatSerenityMarketWorker"
 # What a client does when called inside a database transaction (serenity/clients/guard.py): `raise` in
 # local runs and tests, so the mistake fails loudly; `log` (an error line) in deployments.

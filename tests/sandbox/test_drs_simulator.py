@@ -281,12 +281,16 @@ def test_the_control_endpoint_sets_and_lists_switches(client, db):
         CONTROL, data=json.dumps({"action": "latency", "latencyMs": 25}), content_type="application/json"
     )
 
-    assert set_held.json() == {"switches": [{"brand": "Acme", "switch": "held", "latencyMs": 0, "remaining": 3}]}
+    assert set_held.json() == {
+        "switches": [{"brand": "Acme", "switch": "held", "latencyMs": 0, "remaining": 3}],
+        "concurrency": {"limit": None, "inFlight": 0},
+    }
     assert set_latency.json() == {
         "switches": [
             {"brand": None, "switch": "latency", "latencyMs": 25, "remaining": None},
             {"brand": "Acme", "switch": "held", "latencyMs": 0, "remaining": 3},
-        ]
+        ],
+        "concurrency": {"limit": None, "inFlight": 0},
     }
 
 
@@ -294,7 +298,7 @@ def test_the_control_endpoint_refuses_an_unknown_action(client, db):
     response = client.post(CONTROL, data=json.dumps({"action": "explode"}), content_type="application/json")
 
     assert response.status_code == 400
-    assert response.json() == {"error": "action must be one of set, latency, clear, reset"}
+    assert response.json() == {"error": "action must be one of set, latency, concurrency, clear, reset"}
 
 
 def test_reset_clears_switches_and_the_ledger(client, db):
@@ -303,7 +307,7 @@ def test_reset_clears_switches_and_the_ledger(client, db):
 
     response = client.post(CONTROL, data=json.dumps({"action": "reset"}), content_type="application/json")
 
-    assert response.json() == {"switches": []}
+    assert response.json() == {"switches": [], "concurrency": {"limit": None, "inFlight": 0}}
     assert state.call_count() == 0
 
 
@@ -337,3 +341,55 @@ def test_the_admin_lists_switches_and_calls(admin_client):
 
     assert (switches.status_code, calls.status_code) == (200, 200)
     assert b"Acme" in switches.content and b"held" in calls.content
+
+
+def test_invocations_above_the_concurrency_limit_get_lambdas_throttling_error_and_those_below_do_not(sims):
+    """N invocations held in flight, then k more: exactly the k are throttled; once the N end, one runs again."""
+    import threading
+
+    import httpx
+
+    limit, extra = 3, 2
+    controls.set_concurrency_limit(limit)
+    controls.set_latency(8000, brand="Held")
+    url = f"{sims.url}{INVOKE}"
+    held: list[int] = []
+
+    def call():
+        held.append(httpx.post(url, json={**REQUEST, "brand": "Held"}, timeout=60).status_code)
+
+    threads = [threading.Thread(target=call) for _ in range(limit)]
+    for thread in threads:
+        thread.start()
+    deadline_checks = 0
+    while controls.concurrency()["inFlight"] < limit and deadline_checks < 300:
+        deadline_checks += 1
+        threading.Event().wait(0.1)
+    assert controls.concurrency() == {"limit": limit, "inFlight": limit}
+
+    refused = [httpx.post(url, json=REQUEST, timeout=30) for _ in range(extra)]
+    for thread in threads:
+        thread.join(timeout=60)
+    after = httpx.post(url, json=REQUEST, timeout=30)
+
+    assert sorted(held) == [200] * limit
+    assert [r.status_code for r in refused] == [429] * extra
+    assert all(r.headers["x-amzn-ErrorType"] == "TooManyRequestsException" for r in refused)
+    assert all(int(r.headers["Retry-After"]) >= 1 for r in refused)
+    assert refused[0].json()["Reason"] == "ConcurrentInvocationLimitExceeded"
+    assert after.status_code == 200 and after.json()["ship_summary"]["verdict"] == "ship"
+    assert [c["outcome"] for c in state.call_records("Acme")] == ["throttled"] * extra + ["ship"]
+    assert controls.concurrency()["inFlight"] == 0
+
+
+def test_without_a_concurrency_limit_nothing_is_throttled_and_the_control_sets_and_lifts_one(client, db):
+    assert invoke(client, REQUEST).status_code == 200
+
+    limited = client.post(CONTROL, {"action": "concurrency", "limit": 0}, content_type="application/json")
+    refused = invoke(client, REQUEST)
+    lifted = client.post(CONTROL, {"action": "concurrency", "limit": None}, content_type="application/json")
+
+    assert limited.json()["concurrency"] == {"limit": 0, "inFlight": 0}
+    assert refused.status_code == 429
+    assert lifted.json()["concurrency"] == {"limit": None, "inFlight": 0}
+    assert invoke(client, REQUEST).status_code == 200

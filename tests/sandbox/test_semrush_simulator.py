@@ -428,7 +428,7 @@ def test_reset_turns_every_switch_off_and_keeps_the_data(anonymous, project):
 
     answer = anonymous.post("/_control", json={"action": "reset"})
 
-    assert answer.json() == {"ok": True, "switches": {"latencyMs": 0, "failures": []}}
+    assert answer.json() == {"ok": True, "switches": {"latencyMs": 0, "rateLimit": None, "failures": []}}
     assert controls.catalogue_for("acme.example", "US") == catalogue.generate("acme.example", "US")
     assert state.projects("ws_1") == [project]
 
@@ -461,8 +461,56 @@ def test_state_lists_projects_with_prompts_tags_and_switches_without_any_bearer(
         "tags": {"ws_1": [{"id": root["id"], "name": "source", "values": [{"id": value["id"], "value": "semrush"}]}]},
         "switches": {
             "latencyMs": 0,
+            "rateLimit": None,
             "failures": [{"status": 500, "remaining": 2, "path": "/publish", "method": None, "retryAfter": None}],
         },
     }
     assert published["status"] == "published"
     assert api.headers["Authorization"].split()[1] not in answer.text
+
+
+def test_calls_above_the_rate_limit_of_a_pair_get_429_with_retry_after_and_other_pairs_do_not(anonymous):
+    from serenity.sandbox.ims import keys
+
+    def token(client_id):
+        return keys.issue_access_token(
+            user_id="user-7", org_ids=["ORG1@AdobeOrg"], client_id=client_id, scope="semrush.read,semrush.write"
+        )
+
+    limit, extra = 3, 2
+    # A window long enough that every call below falls in it: the count decides, not the clock.
+    controls.set_rate_limit(limit, per_seconds=600)
+    mine = {"Authorization": f"Bearer {token('semrush-consumer')}"}
+    other = {"Authorization": f"Bearer {token('other-consumer')}"}
+
+    answers = [anonymous.get("/v1/workspaces/ws_1/tags", headers=mine) for _ in range(limit + extra)]
+    others = [anonymous.get("/v1/workspaces/ws_1/tags", headers=other) for _ in range(limit)]
+    controls.set_rate_limit(None)
+    lifted = anonymous.get("/v1/workspaces/ws_1/tags", headers=mine)
+
+    assert [a.status_code for a in answers] == [200] * limit + [429] * extra
+    assert all(1 <= int(a.headers["Retry-After"]) <= 600 for a in answers[limit:])
+    assert answers[-1].json()["error"]["code"] == "rate_limited"
+    assert [a.status_code for a in others] == [200] * limit
+    assert lifted.status_code == 200
+    assert [c["status"] for c in state.calls()].count(429) == extra
+
+
+def test_a_rate_limit_on_one_path_and_method_leaves_the_other_calls_alone(api):
+    api.post("/v1/workspaces/ws_1/ai-projects", json={"name": "France", "geoTargetId": 2250, "languageCode": "fr"})
+    answer = api.post(
+        "/_control", json={"action": "rateLimit", "requests": 1, "perSeconds": 600, "path": "/tags", "method": "POST"}
+    )
+
+    first = api.post("/v1/workspaces/ws_1/tags", json={"name": "source"})
+    second = api.post("/v1/workspaces/ws_1/tags", json={"name": "origin"})
+    reads = [api.get("/v1/workspaces/ws_1/tags") for _ in range(3)]
+
+    assert answer.json()["switches"]["rateLimit"] == {
+        "requests": 1,
+        "perSeconds": 600,
+        "path": "/tags",
+        "method": "POST",
+    }
+    assert (first.status_code, second.status_code) == (201, 429)
+    assert [r.status_code for r in reads] == [200, 200, 200]

@@ -2,9 +2,9 @@
 only the next N calls. Also reachable over HTTP at POST /sandbox/drs/_control (see docs/simulators/drs.md)."""
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 
-from serenity.sandbox.drs.models import DrsCall, DrsSwitch, SwitchKind
+from serenity.sandbox.drs.models import DrsCall, DrsConcurrency, DrsSwitch, SwitchKind
 
 OUTCOMES = tuple(k.value for k in SwitchKind if k != SwitchKind.LATENCY)
 
@@ -45,9 +45,42 @@ def clear(brand: str | None = None) -> int:
 
 
 def reset() -> None:
-    """Every switch and the whole call ledger gone: the simulator behaves normally again."""
+    """Every switch, the concurrency limit and the whole call ledger gone: the simulator behaves normally again."""
     DrsSwitch.objects.all().delete()
     DrsCall.objects.all().delete()
+    DrsConcurrency.objects.all().delete()
+
+
+def set_concurrency_limit(limit: int | None) -> None:
+    """Answer Lambda's throttling error to an invocation that would make more than `limit` run at once (None:
+    no limit). Invocations already in flight keep counting."""
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+        raise ValueError("concurrency must be a non-negative integer (or null for no limit)")
+    DrsConcurrency.objects.update_or_create(id=1, defaults={"limit": limit})
+
+
+def concurrency() -> dict:
+    row = DrsConcurrency.objects.filter(id=1).first()
+    return {"limit": row.limit if row else None, "inFlight": row.in_flight if row else 0}
+
+
+def enter() -> tuple[bool, bool]:
+    """(admitted, counted) for one invocation: counted in flight unless that would pass the limit (not
+    admitted: throttle it). One conditional UPDATE, so concurrent invocations never both take the last place.
+    Without a concurrency row (no limit was ever set) it is admitted uncounted."""
+    counted = (
+        DrsConcurrency.objects.filter(id=1)
+        .filter(Q(limit__isnull=True) | Q(in_flight__lt=F("limit")))
+        .update(in_flight=F("in_flight") + 1)
+    ) == 1
+    if counted:
+        return True, True
+    return not DrsConcurrency.objects.filter(id=1).exists(), False
+
+
+def leave() -> None:
+    """The invocation `enter` counted has answered."""
+    DrsConcurrency.objects.filter(id=1, in_flight__gt=0).update(in_flight=F("in_flight") - 1)
 
 
 def switches() -> list[dict]:

@@ -59,3 +59,14 @@ class DrsCall(models.Model):
 
     def __str__(self):
         return f"{self.brand or '-'} -> {self.outcome}"
+
+
+class DrsConcurrency(models.Model):
+    """The one row (id=1) of the simulated function's concurrency: above `limit` invocations in flight at
+    once, an invocation is refused with Lambda's throttling error. `limit` None: no limit (the default)."""
+
+    limit = models.PositiveIntegerField(null=True, blank=True, help_text="Invocations at once; empty = no limit")
+    in_flight = models.PositiveIntegerField(default=0)
+
+    def __str__(self):
+        return f"{self.in_flight} in flight, limit {self.limit if self.limit is not None else 'none'}"

@@ -13,6 +13,8 @@ from serenity.sandbox.drs import controls, generator, state
 from serenity.sandbox.drs.models import SwitchKind
 
 FUNCTION_HEADER = "HTTP_X_DRS_FUNCTION"
+# The Retry-After of a throttled invocation (Lambda's own is short: concurrency frees as calls end).
+THROTTLE_RETRY_AFTER_SECONDS = 1
 # Keys that would mean a credential crossed the DRS boundary; such a request is refused and its values are
 # never stored.
 _CREDENTIAL_MARKERS = ("token", "authorization", "secret", "password")
@@ -86,14 +88,33 @@ def invoke(request):
     if has_credential:
         state.record(brand=brand, function=function, body=stored, outcome="rejected_credential")
         return _json({"errorType": "InvalidRequest", "errorMessage": "the request carries a credential"}, 400)
-    outcome, latency_ms = controls.take(brand)
-    response, label = _respond(body, outcome)
-    # Recorded before the delay, so a caller that times out still finds its call in the ledger.
-    state.record(brand=brand, function=function, body=body, outcome=label)
-    if latency_ms:
-        # No database connection held while the simulated generation runs: hundreds of calls wait at once.
-        release_connection()
-        time.sleep(latency_ms / 1000)
+    admitted, counted = controls.enter()
+    if not admitted:
+        state.record(brand=brand, function=function, body=body, outcome="throttled")
+        return _throttled()
+    try:
+        outcome, latency_ms = controls.take(brand)
+        response, label = _respond(body, outcome)
+        # Recorded before the delay, so a caller that times out still finds its call in the ledger.
+        state.record(brand=brand, function=function, body=body, outcome=label)
+        if latency_ms:
+            # No database connection held while the simulated generation runs: hundreds of calls wait at once.
+            release_connection()
+            time.sleep(latency_ms / 1000)
+    finally:
+        if counted:
+            controls.leave()
+    return response
+
+
+def _throttled() -> JsonResponse:
+    """What Lambda answers an invocation above the function's concurrency: HTTP 429, error type
+    TooManyRequestsException (in `x-amzn-ErrorType`, as over Lambda's own API), and a Retry-After."""
+    response = _json(
+        {"Type": "User", "message": "Rate Exceeded.", "Reason": "ConcurrentInvocationLimitExceeded"}, status=429
+    )
+    response["x-amzn-ErrorType"] = "TooManyRequestsException"
+    response["Retry-After"] = str(THROTTLE_RETRY_AFTER_SECONDS)
     return response
 
 
@@ -101,7 +122,8 @@ def invoke(request):
 @require_POST
 def control(request):
     """`{"action": "set", "switch": kind, "brand"?, "remaining"?}`, `{"action": "latency", "latencyMs": n,
-    "brand"?, "remaining"?}`, `{"action": "clear", "brand"?}` or `{"action": "reset"}`; answers the switches."""
+    "brand"?, "remaining"?}`, `{"action": "concurrency", "limit": n | null}`, `{"action": "clear", "brand"?}` or
+    `{"action": "reset"}`; answers the switches and the concurrency (`{limit, inFlight}`)."""
     body = _parse_object(request)
     if body is None:
         return _json({"error": "the body must be a JSON object"}, 400)
@@ -113,15 +135,17 @@ def control(request):
             controls.set_latency(
                 int(body.get("latencyMs", 0)), brand=body.get("brand"), remaining=body.get("remaining")
             )
+        elif action == "concurrency":
+            controls.set_concurrency_limit(body.get("limit"))
         elif action == "clear":
             controls.clear(body.get("brand"))
         elif action == "reset":
             controls.reset()
         else:
-            return _json({"error": "action must be one of set, latency, clear, reset"}, 400)
+            return _json({"error": "action must be one of set, latency, concurrency, clear, reset"}, 400)
     except (TypeError, ValueError) as exc:
         return _json({"error": str(exc)}, 400)
-    return _json({"switches": controls.switches()})
+    return _json({"switches": controls.switches(), "concurrency": controls.concurrency()})
 
 
 @require_GET

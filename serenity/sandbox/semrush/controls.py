@@ -1,12 +1,16 @@
-"""Switches of the Semrush simulator, for tests and local runs: latency, injected failures, catalogues, reset.
+"""Switches of the Semrush simulator, for tests and local runs: latency, a rate limit per client pair, injected
+failures, catalogues, reset.
 
 They live in the database, so a test thread, the live server's threads and a separate `make run`
 process all see the same switches. `POST /sandbox/semrush/_control` calls these same functions.
 """
 
+import math
 import os
+from datetime import timedelta
 
 from django.db import transaction
+from django.utils import timezone
 
 from serenity.sandbox.semrush import catalogue
 from serenity.sandbox.semrush.models import (
@@ -14,6 +18,7 @@ from serenity.sandbox.semrush.models import (
     CatalogueOverride,
     FailureRule,
     IdempotentResponse,
+    RateHit,
     Switchboard,
     Workspace,
 )
@@ -39,6 +44,67 @@ def set_latency(ms: object) -> None:
 def latency_ms() -> int:
     board = Switchboard.objects.filter(id=1).first()
     return board.latency_ms if board else 0
+
+
+def set_rate_limit(
+    requests: object, *, per_seconds: object = 1, path: str | None = None, method: str | None = None
+) -> None:
+    """Admit at most `requests` API calls per client pair in any `per_seconds` (calls matching `path`, a
+    substring, and `method`, when given); one more is answered 429 with Retry-After, the seconds until a
+    place frees. `requests` None lifts the limit."""
+    if requests is not None and (not isinstance(requests, int) or isinstance(requests, bool) or requests < 0):
+        raise ValueError("requests must be a non-negative integer (or null for no limit)")
+    if not isinstance(per_seconds, int) or isinstance(per_seconds, bool) or not 1 <= per_seconds <= 3600:
+        raise ValueError("perSeconds must be an integer between 1 and 3600")
+    with transaction.atomic():
+        Switchboard.objects.update_or_create(
+            id=1,
+            defaults={
+                "rate_requests": requests,
+                "rate_seconds": per_seconds,
+                "rate_path": path or "",
+                "rate_method": (method or "").upper(),
+            },
+        )
+        RateHit.objects.all().delete()
+
+
+def rate_limit() -> dict | None:
+    board = Switchboard.objects.filter(id=1, rate_requests__isnull=False).first()
+    if board is None:
+        return None
+    return {
+        "requests": board.rate_requests,
+        "perSeconds": board.rate_seconds,
+        "path": board.rate_path or None,
+        "method": board.rate_method or None,
+    }
+
+
+def take_rate_slot(pair: str, method: str, path: str) -> int | None:
+    """Admit one call of `pair` under the rate limit (None) or refuse it: the Retry-After, in whole seconds
+    (at least 1), until the oldest admitted call of the window leaves it. The switchboard row is locked for
+    the decision, so concurrent calls never both take the last place."""
+    if not Switchboard.objects.filter(id=1, rate_requests__isnull=False).exists():
+        return None
+    with transaction.atomic():
+        board = Switchboard.objects.select_for_update().filter(id=1).first()
+        if board is None or board.rate_requests is None:
+            return None
+        if (board.rate_method and board.rate_method != method.upper()) or (
+            board.rate_path and board.rate_path not in path
+        ):
+            return None
+        now = timezone.now()
+        since = now - timedelta(seconds=board.rate_seconds)
+        admitted = RateHit.objects.filter(pair=pair, at__gt=since).order_by("at")
+        if admitted.count() >= board.rate_requests:
+            oldest = admitted.first()
+            frees_at = (oldest.at if oldest else now) + timedelta(seconds=board.rate_seconds)
+            return max(1, math.ceil((frees_at - now).total_seconds()))
+        RateHit.objects.filter(pair=pair, at__lte=since).delete()
+        RateHit.objects.create(pair=pair, at=now)
+    return None
 
 
 def fail_next(
@@ -130,6 +196,7 @@ def reset(*, data: bool = False) -> None:
         Switchboard.objects.all().delete()
         FailureRule.objects.all().delete()
         CatalogueOverride.objects.all().delete()
+        RateHit.objects.all().delete()
         if data:
             IdempotentResponse.objects.all().delete()
             Workspace.objects.all().delete()

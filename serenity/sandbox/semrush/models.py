@@ -145,9 +145,15 @@ class CatalogueOverride(models.Model):
 
 
 class Switchboard(models.Model):
-    """The one row of simulator-wide switches (id=1)."""
+    """The one row of simulator-wide switches (id=1). With `rate_requests` set, each client pair may make at
+    most that many API calls (those matching `rate_path` and `rate_method`, when set) in any `rate_seconds`:
+    one more is answered 429 with Retry-After."""
 
     latency_ms = models.PositiveIntegerField(default=0)
+    rate_requests = models.PositiveIntegerField(null=True, blank=True, help_text="Calls per window; empty = no limit")
+    rate_seconds = models.PositiveIntegerField(default=1)
+    rate_path = models.CharField(max_length=300, blank=True)
+    rate_method = models.CharField(max_length=8, blank=True)
 
     def __str__(self):
         return f"latency {self.latency_ms} ms"
@@ -170,6 +176,19 @@ class FailureRule(models.Model):
     def __str__(self):
         how = "stall" if self.stall_ms else "lose answer" if self.lose_answer else "fail"
         return f"{self.remaining} x {how} {self.status} {self.method or '*'} *{self.path_contains}*"
+
+
+class RateHit(models.Model):
+    """One call the rate limit admitted, for the pair (the token's client id) that made it."""
+
+    pair = models.CharField(max_length=200)
+    at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["pair", "at"], name="semrush_sim_rate_hit_pair_at")]
+
+    def __str__(self):
+        return f"{self.pair or '-'} at {self.at:%H:%M:%S}"
 
 
 class Call(models.Model):

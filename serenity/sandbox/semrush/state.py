@@ -109,6 +109,7 @@ def snapshot(workspace_id: str | None = None) -> dict:
         "tags": {w.id: tags(w.id) for w in workspace_rows if w.tag_roots.exists()},
         "switches": {
             "latencyMs": controls.latency_ms(),
+            "rateLimit": controls.rate_limit(),
             "failures": [
                 {
                     "status": r.status,

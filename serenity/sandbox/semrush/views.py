@@ -1,7 +1,8 @@
 """HTTP face of the Semrush simulator: the JSON REST API the client speaks, plus `_state` and `_control`.
 
 Plain Django views on purpose: the product's DRF defaults are what the simulator stands in for. Every
-API call passes, in order, the latency switch, the injected-failure switch and the bearer check (an
+API call passes, in order, the latency switch, the rate limit per client pair (429 + Retry-After above it),
+the injected-failure switch and the bearer check (an
 RS256 access token signed by the IMS simulator's key, with a scope that allows the call); then it is
 served and recorded (method, path, status and the caller's user id: never a header or a token).
 """
@@ -40,6 +41,15 @@ def _verify_bearer(header: str | None) -> dict | None:
     except (jwt.PyJWTError, ValueError):
         return None
     return claims if claims.get("type") == keys.ACCESS_TOKEN else None
+
+
+def _pair(claims: dict | None) -> str:
+    """The client pair a call counts against for the rate limit: an exchanged access token's `client_id`
+    (its audience), a user bearer's audience; "" without a valid bearer."""
+    if not claims:
+        return ""
+    aud = claims.get("aud")
+    return str(claims.get("client_id") or (aud[0] if isinstance(aud, list) and aud else aud) or "")[:200]
 
 
 def _in_scope(claims: dict, method: str) -> bool:
@@ -88,6 +98,12 @@ def api(*methods: str):
             if latency:
                 time.sleep(latency / 1000)
             user_id = ""
+            claims = _verify_bearer(request.headers.get("Authorization"))
+            wait = controls.take_rate_slot(_pair(claims), request.method, request.path)
+            if wait is not None:
+                response = _error(429, "rate_limited", "too many requests for this client", {"Retry-After": str(wait)})
+                _record(request, response.status_code, str((claims or {}).get("user_id") or ""))
+                return response
             failure = controls.take_failure(request.method, request.path)
             if failure is not None and failure.stall_ms:
                 time.sleep(failure.stall_ms / 1000)
@@ -96,7 +112,6 @@ def api(*methods: str):
             elif request.method not in methods:
                 response = _error(405, "method_not_allowed", f"use {' or '.join(methods)}")
             else:
-                claims = _verify_bearer(request.headers.get("Authorization"))
                 if claims is None:
                     response = _error(
                         401,
@@ -306,6 +321,7 @@ def state_view(request):
 def control(request):
     """POST /_control with one action:
     {"action": "latency", "ms": 250}
+    {"action": "rateLimit", "requests": 5, "perSeconds": 1, "path": "/prompts", "method": "POST"} (null lifts it)
     {"action": "fail", "count": 2, "status": 503, "path": "/prompts", "method": "POST", "retryAfter": 1}
     {"action": "fail", "status": 502, "path": "/prompts", "method": "POST", "loseAnswer": true} (served, answer lost)
     {"action": "fail", "path": "/prompts", "method": "POST", "stallMs": 5000} (served after 5 s)
@@ -320,6 +336,13 @@ def control(request):
         action = body.get("action")
         if action == "latency":
             controls.set_latency(body.get("ms"))
+        elif action == "rateLimit":
+            controls.set_rate_limit(
+                body.get("requests"),
+                per_seconds=body.get("perSeconds", 1),
+                path=body.get("path"),
+                method=body.get("method"),
+            )
         elif action == "fail":
             controls.fail_next(
                 body.get("count", 1),
@@ -339,7 +362,7 @@ def control(request):
         elif action == "reset":
             controls.reset(data=bool(body.get("data", False)))
         else:
-            raise services.Invalid("`action` must be latency, fail, catalogue, clearCatalogue or reset")
+            raise services.Invalid("`action` must be latency, rateLimit, fail, catalogue, clearCatalogue or reset")
     except (ValueError, AttributeError, services.SimError) as exc:
         return _error(400, "invalid_request", str(exc))
     return JsonResponse({"ok": True, "switches": state.snapshot()["switches"]})

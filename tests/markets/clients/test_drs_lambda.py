@@ -201,7 +201,7 @@ def test_status_code_of_300_or_more_is_retryable_and_counts_as_a_failure(stub, e
 
 def test_invoke_refused_by_lambda_is_retryable_and_counts_as_a_failure(stub, emf):
     stub.add_client_error(
-        "invoke", service_error_code="TooManyRequestsException", http_status_code=429, expected_params=expected_invoke()
+        "invoke", service_error_code="ServiceException", http_status_code=500, expected_params=expected_invoke()
     )
 
     error = failure()
@@ -209,9 +209,26 @@ def test_invoke_refused_by_lambda_is_retryable_and_counts_as_a_failure(stub, emf
     assert (error.code, error.retryable, error.reason) == (
         "DRS_TRANSIENT",
         True,
-        "lambda invoke refused: TooManyRequestsException (HTTP 429)",
+        "lambda invoke refused: ServiceException (HTTP 500)",
     )
     assert_failure_metric(emf())
+
+
+def test_lambda_throttling_is_back_pressure_with_its_retry_after_and_never_a_failure(stub, emf):
+    stub.add_client_error(
+        "invoke",
+        service_error_code="TooManyRequestsException",
+        http_status_code=429,
+        response_meta={"HTTPHeaders": {"retry-after": "7"}},
+        expected_params=expected_invoke(),
+    )
+
+    error = failure()
+
+    assert isinstance(error, drs.DrsThrottled)
+    assert (error.code, error.retryable, error.retry_after) == ("DRS_THROTTLED", True, 7.0)
+    [doc] = emf()
+    assert metric_names(doc) == ["DRSInvokeDurationMs", "DRSThrottled"] and doc["DRSThrottled"] == 1
 
 
 def test_empty_payload_is_retryable_and_counts_as_a_failure(stub, emf):

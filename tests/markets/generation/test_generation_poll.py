@@ -252,6 +252,8 @@ def test_every_error_code_the_product_sets_has_its_own_public_sentence():
         codes.SEMRUSH_UNAVAILABLE,
         codes.SEMRUSH_PROJECT_MISSING,
         codes.SEMRUSH_PUBLISH_FAILED,
+        codes.DRS_THROTTLED,  # back-pressure: in the history only, never a job's final code
+        codes.SEMRUSH_THROTTLED,
     }
 
     assert product_codes - retryable_only - set(codes.PUBLIC_MESSAGES) == set()
