@@ -98,6 +98,7 @@ class Deliveries:
     # Deliveries in a row that ended without an outcome, counting the one whose lease has expired but was not
     # yet taken over (its worker died too).
     lost: int
+    parked: bool = False  # a delivery parked it instead of running it (jobs/leases.py `lease_park`)
 
     @property
     def crash_looping(self) -> bool:
@@ -115,7 +116,12 @@ class Deliveries:
 def deliveries(job: AsyncJob, *, now: datetime | None = None) -> Deliveries:
     """`job`'s delivery counts at `now` (its row alone: no query)."""
     expired = 1 if job.lease_state(now) == "expired" else 0
-    return Deliveries(attempts=job.attempts, max_attempts=settings.JOB_MAX_ATTEMPTS, lost=job.lost_deliveries + expired)
+    return Deliveries(
+        attempts=job.attempts,
+        max_attempts=settings.JOB_MAX_ATTEMPTS,
+        lost=job.lost_deliveries + expired,
+        parked=job.parked_at is not None,
+    )
 
 
 def lost_deliveries(job: AsyncJob, *, now: datetime | None = None) -> int:
@@ -132,7 +138,8 @@ def crash_loop_q(*, now: datetime | None = None) -> Q:
     """IN_PROGRESS jobs for which `deliveries(job).crash_looping` holds, as a filter: CRASH_LOOP_LOST_DELIVERIES
     lost in a row, or one fewer and an expired lease (the delivery that held it died too)."""
     return Q(status=JobStatus.IN_PROGRESS) & (
-        Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES)
+        Q(parked_at__isnull=False)
+        | Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES)
         | (Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES - 1) & lease_state_q("expired", now=now))
     )
 
