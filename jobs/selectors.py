@@ -144,6 +144,12 @@ def crash_loop_q(*, now: datetime | None = None) -> Q:
     )
 
 
+def parked_q() -> Q:
+    """IN_PROGRESS jobs a delivery parked instead of running (jobs/leases.py `lease_park`): nothing runs them until
+    an operator names one (re-sent) or marks it failed."""
+    return Q(status=JobStatus.IN_PROGRESS, parked_at__isnull=False)
+
+
 def worker_ttl() -> timedelta:
     """How old a worker's heartbeat may be while the worker still counts as alive."""
     return timedelta(seconds=WORKER_SILENT_HEARTBEATS * settings.WORKER_HEARTBEAT_SECONDS)
@@ -321,6 +327,7 @@ class LiveWork:
 
     states: dict[str, int]
     crash_looping: int
+    parked: int = 0  # of those, the ones a delivery parked (`parked_q`)
 
     @property
     def in_progress(self) -> int:
@@ -334,8 +341,13 @@ def live_work(*, now: datetime | None = None) -> LiveWork:
     counts = with_activity(AsyncJob.objects.all()).aggregate(
         **{state: Count("id", filter=job_state_q(state, now=now)) for state in JOB_STATES},
         crash_looping=Count("id", filter=crash_loop_q(now=now)),
+        parked=Count("id", filter=parked_q()),
     )
-    return LiveWork(states={state: counts[state] for state in JOB_STATES}, crash_looping=counts["crash_looping"])
+    return LiveWork(
+        states={state: counts[state] for state in JOB_STATES},
+        crash_looping=counts["crash_looping"],
+        parked=counts["parked"],
+    )
 
 
 def oldest_waiting(*, now: datetime | None = None) -> tuple[UUID, datetime] | None:
