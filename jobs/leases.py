@@ -147,11 +147,14 @@ def running_jobs(now: datetime) -> QuerySet[AsyncJob]:
 
 def waiting_jobs(now: datetime) -> QuerySet[AsyncJob]:
     """Jobs waiting for a worker: IN_PROGRESS, no live lease, their message out and receivable by now (not a
-    retry or a held-back delivery still in its delay), and not in a crash loop (nothing re-sends those
-    without an operator)."""
+    retry or a held-back delivery still in its delay), and neither in a crash loop nor parked (nothing re-sends
+    those without an operator)."""
     return (
         AsyncJob.objects.filter(
-            status=JobStatus.IN_PROGRESS, message_sent_at__isnull=False, lost_deliveries__lt=CRASH_LOOP_LOST_DELIVERIES
+            status=JobStatus.IN_PROGRESS,
+            message_sent_at__isnull=False,
+            lost_deliveries__lt=CRASH_LOOP_LOST_DELIVERIES,
+            parked_at__isnull=True,
         )
         .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now))
         .filter(Q(runnable_at__isnull=True) | Q(runnable_at__lte=now))
