@@ -102,6 +102,7 @@ class AttentionFilter(admin.SimpleListFilter):
             ("stuck", f"stuck (quiet for {settings.JOB_STUCK_AFTER_SECONDS // 60} min)"),
             ("dead", "worker presumed dead"),
             ("crash_loop", "deliveries keep dying (crash loop)"),
+            ("parked", "parked (not run until named)"),
             ("dlq", "message in the DLQ"),
         ]
 
@@ -111,6 +112,7 @@ class AttentionFilter(admin.SimpleListFilter):
             "stuck": selectors.stuck_q(now=now),
             "dead": selectors.presumed_dead_q(now=now),
             "crash_loop": selectors.crash_loop_q(now=now),
+            "parked": selectors.parked_q(),
             "dlq": Q(in_dlq=True),
         }
         if self.value() == "any":

@@ -80,7 +80,9 @@ def deliveries_line(d: Deliveries, *, in_progress: bool) -> str:
     line = f"attempts {d.attempts} of {d.max_attempts}, lost deliveries {d.lost}"
     if not in_progress:
         return line
-    if d.crash_looping:
+    if d.parked:
+        line += "; parked: no worker runs it until named with --job (job_requeue_stuck) or marked failed"
+    elif d.crash_looping:
         line += "; a crash loop: its deliveries keep dying, no tool re-sends it unless named with --job"
     if d.attempts_spent:
         line += (

@@ -62,6 +62,45 @@ def in_flight_budget_reached(*, now: datetime | None = None) -> bool:
     return budget > 0 and running_jobs(now or timezone.now()).order_by()[budget - 1 : budget].exists()
 
 
+def crash_loop_at_claim_q(now: datetime) -> Q:
+    """The job is crash-looping as a claim would find it: CRASH_LOOP_LOST_DELIVERIES lost in a row, counting the
+    expired lease the claim would take over (`selectors.deliveries(job).crash_looping`)."""
+    return Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES) | (
+        Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES - 1) & Q(lease_token__isnull=False, lease_expires_at__lte=now)
+    )
+
+
+def lease_park(job_id: UUID | str, *, worker: str = "", final_receive: bool = False) -> bool:
+    """Park the job instead of claiming it, in one conditional UPDATE: when it is IN_PROGRESS with no live
+    lease and crash-looping (what it does may be what kills its workers), or, with `final_receive`, whatever its
+    record (its message would reach the DLQ at its next receive). A parked job holds no lease, runs nothing, and
+    its message is acknowledged; only an operator puts it back to work (`job_requeue` naming it) or ends it.
+    True when this delivery parked it."""
+    now = timezone.now()
+    parkable = AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS, parked_at__isnull=True).filter(
+        Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now)
+    )
+    if not final_receive:
+        parkable = parkable.filter(crash_loop_at_claim_q(now))
+    with transaction.atomic():
+        parked = parkable.update(
+            parked_at=now,
+            lease_token=None,
+            lease_expires_at=None,
+            lost_deliveries=F("lost_deliveries") + Case(When(lease_token__isnull=False, then=1), default=0),
+            updated_at=now,
+        )
+        if parked:
+            job = AsyncJob.objects.get(id=job_id)
+            why = (
+                f"its last {job.lost_deliveries} deliveries died without an outcome"
+                if job.lost_deliveries >= CRASH_LOOP_LOST_DELIVERIES
+                else "its message's last receive before the DLQ"
+            )
+            states.record(job_id, "parked", actor=worker, detail=f"parked, not run: {why}")
+    return parked == 1
+
+
 def _claim(job_id: UUID | str, *, worker: str, ttl: int | None, rule: Q | None = None) -> uuid.UUID | None:
     token = uuid.uuid4()
     budget = settings.DRS_MAX_IN_FLIGHT
@@ -74,8 +113,10 @@ def _claim(job_id: UUID | str, *, worker: str, ttl: int | None, rule: Q | None =
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [IN_FLIGHT_LOCK_KEY])
         now = timezone.now()
-        claimable = AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS).filter(
-            Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now)
+        claimable = (
+            AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS, parked_at__isnull=True)
+            .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now))
+            .exclude(crash_loop_at_claim_q(now))  # parked instead (`lease_park`), never run
         )
         if rule is not None:
             claimable = claimable.filter(rule)
@@ -106,11 +147,14 @@ def running_jobs(now: datetime) -> QuerySet[AsyncJob]:
 
 def waiting_jobs(now: datetime) -> QuerySet[AsyncJob]:
     """Jobs waiting for a worker: IN_PROGRESS, no live lease, their message out and receivable by now (not a
-    retry or a held-back delivery still in its delay), and not in a crash loop (nothing re-sends those
-    without an operator)."""
+    retry or a held-back delivery still in its delay), and neither in a crash loop nor parked (nothing re-sends
+    those without an operator)."""
     return (
         AsyncJob.objects.filter(
-            status=JobStatus.IN_PROGRESS, message_sent_at__isnull=False, lost_deliveries__lt=CRASH_LOOP_LOST_DELIVERIES
+            status=JobStatus.IN_PROGRESS,
+            message_sent_at__isnull=False,
+            lost_deliveries__lt=CRASH_LOOP_LOST_DELIVERIES,
+            parked_at__isnull=True,
         )
         .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now))
         .filter(Q(runnable_at__isnull=True) | Q(runnable_at__lte=now))

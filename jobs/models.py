@@ -49,6 +49,11 @@ class AsyncJob(models.Model):
     # Deliveries of this run that a throttled call sent back (back-pressure: each gave its attempt back). Reset
     # when the job is put back to work; JOB_MAX_THROTTLES of them end it THROTTLED_TOO_LONG (jobs/retries.py).
     throttles = models.PositiveIntegerField(default=0)
+    # Set when a delivery parked the job instead of running it (a crash loop, or the last receive its message
+    # had before the DLQ; jobs/leases.py `lease_park`): its message is deleted and nothing runs it until an
+    # operator names it (re-sent) or marks it failed. Cleared by every status change and by the re-send.
+    # The job stays IN_PROGRESS: the poll shows it as the UI's "provisioning" (SPEC §7).
+    parked_at = models.DateTimeField(null=True, blank=True)
     # Held by the one request putting a finished job back to work (a re-authorisation, a regeneration) while
     # it obtains a credential outside any transaction; concurrent requests see it and step aside.
     claim = models.UUIDField(null=True, blank=True)

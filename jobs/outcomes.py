@@ -11,7 +11,7 @@ from serenity import metrics
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["completed", "failed", "retry", "dropped", "stopped", "held"]
+Kind = Literal["completed", "failed", "retry", "dropped", "stopped", "held", "parked"]
 
 # One EMF count per kind (namespace SpacecatSerenityMarketWorker, dimension Environment only).
 METRIC_BY_KIND = {
@@ -21,15 +21,17 @@ METRIC_BY_KIND = {
     "dropped": "JobsDropped",
     "stopped": "JobsStopped",
     "held": "JobsHeldBack",
+    "parked": "JobsParked",
 }
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """`kind`: completed | failed | retry | dropped | stopped | held. `code`: the error code (failed, retry) or
+    """`kind`: completed | failed | retry | dropped | stopped | held | parked. `code`: the error code (failed, retry) or
     the reason (dropped: missing, malformed, not_in_progress, type_mismatch, lease_held; stopped: lease_lost;
     held: fair_share, the fairness rule sent the job again for later; drs_budget, the fleet's DRS budget did;
-    a back-pressure code such as DRS_THROTTLED or SEMRUSH_THROTTLED, a throttled call did, its attempt given back)."""
+    a back-pressure code such as DRS_THROTTLED or SEMRUSH_THROTTLED, a throttled call did, its attempt given back;
+    parked: crash_loop, the job was parked instead of run, its message deleted, until an operator names it)."""
 
     kind: Kind
     code: str | None = None

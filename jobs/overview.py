@@ -76,6 +76,14 @@ def first_line(
             f"{jobs_url}?attention=crash_loop",
             f"deliveries died {selectors.CRASH_LOOP_LOST_DELIVERIES}+ times in a row",
         ),
+        Tile(
+            "parked",
+            "parked",
+            str(live.parked),
+            WARN if live.parked else OK,
+            f"{jobs_url}?attention=parked",
+            "not run again until named with --job or marked failed",
+        ),
         _depth("dlq", "DLQ", None if queues is None else dlq.total(queues["dlq"]), f"{jobs_url}?attention=dlq"),
         _maintenance(queues, fleet),
     ]

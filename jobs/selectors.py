@@ -98,6 +98,7 @@ class Deliveries:
     # Deliveries in a row that ended without an outcome, counting the one whose lease has expired but was not
     # yet taken over (its worker died too).
     lost: int
+    parked: bool = False  # a delivery parked it instead of running it (jobs/leases.py `lease_park`)
 
     @property
     def crash_looping(self) -> bool:
@@ -115,7 +116,12 @@ class Deliveries:
 def deliveries(job: AsyncJob, *, now: datetime | None = None) -> Deliveries:
     """`job`'s delivery counts at `now` (its row alone: no query)."""
     expired = 1 if job.lease_state(now) == "expired" else 0
-    return Deliveries(attempts=job.attempts, max_attempts=settings.JOB_MAX_ATTEMPTS, lost=job.lost_deliveries + expired)
+    return Deliveries(
+        attempts=job.attempts,
+        max_attempts=settings.JOB_MAX_ATTEMPTS,
+        lost=job.lost_deliveries + expired,
+        parked=job.parked_at is not None,
+    )
 
 
 def lost_deliveries(job: AsyncJob, *, now: datetime | None = None) -> int:
@@ -132,9 +138,16 @@ def crash_loop_q(*, now: datetime | None = None) -> Q:
     """IN_PROGRESS jobs for which `deliveries(job).crash_looping` holds, as a filter: CRASH_LOOP_LOST_DELIVERIES
     lost in a row, or one fewer and an expired lease (the delivery that held it died too)."""
     return Q(status=JobStatus.IN_PROGRESS) & (
-        Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES)
+        Q(parked_at__isnull=False)
+        | Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES)
         | (Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES - 1) & lease_state_q("expired", now=now))
     )
+
+
+def parked_q() -> Q:
+    """IN_PROGRESS jobs a delivery parked instead of running (jobs/leases.py `lease_park`): nothing runs them until
+    an operator names one (re-sent) or marks it failed."""
+    return Q(status=JobStatus.IN_PROGRESS, parked_at__isnull=False)
 
 
 def worker_ttl() -> timedelta:
@@ -314,6 +327,7 @@ class LiveWork:
 
     states: dict[str, int]
     crash_looping: int
+    parked: int = 0  # of those, the ones a delivery parked (`parked_q`)
 
     @property
     def in_progress(self) -> int:
@@ -327,8 +341,13 @@ def live_work(*, now: datetime | None = None) -> LiveWork:
     counts = with_activity(AsyncJob.objects.all()).aggregate(
         **{state: Count("id", filter=job_state_q(state, now=now)) for state in JOB_STATES},
         crash_looping=Count("id", filter=crash_loop_q(now=now)),
+        parked=Count("id", filter=parked_q()),
     )
-    return LiveWork(states={state: counts[state] for state in JOB_STATES}, crash_looping=counts["crash_looping"])
+    return LiveWork(
+        states={state: counts[state] for state in JOB_STATES},
+        crash_looping=counts["crash_looping"],
+        parked=counts["parked"],
+    )
 
 
 def oldest_waiting(*, now: datetime | None = None) -> tuple[UUID, datetime] | None:

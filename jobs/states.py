@@ -65,7 +65,7 @@ def transition(
     if any(to not in ALLOWED[s] for s in expected):
         raise IllegalTransition(f"{sorted(expected)} -> {to}")
     now = timezone.now()
-    values: dict[str, Any] = {"status": to, "updated_at": now, **fields}
+    values: dict[str, Any] = {"status": to, "updated_at": now, "parked_at": None, **fields}
     if to in TERMINAL:
         values.update(lease_token=None, lease_expires_at=None, ended_at=now)
     else:

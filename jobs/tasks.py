@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 from celery import Task, shared_task
+from django.conf import settings
 
 from jobs import probe
 from jobs.clients import sqs
@@ -25,13 +26,30 @@ def run_job_task(self: "Task[Any, str]", jobId: str, type: str | None = None) ->
     runs it, not one a whole visibility timeout later."""
     worker = f"{socket.gethostname()}:{threading.get_ident()}"
     try:
-        outcome = job_run(jobId, type, worker=worker)
+        outcome = job_run(jobId, type, worker=worker, final_receive=final_receive(self.request))
     except DeliveryNotStarted:
         release_message(self.request)
         raise
     record_outcome(outcome, job_id=jobId)
     tracing.set_attributes(**{"job.outcome": str(outcome)})
     return str(outcome)
+
+
+def receive_count(request: Any) -> int:
+    """How many times SQS has delivered this delivery's message (ApproximateReceiveCount, which kombu always
+    asks for); 0 when unknown (not SQS)."""
+    properties = getattr(request, "properties", None) or {}
+    message = (properties.get("delivery_info") or getattr(request, "delivery_info", None) or {}).get("sqs_message")
+    try:
+        return int(((message or {}).get("Attributes") or {}).get("ApproximateReceiveCount", 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def final_receive(request: Any) -> bool:
+    """The message's last receive before SQS moves it to the DLQ (MARKET_JOBS_MAX_RECEIVE_COUNT): the job must end
+    on its row now (parked), since a crash of this delivery would leave it IN_PROGRESS with its message dead."""
+    return receive_count(request) >= int(settings.MARKET_JOBS_MAX_RECEIVE_COUNT)
 
 
 def release_message(request: Any) -> bool:

@@ -50,10 +50,22 @@ def job_requeue(job_id: UUID | str, *, actor: str) -> bool:
     lease = job.lease_state() if job else None
     if job is None or lease == "held":
         return False
-    if lease == "expired":
-        lease_release_stale(job_id, actor=actor)
+    _unpark(job, actor=actor)
     states.record(job_id, "requeued", actor=actor)
     return job_publish(job.id, job.job_type)
+
+
+def _unpark(job: AsyncJob, *, actor: str) -> None:
+    """Before re-sending `job`: an expired lease is cleared (its worker died), and a parked or crash-looping job,
+    which only an operator naming it re-sends, is un-parked with its run of lost deliveries forgotten, so the
+    next delivery runs it instead of parking it again."""
+    if job.lease_state() == "expired":
+        lease_release_stale(job.id, actor=actor)
+    if job.parked_at is None and not selectors.crash_looping(job):
+        return
+    unparked = AsyncJob.objects.filter(id=job.id, status=JobStatus.IN_PROGRESS).exclude(lease_state_q("held"))
+    if unparked.update(parked_at=None, lost_deliveries=0, updated_at=timezone.now()):
+        states.record(job.id, "unparked", actor=actor, detail="named by an operator: sent again")
 
 
 @dataclass(frozen=True)
@@ -184,6 +196,7 @@ def job_redrive(job_id: UUID | str, *, actor: str) -> bool:
     job = AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS).exclude(lease_state_q("held")).first()
     if job is None:
         return False
+    _unpark(job, actor=actor)
     states.record(job.id, "redriven", actor=actor, detail="fresh message for one found in the DLQ")
     return job_publish(job.id, job.job_type)
 

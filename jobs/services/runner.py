@@ -14,7 +14,7 @@ from django.utils import timezone
 from jobs import codes, handlers, retries, states
 from jobs.exceptions import DeliveryNotStarted, JobFailed, LeaseLost, OutOfTime, RetryLater, Throttled
 from jobs.handlers import JobContext
-from jobs.leases import in_flight_budget_reached, lease_claim, lease_free, lease_release
+from jobs.leases import in_flight_budget_reached, lease_claim, lease_free, lease_park, lease_release
 from jobs.models import AsyncJob, JobStatus
 from jobs.outcomes import COMPLETED, Outcome
 from jobs.services.endings import job_finish
@@ -38,13 +38,18 @@ def active_deliveries() -> list[JobContext]:
         return list(_active)
 
 
-def job_run(job_id: object, message_type: str | None, *, worker: str = "") -> Outcome:
+PARKED = Outcome("parked", "crash_loop")
+
+
+def job_run(job_id: object, message_type: str | None, *, worker: str = "", final_receive: bool = False) -> Outcome:
     """Run one delivery of a job message `{jobId, type}`.
 
     1. Malformed id, missing job, or a job not IN_PROGRESS: drop the message (a duplicate delivery).
     2. Message type contradicting the stored type: drop, leave the job untouched.
     3. No handler for the stored type: FAILED UNKNOWN_JOB_TYPE.
-    4. Claim the lease (one conditional UPDATE, fair across organizations, within the fleet's DRS budget);
+    4. Crash-looping (CRASH_LOOP_LOST_DELIVERIES lost in a row), already parked, or `final_receive` (the
+       message's last receive before the DLQ): park it (`lease_park`), run nothing, ack the message.
+    4b. Claim the lease (one conditional UPDATE, fair across organizations, within the fleet's DRS budget);
        lost claim: drop. Held back by the fairness rule or the budget: send the job again, delayed, and ack
        this message. A claim error propagates, so
        the message is not acked and comes back (fail closed).
@@ -64,12 +69,12 @@ def job_run(job_id: object, message_type: str | None, *, worker: str = "") -> Ou
     """
     token = context.job_id.set(str(job_id))
     try:
-        return _job_run(job_id, message_type, worker=worker)
+        return _job_run(job_id, message_type, worker=worker, final_receive=final_receive)
     finally:
         context.job_id.reset(token)
 
 
-def _job_run(job_id: object, message_type: str | None, *, worker: str) -> Outcome:
+def _job_run(job_id: object, message_type: str | None, *, worker: str, final_receive: bool = False) -> Outcome:
     try:
         job_id = uuid.UUID(str(job_id))
     except ValueError:
@@ -97,7 +102,12 @@ def _job_run(job_id: object, message_type: str | None, *, worker: str) -> Outcom
     if handler is None:
         return _fail(job_id, None, JobFailed(codes.UNKNOWN_JOB_TYPE, "No handler for this job type."), worker)
 
+    if job.parked_at is not None or lease_park(job_id, worker=worker, final_receive=final_receive):
+        log.warning("job parked, not run: its deliveries keep dying, or its message was on its last receive")
+        return PARKED
     lease = lease_claim(job_id, worker=worker, fair_to=job.organization_id)
+    if lease is None and lease_park(job_id, worker=worker):
+        return PARKED  # its last delivery died between the look and the claim
     if lease is None and lease_free(job_id):
         return _hold_back(job, over_budget=in_flight_budget_reached())
     if lease is None:

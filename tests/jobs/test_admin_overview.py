@@ -93,6 +93,7 @@ def test_the_overview_charts_each_hours_outcomes_and_counts_live_work_in_a_few_q
         "oldest-waiting": ("3h", "ok"),  # the stuck one: it waits for a worker too
         "stuck": ("1", "warn"),
         "crash-looping": ("0", "ok"),
+        "parked": ("0", "ok"),
         "dlq": ("0", "ok"),
         "maintenance": ("0", "ok"),
     }
@@ -205,6 +206,17 @@ def test_the_first_line_counts_crash_looping_jobs_as_the_doctor_does_and_links_t
     assert looping == {two_lost.id, one_lost_and_expired.id}
     assert tiles(html)["crash-looping"] == ("2", "warn")
     assert listed(admin_client, tile_href(html, "crash-looping")) == looping
+
+
+def test_the_first_line_counts_parked_jobs_and_links_to_exactly_them(admin_client, queues, workers_alive):
+    parked = waiting(quiet=timedelta(minutes=1), lost_deliveries=2, attempts=2, parked_at=timezone.now())
+    waiting(quiet=timedelta(minutes=1), lost_deliveries=2, attempts=2)  # crash-looping, not yet parked
+
+    html = admin_client.get(OVERVIEW).content.decode()
+
+    assert tiles(html)["parked"] == ("1", "warn")
+    assert tiles(html)["crash-looping"] == ("2", "warn")  # a parked job is crash-looping too
+    assert listed(admin_client, tile_href(html, "parked")) == {parked.id}
 
 
 def test_the_oldest_waiting_job_waits_since_its_message_became_receivable_or_its_dead_workers_lease_expired(
