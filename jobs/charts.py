@@ -14,6 +14,7 @@ COLOURS = {
     "backoff": "#d4a6c8",
     "held": "#9c755f",
     "throttled": "#c9a86a",
+    "parked": "#7f3c8d",
     "reauth": "#ff9da7",
     "idle": "#e0e0e0",
     "delivery": "#59a14f",

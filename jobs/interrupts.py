@@ -64,6 +64,18 @@ def install() -> Callable[[], None]:
     return restore
 
 
+def settle() -> None:
+    """The command's work is done (its last line written): from now on an interrupt is ignored, and the command
+    exits with its own code, not 130."""
+    if not _state.installed or threading.current_thread() is not threading.main_thread():
+        return
+    _state.raised, _state.pending = True, None
+    # Ignored by the process itself, not only by this module: Python puts the default handlers back while the
+    # interpreter shuts down, and a signal then would still end the process with 143.
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+
+
 class deferred:  # lower case: used like a function, `with interrupts.deferred():`
     """A block an interrupt does not cut: a signal arriving inside it is raised when the block ends (unless an
     exception already leaves the block, which ends the command anyway)."""

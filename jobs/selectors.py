@@ -302,10 +302,11 @@ def job_state_counts(*, now: datetime | None = None) -> dict[str, int]:
 
 def waiting_for_a_worker_q(*, now: datetime | None = None) -> Q:
     """IN_PROGRESS jobs no worker runs whose message can be received now (not a retry or a held-back delivery
-    still in its delay): what a worker would take next. Stuck jobs included, crash-looping ones too."""
+    still in its delay): what a worker would take next. Stuck jobs included, crash-looping ones too; parked ones
+    not (their message is deleted: only an operator sends them again)."""
     now = now or timezone.now()
     return (
-        Q(status=JobStatus.IN_PROGRESS)
+        Q(status=JobStatus.IN_PROGRESS, parked_at__isnull=True)
         & ~lease_state_q("held", now=now)
         & (Q(runnable_at__isnull=True) | Q(runnable_at__lte=now))
     )

@@ -37,6 +37,7 @@ KINDS = {
     "backoff": "retry backoff",
     "held": "held back for fairness",
     "throttled": "throttled (back-pressure)",
+    "parked": "parked (crash loop), until named",
     "reauth": "waiting for re-authorisation",
     "idle": "ended, until put back to work",
     "delivery": "delivery",
@@ -47,7 +48,7 @@ KINDS = {
     "publish": "publish",
 }
 # The kinds that are a wait between deliveries, not work.
-WAITS = frozenset({"queue", "backoff", "held", "throttled", "reauth", "idle"})
+WAITS = frozenset({"queue", "backoff", "held", "throttled", "parked", "reauth", "idle"})
 DIED = "worker died / lease expired"
 # Our own spans around one step (serenity.tracing.span), and what each is.
 _STEP_SPANS = {
@@ -196,6 +197,7 @@ class _History:
         self._retrying = False  # the delivery that just ended scheduled a retry: the next delayed send is its backoff
         self._throttling = False  # the delivery that just ended was throttled: the next delayed send is that wait
         self._ended: tuple[float, str, str] | None = None  # the job ended: (at, status, code)
+        self._parked: tuple[float, str] | None = None  # a delivery parked the job: (at, why), until it is named
 
     def items(self) -> list[_Item]:
         return [*self.requests, *self.waits, *(item for _, item in self.deliveries)]
@@ -210,7 +212,11 @@ class _History:
     def _event(self, e: JobEvent, t: float) -> None:
         # What an event says goes on the page: through the same redaction as the history table and the logs.
         kind, detail = e.kind, redact(e.detail)
-        if kind in _REQUESTS:
+        if self._parked is not None and kind in ("message_sent", "failed", "marked_failed", "completed"):
+            self._unpark(t)
+        if kind == "parked":
+            self._park(t, detail)
+        elif kind in _REQUESTS:
             self._put_back(t, kind)
             self._request = (t, _REQUESTS[kind])
         elif kind == "message_sent":
@@ -245,6 +251,20 @@ class _History:
             self._released(detail, t)
         elif kind == "lease_lost":
             self._lost(e.actor, t)
+
+    def _park(self, t: float, detail: str) -> None:
+        """A delivery parked the job instead of running it: the delivery before it died (no outcome of its own),
+        and from now on nothing runs the job until an operator names it."""
+        if self._open is not None:
+            until = min(self._open.lease_until, t)
+            self._die(self._open, until, f"parked at {_clock(t)}" if until == t else "")
+        self._end_queue(t)
+        self._parked = (t, detail)
+
+    def _unpark(self, t: float) -> None:
+        since, why = self._parked or (t, "")
+        self._parked = None
+        self._wait("parked", KINDS["parked"], since, t, why)
 
     def _put_back(self, t: float, kind: str) -> None:
         """The job is put back to work: the time since it ended was a wait for that (a re-authorisation, ...)."""
@@ -437,6 +457,8 @@ class _History:
             if wait.bar.end > now:  # a retry or a hold-back whose delay is not over: drawn up to now
                 wait.bar.note = f"{wait.bar.note}; receivable at {_clock(wait.bar.end)}"
                 wait.bar.end = now
+        if self._parked is not None:
+            self._unpark(now)
         if self._ended is not None and job.status == JobStatus.FAILED and job.error_code == NEEDS_REAUTH:
             since = self._ended[0]
             if now > since:

@@ -227,6 +227,8 @@ def test_the_oldest_waiting_job_waits_since_its_message_became_receivable_or_its
     plant(message_sent_at=now - timedelta(minutes=4), runnable_at=now - timedelta(minutes=4))
     died = leased(expires_in=-timedelta(minutes=6), quiet=timedelta(minutes=20))
     leased(expires_in=timedelta(minutes=5), quiet=timedelta(minutes=30))  # running: not waiting
+    # parked: its message is deleted, no worker will take it
+    plant(message_sent_at=now - timedelta(hours=2), runnable_at=now - timedelta(hours=2), parked_at=now)
 
     html = admin_client.get(OVERVIEW).content.decode()
 

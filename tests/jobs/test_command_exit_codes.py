@@ -288,3 +288,47 @@ def test_a_reader_that_closes_the_pipe_ends_nothing_and_the_exit_code_stays_the_
 
     assert command.wait(timeout=120) == code
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+
+
+# --- A signal at start-up, or once the work is done -------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("moment", ["start-up", "after its last line"])
+@pytest.mark.parametrize(
+    "command", [["doctor"], ["job_inspect", "--status", "IN_PROGRESS"], ["job_requeue_stuck"]], ids=lambda c: c[0]
+)
+def test_a_signal_at_start_up_exits_130_having_done_nothing_and_after_the_last_line_the_exit_code_is_the_commands(
+    queues, command, moment, sig
+):
+    for _ in range(3):
+        waiting()
+    env = {**manage_env(), "PYTHONUNBUFFERED": "1"}
+    argv = [sys.executable, str(REPO / "manage.py"), *command]
+    own = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert own.returncode in (0, 1), own.stderr  # not the code an interrupt gives
+    lines = len(own.stdout.splitlines())
+
+    if moment == "start-up":  # the process signals itself while Django starts up (tests/interrupted_start.py)
+        argv = [sys.executable, str(REPO / "tests" / "interrupted_start.py"), sig.name, *command]
+    process = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        if moment == "start-up":
+            out, err = process.communicate(timeout=120)
+            assert process.returncode == 130, err
+            assert err.strip().splitlines()[-1] == f"{command[0]}: interrupted; nothing more was done."
+            assert out == ""  # Django was still starting: the command did nothing
+        else:
+            read = [process.stdout.readline() for _ in range(lines)]
+            assert all(read)
+            process.send_signal(sig)
+            process.send_signal(sig)
+            out, err = process.communicate(timeout=120)
+            assert process.returncode == own.returncode, err
+            assert "interrupted" not in err
+        assert "Traceback" not in err
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -169,6 +169,40 @@ def test_a_crash_looped_job_shows_every_one_of_its_deliveries():
     assert deliveries == [*((f"delivery {n}", "died") for n in range(1, 7)), ("delivery 7", "delivery")]
 
 
+def test_a_parked_job_shows_its_dead_deliveries_then_the_parked_wait_until_an_operator_names_it():
+    job = plant(status="COMPLETED", ended_at=at(5000))
+    history(
+        job,
+        (0, "created", ""),
+        (0.1, "message_sent", ""),
+        claim(1, lease_seconds=10),
+        claim(20, lease_seconds=10),
+        (40, "parked", "parked, not run: its last 2 deliveries died without an outcome"),
+        (3000, "message_sent", "re-enqueued by an operator"),
+        claim(3001),
+        (3010, "completed", ""),
+    )
+
+    segments = drawn(job)
+
+    assert [(label, kind) for label, kind, *_ in segments if label.startswith("delivery")] == [
+        ("delivery 1", "died"),
+        ("delivery 2", "died"),
+        ("delivery 3", "delivery"),
+    ]
+    (parked,) = [s for s in segments if s[1] == "parked"]
+    assert parked[2:] == (40.0, 3000.0, "parked, not run: its last 2 deliveries died without an outcome")
+
+
+def test_a_job_parked_now_waits_parked_up_to_now():
+    job = plant(status="IN_PROGRESS", parked_at=at(40), lost_deliveries=2)
+    history(job, (0, "created", ""), (0.1, "message_sent", ""), claim(1, lease_seconds=10), (40, "parked", "p"))
+
+    (parked,) = [s for s in drawn(job, now=at(100)) if s[1] == "parked"]
+
+    assert parked[2:4] == (40.0, 100.0)
+
+
 def test_an_operator_releasing_a_dead_workers_lease_ends_its_delivery_at_the_lease_expiry():
     job = plant(status="COMPLETED", ended_at=at(2000))
     history(

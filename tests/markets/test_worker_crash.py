@@ -130,3 +130,70 @@ def test_a_message_that_keeps_killing_workers_lands_in_the_dlq(world, async_on, 
     job.refresh_from_db()
     assert job.status == "IN_PROGRESS" and job.attempts == 2  # left for the operator's lease-aware redrive
     assert drs.call_count() == 0
+
+
+def test_a_job_whose_deliveries_are_killed_twice_is_parked_shown_and_run_again_only_when_named(
+    world, async_on, settings, queues
+):
+    """Two workers SIGKILLed on the job's delivery: the next worker parks it instead of running it (so what
+    kills workers kills no third), deletes its message, and the doctor says so with exit 1. Named by an
+    operator, it runs again and completes."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    fast = {
+        "QUEUE_VISIBILITY_TIMEOUT_SECONDS": 4,
+        "JOB_LEASE_TTL_SECONDS": 3,
+        "JOB_TASK_TIME_LIMIT_SECONDS": 2,
+        "DRS_TIMEOUT_SECONDS": 1,
+        "SEMRUSH_WRITE_BUDGET_SECONDS": 0,
+    }
+    usual = {name: getattr(settings, name) for name in fast}
+    for name, value in fast.items():
+        setattr(settings, name, value)
+    client = queues.sqs.client()
+    client.set_queue_attributes(QueueUrl=queues.url, Attributes={"VisibilityTimeout": "4"})
+    try:
+        job, _market = start_job(world)
+        for _ in range(2):  # each receives the message (again, once its visibility ran out), claims and dies
+            assert crash_worker("after_claim", timeouts=fast) == -9
+        job.refresh_from_db()
+        assert job.lost_deliveries == 1 and job.lease_token is not None  # the second dead lease not yet counted
+
+        with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING"):
+            job = wait_parked(job, timeout=30)
+        assert job.status == "IN_PROGRESS" and job.lease_token is None and job.attempts == 2
+        assert drs.call_count() == 0  # the parking delivery ran nothing
+        assert job.events.filter(kind="parked").count() == 1
+        assert queues.drain() == [] and queues.drain(queues.dlq_url) == []  # its message is gone, not dead
+
+        out = StringIO()
+        with pytest.raises(SystemExit) as exited:
+            call_command("doctor", stdout=out)
+        assert exited.value.code == 1
+        assert "crash_loop" in out.getvalue() and "parked" in out.getvalue()
+
+        requeued = StringIO()
+        # as the doctor says
+        call_command("job_requeue_stuck", "--job", str(job.id), "--older-than", "0s", "--apply", stdout=requeued)
+        job.refresh_from_db()
+        assert job.parked_at is None, requeued.getvalue()
+        for name, value in usual.items():  # the cause is fixed: the usual timeouts again
+            setattr(settings, name, value)
+        with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING"):
+            job = wait_terminal(job, timeout=45)
+        assert job.status == "COMPLETED", job.error
+        assert drs.call_count() == 1
+    finally:
+        client.set_queue_attributes(QueueUrl=queues.url, Attributes={"VisibilityTimeout": "960"})
+
+
+def wait_parked(job, timeout: float):
+    from tests.markets.test_worker import wait_until
+
+    def parked():
+        job.refresh_from_db()
+        return job if job.parked_at is not None else None
+
+    return wait_until(parked, timeout=timeout)

@@ -5,8 +5,10 @@ parsing, the one-line-per-object report with a summary, and the exit code an ope
 - 1: something does (a dry run found work, an item was skipped, a finding remains, a job was not found), or
   the database or SQS could not be reached (one line on stderr, no traceback);
 - 2: the command was called wrongly (a usage error);
-- 130: interrupted (Ctrl-C or SIGTERM): held DLQ messages are released on the way out, and a second signal
-  meanwhile is ignored rather than cutting the release short (jobs/interrupts.py).
+- 130: interrupted (Ctrl-C or SIGTERM) before its work was done, from the first line of `manage.py` on
+  (start-up included): held DLQ messages are released on the way out, and a second signal meanwhile is
+  ignored rather than cutting the release short (jobs/interrupts.py). A signal after the work is done (its
+  last line written) changes nothing: the command exits with its own code.
 
 A reader that stops reading (`| head`) ends nothing: the rest of the output is dropped, the command finishes
 what it does, and it exits with its own code, without a BrokenPipeError traceback.
@@ -161,6 +163,7 @@ class RunbookCommand(BaseCommand):
         try:
             output = super().execute(*args, **options)
             self.stdout.flush()
+            interrupts.settle()  # done: a signal from here on changes nothing, the exit code stays the command's
         except KeyboardInterrupt:
             self.stderr.write(f"{self._name()}: interrupted; nothing more was done.")
             sys.exit(130)
@@ -243,10 +246,18 @@ class RunbookCommand(BaseCommand):
         """The last line. "Nothing to do" only when nothing needs doing: a named object that does not exist
         (`report_missing`) does."""
         if found == 0 and self.missing:
-            self.stdout.write(f"No {noun} found; {self.missing} named {missing_noun}(s) do not exist (see above).")
+            self.last_line(f"No {noun} found; {self.missing} named {missing_noun}(s) do not exist (see above).")
         elif found == 0:
-            self.stdout.write(f"No {noun} found: nothing to do.")
+            self.last_line(f"No {noun} found: nothing to do.")
         elif not self.apply:
-            self.stdout.write(f"{found} {noun} found. Dry run: nothing changed; re-run with --apply to act.")
+            self.last_line(f"{found} {noun} found. Dry run: nothing changed; re-run with --apply to act.")
         else:
-            self.stdout.write(f"{done} of {found} {noun} {verb}; {found - done} skipped.")
+            self.last_line(f"{done} of {found} {noun} {verb}; {found - done} skipped.")
+
+    def last_line(self, text: str) -> None:
+        """Write the command's last line; from then on an interrupt changes nothing (its exit code stays the
+        command's). A signal arriving while the line is written waits for it, then is ignored."""
+        with interrupts.deferred():
+            self.stdout.write(text)
+            self.stdout.flush()
+            interrupts.settle()

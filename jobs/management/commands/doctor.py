@@ -37,19 +37,19 @@ class Command(RunbookCommand):
             )
         findings = diagnosis.findings
         if not findings:
-            self.stdout.write("No inconsistencies found.")
+            self.last_line("No inconsistencies found.")
             return
         self.needs_attention = self.needs_attention or diagnosis.needs_an_operator or not self.apply
         counts = ", ".join(f"{kind} {n}" for kind, n in sorted(diagnosis.counts().items()))
         fixable = [f for f in findings if f.fix]
         if self.apply:
             done = sum(bool(f.done) for f in fixable)
-            self.stdout.write(
+            self.last_line(
                 f"{len(findings)} inconsistencies ({counts}); {done} of {len(fixable)} fixed, "
                 f"{len(findings) - len(fixable)} need an operator."
             )
         else:
-            self.stdout.write(
+            self.last_line(
                 f"{len(findings)} inconsistencies ({counts}). Dry run: nothing changed; re-run "
                 "with --apply to take the safe actions."
             )

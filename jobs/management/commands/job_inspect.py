@@ -43,7 +43,7 @@ class Command(RunbookCommand):
         for job_id in {str(j) for j in filters.job_ids} - listed:
             for line in self.dlq_lines(dlq, job_id):
                 self.stdout.write(f"job {job_id}  {line}")
-        self.stdout.write(f"{len(jobs)} job(s) shown.")
+        self.last_line(f"{len(jobs)} job(s) shown.")
 
     def queues(self) -> tuple[dict[str, list[DlqMessage]] | None, str]:
         try:
