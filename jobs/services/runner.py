@@ -17,6 +17,7 @@ from jobs.handlers import JobContext
 from jobs.leases import in_flight_budget_reached, lease_claim, lease_free, lease_park, lease_release
 from jobs.models import AsyncJob, JobStatus
 from jobs.outcomes import COMPLETED, Outcome
+from jobs.selectors import CRASH_LOOP_LOST_DELIVERIES
 from jobs.services.endings import job_finish
 from jobs.services.producer import job_publish
 from serenity import context, metrics, tracing
@@ -102,7 +103,10 @@ def _job_run(job_id: object, message_type: str | None, *, worker: str, final_rec
     if handler is None:
         return _fail(job_id, None, JobFailed(codes.UNKNOWN_JOB_TYPE, "No handler for this job type."), worker)
 
-    if job.parked_at is not None or lease_park(job_id, worker=worker, final_receive=final_receive):
+    # Only a job whose row already shows a lost delivery can be crash-looping at this claim (the claim counts
+    # the expired lease it takes over as one more): any other delivery sends no parking UPDATE.
+    may_park = final_receive or job.lost_deliveries >= CRASH_LOOP_LOST_DELIVERIES - 1
+    if job.parked_at is not None or (may_park and lease_park(job_id, worker=worker, final_receive=final_receive)):
         log.warning("job parked, not run: its deliveries keep dying, or its message was on its last receive")
         return PARKED
     lease = lease_claim(job_id, worker=worker, fair_to=job.organization_id)
