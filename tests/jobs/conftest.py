@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.utils import timezone
 
+from jobs import handlers
 from jobs.clients import sqs
 from jobs.models import AsyncJob
 from jobs.services import producer
@@ -131,3 +132,23 @@ def scheduled_task_to_dlq(task) -> str:
                 sqs.delete(url, message["ReceiptHandle"])
                 return sqs.send_raw(settings.MARKET_JOBS_DLQ_URL, message["Body"])
     raise AssertionError(f"the {task.name} message reached no queue")
+
+
+class Handler:
+    """A test job handler whose behaviour each test sets; records every call."""
+
+    def __init__(self):
+        self.calls = []
+        self.behaviour = lambda run: {"ok": True}
+
+    def run(self, run):
+        self.calls.append(run.job.id)
+        return self.behaviour(run)
+
+
+@pytest.fixture
+def handler():
+    h = Handler()
+    handlers.register("testEcho", h)
+    yield h
+    handlers.unregister("testEcho")

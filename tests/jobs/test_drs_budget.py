@@ -5,11 +5,9 @@ import threading
 import uuid
 from datetime import timedelta
 
-import pytest
 from django.db import connection
 from django.utils import timezone
 
-from jobs import handlers
 from jobs import services as job_services
 from jobs.leases import lease_claim, running_jobs
 from jobs.models import AsyncJob
@@ -31,22 +29,6 @@ def running(n: int) -> list[AsyncJob]:
         )
         for _ in range(n)
     ]
-
-
-@pytest.fixture
-def handler():
-    class Handler:
-        def __init__(self):
-            self.calls = []
-
-        def run(self, ctx):
-            self.calls.append(ctx.job.id)
-            return {"ok": True}
-
-    h = Handler()
-    handlers.register("testEcho", h)
-    yield h
-    handlers.unregister("testEcho")
 
 
 def test_below_the_budget_a_delivery_claims(db, settings):

@@ -17,7 +17,6 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from jobs import handlers
 from jobs import services as job_services
 from jobs.handlers import JobContext
 from jobs.leases import lease_claim
@@ -120,23 +119,6 @@ def test_the_waiting_organization_claims_while_the_busy_one_is_held_back(db, set
     assert lease_claim(b_job.id, fair_to=B) is not None
     # B is no longer waiting: A may use the free capacity again.
     assert lease_claim(a_job.id, fair_to=A) is not None
-
-
-@pytest.fixture
-def handler():
-    class Handler:
-        def __init__(self):
-            self.calls = []
-            self.behaviour = lambda ctx: {"ok": True}
-
-        def run(self, ctx):
-            self.calls.append(ctx.job.id)
-            return self.behaviour(ctx)
-
-    h = Handler()
-    handlers.register("testEcho", h)
-    yield h
-    handlers.unregister("testEcho")
 
 
 def test_a_held_back_delivery_spends_no_attempt_and_sends_its_job_again_delayed(db, handler, queues, settings):

@@ -8,21 +8,12 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from jobs import handlers, selectors
+from jobs import selectors
 from jobs.display import deliveries_line
 from jobs.models import JobStatus
 from jobs.services import operator, runner
 from jobs.tasks import final_receive
 from tests.jobs.factories import AsyncJobFactory
-from tests.jobs.test_runner import Handler
-
-
-@pytest.fixture
-def handler():
-    h = Handler()
-    handlers.register("testEcho", h)
-    yield h
-    handlers.unregister("testEcho")
 
 
 def _twice_killed(**fields):

@@ -10,7 +10,6 @@ import pytest
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from jobs import handlers
 from jobs import services as job_services
 from jobs.exceptions import JobFailed, LeaseLost, RetryLater
 from jobs.handlers import JobContext
@@ -22,26 +21,6 @@ from tests.jobs.conftest import store_grant
 from tests.jobs.factories import AsyncJobFactory
 from tokens import services as grants
 from tokens.types import PromiseToken
-
-
-class Handler:
-    """A test job handler whose behaviour each test sets; records every call."""
-
-    def __init__(self):
-        self.calls = []
-        self.behaviour = lambda run: {"ok": True}
-
-    def run(self, run):
-        self.calls.append(run.job.id)
-        return self.behaviour(run)
-
-
-@pytest.fixture
-def handler():
-    h = Handler()
-    handlers.register("testEcho", h)
-    yield h
-    handlers.unregister("testEcho")
 
 
 def test_a_message_carries_only_the_job_id_and_type(db, queues):
