@@ -31,7 +31,7 @@ from serenity.sandbox.drs import controls as drs_controls
 from serenity.sandbox.drs import state as drs
 from tests.jobs.conftest import celery_body, run
 from tests.markets.test_worker import start_job, wait_terminal, wait_until
-from tests.markets.test_worker_crash import crash_worker
+from tests.markets.test_worker_crash import KILLED_FAST, crash_worker
 from tests.markets.test_worker_faults import wait_for_phase
 
 pytestmark = pytest.mark.worker
@@ -349,14 +349,7 @@ def test_a_job_whose_deliveries_died_twice_is_never_re_sent_even_before_its_mess
 ):
     job, _ = start_job(world)
     queues.sqs.client().set_queue_attributes(QueueUrl=queues.url, Attributes={"VisibilityTimeout": "4"})
-    fast = {
-        "QUEUE_VISIBILITY_TIMEOUT_SECONDS": 4,
-        "JOB_LEASE_TTL_SECONDS": 3,
-        "JOB_TASK_TIME_LIMIT_SECONDS": 2,
-        "DRS_TIMEOUT_SECONDS": 1,
-        "SEMRUSH_WRITE_BUDGET_SECONDS": 0,
-        "WORKER_HEARTBEAT_SECONDS": 1,
-    }
+    fast = {**KILLED_FAST, "WORKER_HEARTBEAT_SECONDS": 1}
     for _ in range(2):  # each worker receives the message, claims the job and dies: no worker is left
         assert crash_worker("after_claim", timeouts=fast) == -signal.SIGKILL
     wait_until(lambda: AsyncJob.objects.get(id=job.id).lease_state() == "expired", timeout=30)

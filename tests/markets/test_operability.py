@@ -20,7 +20,7 @@ from serenity.sandbox.semrush import controls as semrush_controls
 from serenity.sandbox.semrush import state as semrush
 from tests.jobs.conftest import dlq_job_ids, run
 from tests.markets.test_worker import start_job, wait_terminal, wait_until
-from tests.markets.test_worker_crash import crash_worker
+from tests.markets.test_worker_crash import KILLED_FAST, crash_worker
 from tests.markets.test_worker_faults import wait_for_phase, worker_process
 
 pytestmark = pytest.mark.worker
@@ -45,15 +45,8 @@ def test_a_crash_loop_job_in_the_dlq_is_never_re_sent_by_the_doctor_and_the_redr
             "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "2"}),
         },
     )
-    fast = {
-        "QUEUE_VISIBILITY_TIMEOUT_SECONDS": 4,
-        "JOB_LEASE_TTL_SECONDS": 3,
-        "JOB_TASK_TIME_LIMIT_SECONDS": 2,
-        "DRS_TIMEOUT_SECONDS": 1,
-        "SEMRUSH_WRITE_BUDGET_SECONDS": 0,
-    }
     for _ in range(2):  # each worker receives the message, claims the job and dies
-        assert crash_worker("after_claim", timeouts=fast) == -9
+        assert crash_worker("after_claim", timeouts=KILLED_FAST) == -9
     time.sleep(4.5)  # the second receive's hold runs out; the next receive moves the message to the DLQ
     assert queues.drain() == []
     job.refresh_from_db()
