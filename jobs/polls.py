@@ -1,15 +1,18 @@
-"""A stopping worker finishes the SQS receive it has in flight, so that receive takes no message with it.
+"""A stopping worker runs what its last SQS receive brings, so a deploy costs no receive that runs nothing.
 
 kombu receives with long polls (`SQS_WAIT_TIME_SECONDS`) on the worker's event loop. On a warm shutdown
 Celery cancels the consumers and then closes the event loop, and with it the HTTP client, while a long poll
 may still be waiting in SQS. SQS does not know the caller left: a message sent in the poll's remaining
-seconds is handed to it anyway, received by nobody, invisible for a whole visibility timeout (960 s), and
-counted toward the DLQ's receive limit.
+seconds is handed to it anyway. Left alone it is received by nobody, invisible for a whole visibility timeout
+(960 s), and counted toward the DLQ's receive limit; released, it still costs a receive that ran nothing.
 
-`FinishPolls` is a worker bootstep stopped after the consumer and before the event loop closes: it drives
-the HTTP client until every request in flight has its answer (at most `SQS_WAIT_TIME_SECONDS` plus a
-margin). kombu routes an answer whose consumer is gone to its release path, which makes those messages
-visible again at once (`ChangeMessageVisibility` 0), so another worker takes them within a poll.
+`FinishPolls` is a worker bootstep whose `close` runs first in the shutdown, while the consumers are still
+registered: it stops the receive loop from starting another poll, then drives the HTTP client until every
+poll in flight has its answer (at most `SQS_WAIT_TIME_SECONDS` plus a margin). What the answers bring goes to
+the consumer as any message does, into the pool, whose warm stop waits for it like every running delivery
+(`jobs/worker.py` hands back what is still running after WORKER_STOP_GRACE_SECONDS). Its `stop`, after the
+consumer, drives anything left: kombu routes an answer whose consumer is gone to its release path, which
+makes those messages visible again at once (`ChangeMessageVisibility` 0).
 """
 
 import logging
@@ -51,13 +54,31 @@ def finish_requests_in_flight(hub: Any, *, timeout: float) -> int:
     return in_flight
 
 
+def stop_receiving(consumer: Any) -> int:
+    """Keep the consumer's SQS channels from starting another receive (kombu polls only the queues a channel
+    lists as active), while their consumers stay registered. Returns how many queues were listed."""
+    transport = getattr(getattr(consumer, "connection", None), "transport", None)
+    stopped = 0
+    for channel in getattr(transport, "channels", None) or []:
+        queues = getattr(channel, "_active_queues", None)
+        if isinstance(queues, list):
+            stopped += len(queues)
+            queues.clear()
+    return stopped
+
+
 class FinishPolls(bootsteps.StartStopStep):
-    """Stopped after the consumer (whose cancel routes late answers to kombu's release) and before the hub."""
+    """Closed first (stops receiving, runs what the last polls bring); stopped after the consumer (releases
+    anything answered later) and before the hub."""
 
     requires = ("celery.worker.components:Hub",)
 
     def include_if(self, w: Any) -> bool:
         return bool(w.use_eventloop)
+
+    def close(self, w: Any) -> None:
+        if w.consumer is not None and stop_receiving(w.consumer):
+            self._finish(w)
 
     def stop(self, w: Any) -> None:
         self._finish(w)

@@ -52,9 +52,9 @@ def test_a_worker_in_warm_shutdown_receives_no_new_message(world, async_on, queu
 @pytest.mark.parametrize("after", [0.3, 1.5])
 def test_an_idle_worker_stopping_during_a_long_poll_swallows_no_message(world, async_on, queues, after):
     """An idle worker stops on SIGTERM while a long poll is in flight. SQS hands that poll a message sent in
-    its remaining seconds even though nobody will run it: the stopping worker waits for the poll's answer and
-    makes what it brought visible again (jobs/polls.py). So the job sent after the signal is either run by the
-    stopping worker (it was received before the consumer stopped) or visible at once: never invisible to
+    its remaining seconds even though nobody else will run it: the stopping worker starts no other poll, waits
+    for that one's answer and runs what it brought (jobs/polls.py). So the job sent after the signal is either
+    run by the stopping worker or never received by it: no receive that ran nothing, and never invisible to
     everyone for a visibility timeout."""
     from django.db import connection
 
@@ -77,8 +77,9 @@ def test_an_idle_worker_stopping_during_a_long_poll_swallows_no_message(world, a
     if job.attempts:  # received before the consumer stopped: it ran to its end, and its message is gone
         assert job.status == "COMPLETED", job.error
         assert messages == []
-    else:  # brought by the last poll: visible again, the job untouched
-        assert len(messages) == 1 and str(job.id) in base64.b64decode(messages[0]["Body"]).decode()
+    else:  # the stopping worker's last poll did not bring it: visible, and received by nobody before
+        assert [m["Attributes"]["ApproximateReceiveCount"] for m in messages] == ["1"]
+        assert str(job.id) in base64.b64decode(messages[0]["Body"]).decode()
 
 
 def receive_visible(queues) -> list[dict]:
