@@ -11,6 +11,9 @@ starts listening, or loses its connection, it wakes every waiter to re-read: a c
 listened is then read by the re-read, and one committed after the LISTEN is notified. Until the listener
 listens (start-up, a reconnect), and on SQLite (no LISTEN at all), a waiter re-reads every
 POLL_WAIT_INTERVAL_SECONDS instead.
+
+A stopping process (serenity/stopping.py) wakes every waiter, which then answers with what it last read: a
+graceful restart never waits for, nor cuts, a waiting poll.
 """
 
 import logging
@@ -22,6 +25,8 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import connections
+
+from serenity import stopping
 
 if TYPE_CHECKING:
     import psycopg
@@ -179,3 +184,4 @@ class Listener:
 
 
 listener = Listener()
+stopping.on_stop(listener.wake_all)

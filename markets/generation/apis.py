@@ -29,7 +29,7 @@ from markets.generation.selectors import job_get_for_caller
 from markets.headers import promise_token_header, require_semrush_credential, semrush_pair
 from markets.paths import parse_ids
 from markets.selectors import serenity_brand_get_for_caller
-from serenity import limits
+from serenity import limits, stopping
 from serenity.db import release_connection
 from serenity.problems import InvalidInput
 from tokens.delegation import require_promise_token
@@ -97,7 +97,7 @@ def wait_for_change(job_id, look, *, known: str, wait: int) -> tuple[bytes, dict
         started = status
         if not if_none_match(known, headers["ETag"]):
             return content, headers  # the caller is behind: the answer at once
-        while now < deadline:
+        while now < deadline and not stopping.is_stopping():  # a stopping process answers what it last read
             if not if_none_match(known, headers["ETag"]):
                 if status != started or (settled_at is not None and now >= settled_at):
                     break
@@ -141,7 +141,7 @@ class GenerationJobDetailApi(APIView):
                 headers["Retry-After"] = str(retry_after_seconds(job.phase))
             return content, headers, job.status
 
-        if not wait or not known or listener.waiters() >= settings.POLL_WAIT_MAX_WAITERS:
+        if not wait or not known or stopping.is_stopping() or listener.waiters() >= settings.POLL_WAIT_MAX_WAITERS:
             content, headers, _status = look()
         else:
             content, headers = wait_for_change(job_id, look, known=known, wait=wait)

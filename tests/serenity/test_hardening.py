@@ -3,14 +3,9 @@ admin login limits, gunicorn's own errors as problem+json, the API docs' access,
 
 import json
 import os
-import signal
 import socket
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -22,6 +17,7 @@ from django.test import Client
 from serenity.sandbox.ims import keys
 from tests.markets.generation.conftest import CALLER_ORG, Api, make_brand, make_org
 from tests.serenity.test_settings import manage, production_env
+from tests.servers import gunicorn
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -209,12 +205,6 @@ def test_the_admin_and_the_api_docs_may_load_their_own_assets_and_run_no_inline_
 # --- gunicorn's own answers ----------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def raw_request(port: int, request: bytes) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(request)
@@ -224,52 +214,9 @@ def raw_request(port: int, request: bytes) -> bytes:
     return b"".join(chunks)
 
 
-@contextmanager
-def gunicorn(log_dir: Path, **env) -> Iterator[int]:
-    """The API served by gunicorn with the product's configuration, on the test database; its stdout (the
-    access log) and stderr (every other line) written under `log_dir`. Yields the port."""
-    port = free_port()
-    db = settings.DATABASES["default"]
-    env = {
-        **os.environ,
-        "PORT": str(port),
-        "WEB_CONCURRENCY": "1",
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        **env,
-    }
-    with open(log_dir / "stdout.log", "wb") as out, open(log_dir / "stderr.log", "wb") as err:
-        server = subprocess.Popen(
-            [
-                str(Path(sys.executable).parent / "gunicorn"),
-                "-c",
-                "python:serenity.gunicorn",
-                "--bind",
-                f"127.0.0.1:{port}",
-                "serenity.wsgi:application",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=err,
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    assert time.monotonic() < deadline and server.poll() is None, "gunicorn did not start"
-                    time.sleep(0.2)
-            yield port
-        finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait(timeout=30)
-
-
 def test_gunicorn_answers_a_request_it_refuses_with_problem_json(tmp_path):
-    with gunicorn(tmp_path) as port:
+    with gunicorn(tmp_path) as server:
+        port = server.port
         long_line = raw_request(port, b"GET /" + b"a" * 4200 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
         many_headers = raw_request(
             port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(200)) + b"\r\n"
@@ -322,7 +269,7 @@ def test_tokens_sent_in_any_part_of_a_request_to_any_route_reach_no_log_line(tmp
         "/v2/nowhere",
     ]
     sent = 0
-    with gunicorn(tmp_path) as port, httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+    with gunicorn(tmp_path) as server, httpx.Client(base_url=server.url, timeout=30) as client:
         for route in routes:
             for auth in ("bearer", "expired", "session"):
                 query = (
@@ -377,7 +324,6 @@ def test_beat_keeps_its_schedules_in_the_database_and_runs_the_probe_itself(tran
 
 
 def test_beats_maintenance_tasks_go_to_their_own_queue(transactional_db, queues):
-    from django.conf import settings
 
     from jobs.tasks import sweep_unsent_task
 

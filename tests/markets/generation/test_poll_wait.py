@@ -347,9 +347,12 @@ def test_the_last_phases_and_the_end_reach_a_waiting_poll_as_one_answer(world, a
 
 
 def test_each_api_process_has_a_thread_for_every_waiter_it_may_hold_beside_the_ordinary_ones(settings):
+    from gunicorn.util import load_class
+    from gunicorn.workers.gthread import ThreadWorker
+
     from serenity import gunicorn
 
-    assert gunicorn.worker_class == "gthread"
+    assert issubclass(load_class(gunicorn.worker_class), ThreadWorker)
     assert gunicorn.threads == 8 + settings.POLL_WAIT_MAX_WAITERS
     assert gunicorn.workers * settings.POLL_WAIT_MAX_WAITERS >= 1000
 
@@ -389,3 +392,45 @@ def test_a_waiting_poll_holds_no_database_connection_while_it_sleeps(world, api,
 
     assert waiter.response.status_code == 200
     assert held == [False]
+
+
+@pytest.fixture
+def stopped():
+    """The process told to stop (a gunicorn worker's SIGTERM), running again after the test."""
+    from serenity import stopping
+
+    yield stopping.begin
+    stopping.reset()
+
+
+def test_a_waiting_poll_answers_what_it_last_read_when_the_process_is_told_to_stop(
+    world, api, looks, listening, stopped
+):
+    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="generating")
+    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+    waiter = Waiter(api, world, job, wait=25, etag=etag)
+    waiter.start()
+    until(lambda: listener.waiters() == 1 and len(looks) == 2, "the poll waits")
+
+    stopped()
+    waiter.join(timeout=60)
+
+    assert not waiter.is_alive()
+    assert waiter.response.status_code == 304
+    assert waiter.response["ETag"] == etag and waiter.response["Retry-After"] == "15"
+    assert len(looks) == 3  # the plain poll; the wait's first look, and the look it was woken to
+    assert listener.waiters() == 0
+
+
+def test_a_waiting_poll_that_arrives_while_the_process_stops_answers_at_once_as_a_plain_poll(
+    world, api, looks, stopped
+):
+    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="generating")
+    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+    stopped()
+
+    response = wait_poll(api, world, job, wait=25, etag=etag)
+
+    assert response.status_code == 304 and response["ETag"] == etag
+    assert len(looks) == 2  # one look each: it never waited
+    assert listener.connects == 0
