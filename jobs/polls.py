@@ -77,6 +77,10 @@ class FinishPolls(bootsteps.StartStopStep):
         return bool(w.use_eventloop)
 
     def close(self, w: Any) -> None:
+        from celery.worker import state
+
+        if state.should_terminate not in (None, False):  # a cold shutdown runs nothing more; `terminate` releases
+            return
         if w.consumer is not None and stop_receiving(w.consumer):
             self._finish(w)
 

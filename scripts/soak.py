@@ -11,7 +11,9 @@ processes' own timing differs from run to run, which is the point of a soak.
 Environment: SOAK_SEED (default 26), SOAK_JOBS (300), SOAK_MINUTES (10), SOAK_FAULT_EVERY (seconds between
 two faults, 3), SOAK_DATABASE_URL (default `soak_serenity` next to the test database), SOAK_FIRST_PORT (use
 consecutive ports from there instead of free ones), SOAK_FAULTS (a comma-separated subset of FAULT_KINDS;
-default all). Exit code: 0 when every invariant holds, 1 when one is broken (it is named), 2 when the stack
+default all), SOAK_VISIBILITY (the queue's visibility timeout, 60 s: long enough that a delivery which waits it
+stands out), SOAK_BASELINE (1: first run the same seed without faults, for each generation's added latency).
+Exit code: 0 when every invariant holds, 1 when one is broken (it is named), 2 when the stack
 could not run. The report goes to docs/soak.md (`--no-report` skips it); `--json PATH` also writes the result
 as JSON (tests/test_soak.py reads it).
 
@@ -34,7 +36,7 @@ import urllib.request
 import uuid
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -46,10 +48,10 @@ from scripts import stack as stacks
 ROOT = stacks.ROOT
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/soak_serenity"
 
-# Short, still nested, timeouts (visibility > lease > task limit > DRS + Semrush writes), so that a delivery
-# lost with its worker comes back in seconds: the soak is about what happens, not about waiting for it.
+# Short, still nested, timeouts (visibility > lease > task limit > DRS + Semrush writes): the soak is about what
+# happens, not about waiting for it. The visibility timeout is the exception (SOAK_VISIBILITY, 60 s by default):
+# a receive that waits it out, the cost the healing invariants count, must stand out from every other wait.
 TIMEOUTS = {
-    "QUEUE_VISIBILITY_TIMEOUT_SECONDS": 10,
     "JOB_LEASE_TTL_SECONDS": 9,
     "JOB_TASK_TIME_LIMIT_SECONDS": 8,
     "DRS_TIMEOUT_SECONDS": 3,
@@ -90,6 +92,8 @@ FAULT_KINDS = {
     "worker SIGKILL": 3,
     "worker SIGTERM": 2,
     "PostgreSQL backends terminated": 3,
+    "database failover with warm pools": 2,
+    "rolling deploy": 1,
     "SQS duplicates": 3,
     "SQS delay": 2,
     "Semrush 5xx": 2,
@@ -103,6 +107,16 @@ FAULT_KINDS = {
     "API restart (SIGTERM)": 1,
 }
 DRS_FAULTS = {"DRS slow": 0.08, "DRS timeout": 0.06, "DRS failure (5xx)": 0.06}
+FAILOVERS_IN_A_ROW = 3
+SLOW_FAULTS = frozenset({"rolling deploy"})  # last in the first round: it holds the schedule for tens of seconds
+EARLY_FAULTS = frozenset({"IMS refusal (re-authorisation needed)"})  # first in the first round
+EXCHANGE_SWITCH_WAIT = 20  # seconds an exchange fault waits for the one armed before it to be met
+# A delivery the database failed before its claim hands its message back within this of the fault.
+HAND_BACK_AFTER_DATABASE_FAULT = 15
+RECENT_RECEIVE_SECONDS = 5  # a receipt this recent may still be acted on when the soak reads the ledger
+POLL_EVERY = 2  # a generation waiting for its job polls it over the API, as the UI does
+# API answers a dependency explains: the product names the upstream service that did not answer.
+UPSTREAM_CODES = frozenset({"upstream_unavailable", "semrush_unavailable"})
 
 
 @dataclass
@@ -126,6 +140,9 @@ class Generation:
     reauths: int = 0
     regenerated: int = 0
     recovered: int = 0
+    began: float | None = None  # monotonic: its first request
+    first_end: float | None = None  # monotonic: its job first seen ended
+    first_status: str = ""  # how its job first ended
     outcome: str = "not started"
     notes: list[str] = field(default_factory=list)
 
@@ -138,7 +155,9 @@ class Config:
     fault_every: float
     database_url: str
     first_port: int | None = None
-    kinds: tuple[str, ...] = tuple(FAULT_KINDS)
+    kinds: tuple[str, ...] = tuple(FAULT_KINDS)  # () for the fault-free baseline
+    visibility: int = 60
+    baseline: bool = True
 
     @classmethod
     def from_env(cls) -> "Config":
@@ -155,6 +174,8 @@ class Config:
             database_url=os.environ.get("SOAK_DATABASE_URL", DEFAULT_DATABASE_URL),
             first_port=int(first) if first else None,
             kinds=kinds or tuple(FAULT_KINDS),
+            visibility=int(os.environ.get("SOAK_VISIBILITY", "60")),
+            baseline=os.environ.get("SOAK_BASELINE", "1") not in ("0", "false", ""),
         )
 
 
@@ -177,6 +198,8 @@ class Result:
     flows: Counter
     invariants: list[Invariant]
     explained: list[str]
+    latencies: dict[int, float] = field(default_factory=dict)  # generation index -> seconds to its first end
+    added: dict[str, float] | None = None  # against the fault-free baseline: median, p95, generations
 
     @property
     def broken(self) -> list[Invariant]:
@@ -184,16 +207,17 @@ class Result:
 
 
 class Soak:
-    def __init__(self, config: Config, *, out=None):
+    def __init__(self, config: Config, *, out=None, ports: dict[str, int] | None = None):
         self.config, self.say = config, out or say
         self.rng = random.Random(config.seed)
         self.stack = stacks.Stack(
             database_url=config.database_url,
             names=("sqs", "sim", "api"),
-            env=ENV,
+            env={**ENV, "QUEUE_VISIBILITY_TIMEOUT_SECONDS": str(config.visibility)},
             settings_module="serenity.settings",
             prefix="serenity-soak-",
             first_port=config.first_port,
+            ports=ports,
         )
         self.t0 = time.monotonic()
         self.stop_faults = threading.Event()
@@ -203,6 +227,9 @@ class Soak:
         self.worker_stops: list[tuple[float, str]] = []  # (wall time, signal): in-flight work was cut off
         self.api_down: list[list[float]] = []  # [from, to] windows of the API's own restarts
         self.readyz_failures: list[tuple[float, str]] = []
+        self.server_errors: list[tuple[float, int, str, str]] = []  # (wall time, status, problem code, path)
+        self.database_faults: list[float] = []  # wall times of terminated backends
+        self.harness_receipts: set[str] = set()  # the soak's own receives (SQS delay): not the product's
         self.incarnations: Counter = Counter()
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.generations: list[Generation] = []
@@ -232,7 +259,7 @@ class Soak:
 
     def start(self) -> None:
         s = self.stack
-        s.start_infrastructure()
+        s.start_infrastructure(sqs_ledger=self.ledger_path)
         s.gunicorn(
             "simulators",
             "sim",
@@ -245,6 +272,10 @@ class Soak:
             self.start_worker(name)
         s.beat()
         s.setup_django()
+
+    @property
+    def ledger_path(self) -> Path:
+        return self.stack.var / "sqs-ledger.jsonl"
 
     def _log(self, name: str) -> Path:
         self.incarnations[name] += 1
@@ -294,11 +325,17 @@ class Soak:
         with self.lock:
             self.faults[kind] += 1
             self.fault_log.append((time.time(), kind, detail))
+        self.say(f"  {self.now():5.1f} s: {kind}" + (f" ({detail})" if detail else ""))
 
     def schedule(self) -> list[str]:
-        """Every kind once first (in a seeded order), then weighted draws: a short run still sees them all."""
+        """Every kind once first (in a seeded order, but a refusal, which only a job still to start can meet,
+        first and a rolling deploy, which takes tens of seconds, last), then weighted draws: a short run still
+        sees them all."""
         kinds = list(self.config.kinds)
+        if not kinds:
+            return []
         self.rng.shuffle(kinds)
+        kinds.sort(key=lambda kind: (kind not in EARLY_FAULTS) + (kind in SLOW_FAULTS))
         count = max(len(kinds), int(self.config.minutes * 60 / self.config.fault_every))
         weights = [FAULT_KINDS[k] for k in self.config.kinds]
         return kinds + self.rng.choices(list(self.config.kinds), weights=weights, k=count - len(kinds))
@@ -333,6 +370,15 @@ class Soak:
             self.on_main_thread(lambda: self.start_worker(name))
         elif kind == "PostgreSQL backends terminated":
             self.record_fault(kind, f"{self.terminate_backends(rng)} backends")
+        elif kind == "database failover with warm pools":
+            counts = []
+            for _ in range(FAILOVERS_IN_A_ROW):
+                counts.append(self.terminate_backends(rng, share=1.0))
+                time.sleep(1.0)
+            self.record_fault(kind, " + ".join(map(str, counts)) + " backends")
+        elif kind == "rolling deploy":
+            self.rolling_deploy()
+            self.record_fault(kind)
         elif kind == "SQS duplicates":
             from jobs.models import AsyncJob, JobStatus
             from jobs.services import job_publish
@@ -349,6 +395,8 @@ class Soak:
 
             url = sqs.client().get_queue_url(QueueName=settings.MARKET_JOBS_QUEUE)["QueueUrl"]
             held = sqs.receive(url, max_messages=rng.randint(1, 3), visibility=rng.randint(3, 8))
+            with self.lock:
+                self.harness_receipts.update(m["ReceiptHandle"] for m in held)
             self.record_fault(kind, f"{len(held)} messages held")
         elif kind == "Semrush 5xx":
             semrush.fail_next(
@@ -367,12 +415,15 @@ class Soak:
             semrush.fail_next(1, status=rng.choice((500, 502, 504)), path="/prompts", method="POST", lose_answer=True)
             self.record_fault(kind)
         elif kind == "IMS 5xx":
+            self.wait_exchange_switch_free()
             ims.fail_next_exchanges(1, status=rng.choice((500, 503)))
             self.record_fault(kind)
         elif kind == "IMS exchange answer lost":
+            self.wait_exchange_switch_free()
             ims.lose_next_exchange_answers(1, status=500)
             self.record_fault(kind)
         elif kind == "IMS refusal (re-authorisation needed)":
+            self.wait_exchange_switch_free()
             ims.fail_next_exchanges(1, status=401)
             self.record_fault(kind)
         elif kind in ("API SIGKILL mid-request", "API restart (SIGTERM)"):
@@ -395,10 +446,54 @@ class Soak:
             ]
         return "; ".join(near) or "none"
 
-    def terminate_backends(self, rng: random.Random) -> int:
-        """pg_terminate_backend on a random half of the product's connections to the soak database. The
-        harness's own are left alone (it is the observer), and so are the simulators' (they stand in for
-        services with databases of their own, which a failover of ours does not touch)."""
+    def wait_exchange_switch_free(self) -> None:
+        """Until no exchange fault is pending (IMS has one exchange switch; arming replaces what it holds), so an
+        exchange fault (a refusal, a 5xx, a lost answer) never replaces one armed just before that no exchange
+        has met yet."""
+        from django.db import connection
+
+        from serenity.sandbox.ims.models import Switch
+
+        deadline = time.monotonic() + EXCHANGE_SWITCH_WAIT
+        try:
+            while time.monotonic() < deadline and not self.stop_faults.is_set():
+                if not Switch.objects.filter(name=Switch.EXCHANGE, remaining__gt=0).exists():
+                    return
+                time.sleep(0.5)
+        finally:
+            connection.close()
+
+    def rolling_deploy(self) -> None:
+        """A deploy as an orchestrator rolls it: each worker in turn gets SIGTERM (a warm shutdown), is started
+        again and is consuming before the next one stops; then the API's gunicorn master gets SIGHUP (new
+        workers, the old ones finish their requests). The API never stops answering."""
+        for name in WORKERS:
+            with self.lock:
+                self.worker_stops.append((time.time(), "SIGTERM"))
+            self._signal(name, signal.SIGTERM, grace=60)
+            self.on_main_thread(lambda name=name: self.start_worker(name))
+            self.wait_consuming(self.procs[name].pid)
+        os.kill(self.procs["api"].pid, signal.SIGHUP)
+
+    def wait_consuming(self, pid: int, timeout: float = 60) -> None:
+        """Until the worker process `pid` wrote its first heartbeat (its consumer loop turns)."""
+        from django.db import connection
+
+        from jobs.models import WorkerHeartbeat
+
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                if WorkerHeartbeat.objects.filter(worker__endswith=f":{pid}").exists():
+                    return
+                time.sleep(0.5)
+        finally:
+            connection.close()
+
+    def terminate_backends(self, rng: random.Random, share: float = 0.5) -> int:
+        """pg_terminate_backend on a random `share` of the product's connections to the soak database (all of
+        them: a failover). The harness's own are left alone (it is the observer), and so are the simulators'
+        (they stand in for services with databases of their own, which a failover of ours does not touch)."""
         import psycopg
 
         with psycopg.connect(self.config.database_url, autocommit=True) as conn:
@@ -410,9 +505,12 @@ class Soak:
                     (stacks.HARNESS_APP_NAME, SIMULATORS_APP_NAME),
                 )
             ]
-            chosen = rng.sample(pids, k=(len(pids) + 1) // 2) if pids else []
+            count = len(pids) if share >= 1 else (len(pids) + 1) // 2
+            chosen = rng.sample(pids, k=count) if pids else []
             for pid in chosen:
                 conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with self.lock:
+            self.database_faults.append(time.time())
         return len(chosen)
 
     def arm_drs(self, g: Generation) -> None:
@@ -525,15 +623,37 @@ class Soak:
                 status, raw = error.code, error.read()
             except (urllib.error.URLError, OSError) as error:
                 status, raw = 0, json.dumps({"transport": str(error)}).encode()
-            try:
-                doc = json.loads(raw or b"{}")
-            except ValueError:
-                doc = {"raw": raw[:200].decode("utf-8", "replace")}
+            doc = self.answered(status, raw, path)
             if status and status < 500 and status != 429:
                 return status, doc
             g.notes.append(f"{path.split('/')[-1]}: {status or 'no answer'} (try {attempt + 1})")
             time.sleep(min(0.5 * 2**attempt, 5))
         return status, doc
+
+    def answered(self, status: int, raw: bytes, path: str) -> dict:
+        """The answer's document; a 5xx is kept, with its problem code, for the API 5xx invariant."""
+        try:
+            doc = json.loads(raw or b"{}")
+        except ValueError:
+            doc = {"raw": raw[:200].decode("utf-8", "replace")}
+        if status >= 500:
+            code = str(doc.get("code", "")) if isinstance(doc, dict) else ""
+            with self.lock:
+                self.server_errors.append((time.time(), status, code, path.split("/")[-1]))
+        return doc if isinstance(doc, dict) else {"raw": str(doc)[:200]}
+
+    def poll(self, g: Generation) -> None:
+        """GET the generation's job as the UI polls it; only the status matters here (a 5xx is kept)."""
+        url = f"{self.stack.url('api')}/v2/orgs/{g.org}/brands/{g.brand}/serenity/markets/generation/jobs/{g.job}"
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {g.token}"})  # noqa: S310
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (local URL)
+                status, raw = response.status, response.read()
+        except urllib.error.HTTPError as error:
+            status, raw = error.code, error.read()
+        except (urllib.error.URLError, OSError):
+            return  # the API restarting: no answer is not a 5xx
+        self.answered(status, raw, "job")
 
     def begin(self, g: Generation) -> None:
         market = {"market": g.country, "languageCode": "en"}
@@ -565,12 +685,16 @@ class Soak:
     def wait_terminal(self, g: Generation, deadline: float):
         from jobs.models import AsyncJob, JobStatus
 
+        polled = 0.0
         while True:
             job = AsyncJob.objects.filter(id=g.job or "").values("status", "error_code").first()
             if job and job["status"] != JobStatus.IN_PROGRESS:
                 return job
             if time.monotonic() > deadline:
                 return job
+            if time.monotonic() - polled >= POLL_EVERY:
+                polled = time.monotonic()
+                self.poll(g)
             time.sleep(1)
 
     def drive(self, g: Generation, deadline: float) -> None:
@@ -584,12 +708,15 @@ class Soak:
                 return
             self.prepare(g)
             self.arm_drs(g)
+            g.began = time.monotonic()
             self.begin(g)
             while g.job:
                 job = self.wait_terminal(g, deadline)
                 if job is None or job["status"] == "IN_PROGRESS":
                     g.outcome = "IN_PROGRESS"
                     return
+                if g.first_end is None:
+                    g.first_end, g.first_status = time.monotonic(), job["status"]
                 g.outcome = job["status"] if job["status"] == "COMPLETED" else f"FAILED {job['error_code']}"
                 if job["error_code"] == "NEEDS_REAUTH" and g.reauths < MAX_REAUTHS:
                     g.reauths += 1
@@ -659,7 +786,14 @@ class Soak:
         flows["regenerate"] = sum(g.regenerated for g in self.generations)
         flows["re-authorise"] = sum(g.reauths for g in self.generations)
         flows["regenerate a market left without its job"] = sum(g.recovered for g in self.generations)
-        return Result(self.config, started, time.monotonic() - t0, self.faults, outcomes, flows, invariants, explained)
+        latencies = {
+            g.index: g.first_end - g.began
+            for g in self.generations
+            if g.began is not None and g.first_end is not None and g.first_status == "COMPLETED"
+        }
+        return Result(
+            self.config, started, time.monotonic() - t0, self.faults, outcomes, flows, invariants, explained, latencies
+        )
 
     def quiesce(self) -> None:
         """Faults off: every switch reset, both workers and the API up (a fault's restart may be pending)."""
@@ -803,7 +937,136 @@ class Soak:
                 f"{inside} during its restarts" + (f"; outside: {reasons}" if reasons else ""),
             )
         )
+        healing, healed = self.healing(events)
+        return out + healing, explained + healed
+
+    # --- healing: what a fault cost in time ------------------------------------------------------------
+    def healing(self, events: dict[str, list[Any]]) -> tuple[list[Invariant], list[str]]:
+        """The invariants of healing: no API 5xx a dependency does not explain, and no receive of a job's message
+        that waited out its visibility timeout or ran nothing, unless its worker was SIGKILLed holding it."""
+        with self.lock:
+            errors = list(self.server_errors)
+        upstream = [e for e in errors if e[1] in (502, 503, 504) and e[2] in UPSTREAM_CODES]
+        ours = [e for e in errors if e not in upstream]
+        out = [
+            Invariant(
+                "API 5xx answers (not an upstream service's)",
+                len(ours),
+                "0",
+                not ours,
+                "; ".join(
+                    f"{p}: {status} {code or '-'} (faults near: {self.faults_near(t, 5)})"
+                    for t, status, code, p in ours[:5]
+                )
+                + (f"; {len(upstream)} 502-504 naming an upstream service" if upstream else ""),
+            )
+        ]
+        receipts = self.receipts()
+        claims = defaultdict(list)
+        for job_id, history in events.items():
+            claims[job_id] = [e["at"].timestamp() for e in history if e["kind"] == "lease_claimed"]
+        waited_before: list[str] = []
+        waited_after: list[str] = []
+        ran_nothing: list[str] = []
+        explained: list[str] = []
+        for r in receipts:
+            if r["outcome"] == "deleted":
+                continue
+            claimed = any(r["t"] <= c <= r["t"] + self.config.visibility for c in claims.get(r["job"], []))
+            what = f"job {r['job']} receive {r['count']} at {datetime.fromtimestamp(r['t'], UTC):%H:%M:%S}"
+            if r["outcome"] == "handed back":
+                if any(d - 2 <= r["t"] <= d + HAND_BACK_AFTER_DATABASE_FAULT for d in self.database_faults):
+                    explained.append(
+                        f"{what}: handed back at once, its delivery failed before its claim (database fault)"
+                    )
+                elif not claimed:
+                    ran_nothing.append(f"{what}: handed back unrun; faults near: {self.faults_near(r['t'], 5)}")
+            elif self.killed_holding(r["t"]):
+                explained.append(f"{what}: waited its visibility timeout, its worker SIGKILLed holding it")
+            else:
+                (waited_after if claimed else waited_before).append(
+                    f"{what}: waited its visibility timeout; faults near: {self.faults_near(r['t'], 5)}"
+                )
+        ran_nothing += waited_before
+        delayed = sorted({line.split(" ")[1] for line in waited_before + waited_after})
+        out += [
+            Invariant(
+                "deliveries that failed before their claim and waited a visibility timeout",
+                len(waited_before),
+                "0",
+                not waited_before,
+                "; ".join(waited_before[:5]),
+            ),
+            Invariant(
+                "jobs delayed by a visibility timeout, not by a SIGKILL mid-delivery",
+                len(delayed),
+                "0",
+                not delayed,
+                "; ".join((waited_before + waited_after)[:5]),
+            ),
+            Invariant(
+                "receives that ran nothing",
+                len(ran_nothing),
+                "0",
+                not ran_nothing,
+                f"{len(receipts)} receives of job messages"
+                + (f"; {'; '.join(ran_nothing[:5])}" if ran_nothing else ""),
+            ),
+        ]
         return out, explained
+
+    def killed_holding(self, received: float) -> bool:
+        """A worker was SIGKILLed while a message received at `received` could still be held by it: from the
+        receive to its visibility timeout, and also a receive just after the kill, by the long poll the killed
+        worker left in flight (SQS answers it though nobody reads the answer)."""
+        from django.conf import settings
+
+        poll = float(settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("wait_time_seconds", 0)) + 1
+        return any(
+            received - poll <= t <= received + self.config.visibility + 1
+            for t, how in self.worker_stops
+            if how == "SIGKILL"
+        )
+
+    def receipts(self) -> list[dict[str, Any]]:
+        """Every receive of a job message by the product, from the local SQS's ledger, with what became of its
+        receipt: `deleted` (a delivery ran it, held it back or dropped it), `handed back` (visibility 0) or
+        `waited` (nothing: it came back, or would come back, when its visibility timeout ran out). The soak's own
+        receives, and receives of the last seconds with nothing done yet (a delivery may be acting on them), are
+        left out."""
+        from django.conf import settings
+
+        lines = [json.loads(line) for line in self.ledger_path.read_text().splitlines() if line.strip()]
+        queue = settings.MARKET_JOBS_QUEUE
+        bodies: dict[str, str] = {}
+        ops: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
+        received = []
+        for line in lines:
+            if line.get("queue") != queue:
+                continue
+            if line["op"] == "receive":
+                if line.get("body"):
+                    bodies[line["id"]] = job_of(line["body"])
+                received.append(line)
+            else:
+                ops[line["receipt"]].append(line)
+        recent = time.time() - RECENT_RECEIVE_SECONDS
+        with self.lock:
+            ours = set(self.harness_receipts)
+        out = []
+        for r in received:
+            done = ops.get(r["receipt"], [])
+            if r["receipt"] in ours or (not done and r["t"] > recent):
+                continue
+            outcome = (
+                "deleted"
+                if any(o["op"] == "delete" or o.get("timeout", 0) > 0 for o in done)
+                else "handed back"
+                if done
+                else "waited"
+            )
+            out.append({**r, "job": bodies.get(r["id"], "?"), "outcome": outcome})
+        return out
 
     def unowned_tokens(self, held: int) -> tuple[list[str], list[str]]:
         """Live promise tokens no running job holds. Explained (listed, not counted): a token that reached no
@@ -937,6 +1200,32 @@ class Soak:
         return found
 
 
+def job_of(body: str) -> str:
+    """The job id a job message carries (kombu's envelope: base64 JSON around a base64 Celery body)."""
+    import base64
+
+    try:
+        envelope = json.loads(base64.b64decode(body))
+        text = base64.b64decode(envelope["body"]).decode()
+    except (ValueError, KeyError, TypeError):
+        text = body
+    found = re.search(r'"jobId":\s*"([0-9a-fA-F-]{36})"', text)
+    return found.group(1) if found else "?"
+
+
+def added_latency(calm: dict[int, float], faulted: dict[int, float]) -> dict[str, float] | None:
+    """Per generation completed at its first end in both runs: the seconds the faults added to it."""
+    added = sorted(faulted[i] - calm[i] for i in faulted.keys() & calm.keys())
+    if not added:
+        return None
+    return {
+        "generations": len(added),
+        "median": added[len(added) // 2],
+        "p95": added[min(len(added) - 1, int(len(added) * 0.95))],
+        "baseline_median": sorted(calm.values())[len(calm) // 2],
+    }
+
+
 # --- report -------------------------------------------------------------------------------------------
 def table(result: Result) -> str:
     c = result.config
@@ -954,6 +1243,18 @@ def table(result: Result) -> str:
     lines += [f"| {outcome} | {n} |" for outcome, n in sorted(result.outcomes.items())]
     lines += ["", "| invariant | count | bound | holds |", "| --- | --- | --- | --- |"]
     lines += [f"| {i.name} | {i.count} | {i.bound} | {'yes' if i.holds else '**NO**'} |" for i in result.invariants]
+    if result.added:
+        a = result.added
+        lines += [
+            "",
+            "Added latency against a fault-free run of the same seed (seconds from a generation's first request to",
+            f"its job's first end, {a['generations']:g} generations completed in both; the fault-free median is "
+            f"{a['baseline_median']:.1f} s):",
+            "",
+            "| added latency | median | p95 |",
+            "| --- | --- | --- |",
+            f"| per generation | {a['median']:.1f} s | {a['p95']:.1f} s |",
+        ]
     if result.explained:
         reasons = Counter(line.split(": ", 1)[1] for line in result.explained)
         lines += [
@@ -976,6 +1277,7 @@ def as_json(result: Result) -> dict:
             {"name": i.name, "count": i.count, "holds": i.holds, "detail": i.detail} for i in result.invariants
         ],
         "explained": result.explained,
+        "added_latency": result.added,
     }
 
 
@@ -996,12 +1298,32 @@ def say(text: str) -> None:
 
 
 def run(config: Config, *, out=say) -> Result:
-    """Start the stack, soak it, stop it; the stack's scratch directory is removed when nothing broke."""
-    soak = Soak(config, out=out)
+    """Start the stack, soak it, stop it; the stack's scratch directory is removed when nothing broke. With a
+    baseline, the same seed first runs without faults, for each generation's added latency."""
+    import shutil
+
+    ports = None
+    baseline: Result | None = None
+    if config.baseline and config.kinds:
+        calm = Soak(replace(config, kinds=(), baseline=False), out=out)
+        out("--- the fault-free baseline of the same seed")
+        try:
+            baseline = calm.run()
+        finally:
+            calm.stack.stop()
+        from django.db import connections
+
+        connections.close_all()  # the next run recreates the database: no connection of this one survives it
+        shutil.rmtree(calm.stack.var, ignore_errors=True)
+        ports = calm.stack.ports
+        out("--- the soak")
+    soak = Soak(config, out=out, ports=ports)
     try:
         result = soak.run()
     finally:
         soak.stack.stop()
+    if baseline is not None:
+        result.added = added_latency(baseline.latencies, result.latencies)
     for line in result.explained:
         out(f"  explained: {line}")
     for invariant in result.invariants:
@@ -1010,8 +1332,6 @@ def run(config: Config, *, out=say) -> Result:
             + (f" ({invariant.detail})" if invariant.detail else "")
         )
     if not result.broken:
-        import shutil
-
         shutil.rmtree(soak.stack.var, ignore_errors=True)
     else:
         out(f"  logs kept in {soak.stack.var}")

@@ -69,9 +69,12 @@ class Stack:
         settings_module: str,
         prefix: str,
         first_port: int | None = None,
+        ports: dict[str, int] | None = None,
     ):
         self.var = Path(tempfile.mkdtemp(prefix=prefix))
-        if first_port is None:
+        if ports is not None:  # the ports of an earlier stack of this process (whose settings name them)
+            self.ports = dict(ports)
+        elif first_port is None:
             self.ports = {name: free_port() for name in names}
         else:
             self.ports = {name: first_port + i for i, name in enumerate(names)}
@@ -97,14 +100,16 @@ class Stack:
         return f"http://127.0.0.1:{self.ports[name]}"
 
     # --- start-up --------------------------------------------------------------------------------------
-    def start_infrastructure(self) -> None:
-        """A fresh database, the local SQS, the schema and the queues."""
+    def start_infrastructure(self, *, sqs_ledger: Path | None = None) -> None:
+        """A fresh database, the local SQS (keeping its ledger of receipts in `sqs_ledger`, scripts/local_sqs.py),
+        the schema and the queues."""
         recreate_database(self.database_url)
         port = self.ports["sqs"]
         self.runner.start(
             "sqs",
             [PYTHON, str(ROOT / "scripts" / "local_sqs.py"), "-H", "127.0.0.1", "-p", str(port)],
             log_file=self.var / "sqs.log",
+            env={"LOCAL_SQS_LEDGER": str(sqs_ledger)} if sqs_ledger else None,
         )
         self.runner.wait_until("the local SQS", lambda: port_open("127.0.0.1", port), 30)
         manage = [PYTHON, "manage.py"]

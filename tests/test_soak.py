@@ -32,7 +32,7 @@ def soak(tmp_path: Path, name: str, port_offset: int, **env) -> tuple[int, dict,
     test_db = settings.DATABASES["default"]["TEST"]["NAME"] or "test_serenity"
     url = urlunsplit(urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/soak_{name}_{test_db}"))
     out = tmp_path / f"{name}.json"
-    child = {**os.environ, "SOAK_DATABASE_URL": url, **env}
+    child = {**os.environ, "SOAK_DATABASE_URL": url, "SOAK_BASELINE": "0", **env}
     if os.environ.get("SOAK_FIRST_PORT"):  # a range of ports to stay in, when the machine is shared
         child["SOAK_FIRST_PORT"] = str(int(os.environ["SOAK_FIRST_PORT"]) + port_offset)
     try:
