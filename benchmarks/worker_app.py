@@ -1,7 +1,8 @@
 """The production Celery app with a per-delivery meter: `celery -A benchmarks.worker_app worker …`.
 
 For every task it appends one JSON line to $BENCH_WORKER_METER: the thread's CPU time (waiting on IMS,
-Semrush, DRS or the database costs none), its wall time and the SQL statements it sent. The lease heartbeat
+Semrush, DRS or the database costs none), its wall time and the SQL statements it sent (the Semrush rate budget's
+slots, one per Semrush request, counted apart: `semrush_slots`). The lease heartbeat
 runs in its own thread and is not counted (it fires only during calls longer than its interval).
 """
 
@@ -23,10 +24,10 @@ _write_lock = threading.Lock()
 
 @signals.task_prerun.connect
 def _start(task_id=None, task=None, **kwargs):
-    statements = [0]
+    statements = [0, 0]
 
     def count(execute, sql, params, many, context):
-        statements[0] += 1
+        statements[1 if "semrush_rate_budgets" in sql else 0] += 1
         return execute(sql, params, many, context)
 
     wrapper = connection.execute_wrapper(count)
@@ -49,6 +50,7 @@ def _stop(task_id=None, task=None, retval=None, **kwargs):
             "cpu_ms": (time.thread_time() - cpu0) * 1000,
             "wall_ms": (time.perf_counter() - wall0) * 1000,
             "sql": statements[0],
+            "semrush_slots": statements[1],
         }
     )
     with _write_lock, open(os.environ["BENCH_WORKER_METER"], "a") as out:

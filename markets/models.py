@@ -107,3 +107,19 @@ class Market(models.Model):
 
     def __str__(self):
         return f"{self.country}/{self.language_code}"
+
+
+class SemrushRateBudget(models.Model):
+    """The fleet's Semrush request-rate budget for one client pair (SEMRUSH_MAX_CALLS_PER_SECOND): every worker
+    process takes its next call's slot from this row, in one conditional UPDATE (markets/clients/semrush_budget.py).
+    Times are microseconds since the epoch on the database's clock, the one clock every process shares."""
+
+    pair = models.CharField(max_length=32, primary_key=True, help_text="Name of the IMS client pair the calls carry")
+    next_slot_us = models.BigIntegerField(default=0, help_text="The earliest time the next call may be sent")
+    paused_until_us = models.BigIntegerField(default=0, help_text="No call before this: Semrush answered 429")
+
+    class Meta:
+        db_table = "semrush_rate_budgets"
+
+    def __str__(self):
+        return f"Semrush rate budget of {self.pair}"

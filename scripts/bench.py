@@ -233,6 +233,9 @@ class Bench:
                 # The figures are about cost, not abuse limits.
                 "THROTTLE_ONBOARDING_RATE": "100000/min",
                 "THROTTLE_ORG_MARKETS_RATE": "100000/hour",
+                # The simulator is not Semrush: the fleet's Semrush budget stays on (each call takes its slot, a
+                # statement counted apart) but out of the scenarios' reach.
+                "SEMRUSH_MAX_CALLS_PER_SECOND": "100000",
                 **dict(SIZE.env),
             },
         )
@@ -670,8 +673,10 @@ class Bench:
             TARGETS["worker_cpu_x_bare"],
             "≤",
         )
+        slots = statistics.median(d.get("semrush_slots", 0) for d in runs)
         self.row(
-            f"worker SQL statements per delivery (median, max {max(d['sql'] for d in runs)})",
+            f"worker SQL statements per delivery (median, max {max(d['sql'] for d in runs)}), beside one Semrush "
+            f"rate-budget slot per Semrush request (median {slots:.0f})",
             f"{sql:.0f}",
             sql / TARGETS["worker_sql"],
             1.0,

@@ -74,6 +74,8 @@ ENV = {
     "THROTTLE_ORG_MARKETS_RATE": "100000/hour",
     "THROTTLE_REAUTH_RATE": "100000/min",
     "THROTTLE_ORG_REAUTH_RATE": "100000/hour",
+    # Nor about Semrush's rate: the fleet's budget is on, each call taking its slot, but out of the soak's reach.
+    "SEMRUSH_MAX_CALLS_PER_SECOND": "100000",
 }
 DRS_SLOW_MS, DRS_TIMEOUT_MS, SEMRUSH_STALL_MS = 1500, 4500, 3000
 WORKERS = ("worker-1", "worker-2")

@@ -47,6 +47,9 @@ os.environ.setdefault("THROTTLE_REAUTH_RATE", "100000/min")
 os.environ.setdefault("THROTTLE_ONBOARDING_RATE", "100000/min")
 os.environ.setdefault("THROTTLE_ORG_MARKETS_RATE", "1000000/hour")
 os.environ.setdefault("THROTTLE_ORG_REAUTH_RATE", "1000000/hour")
+# The fleet's Semrush rate budget is on (every worker call takes its slot, one statement) but out of reach of the
+# simulators' few calls unless a test sets its own (tests/markets/clients/test_semrush_budget.py).
+os.environ.setdefault("SEMRUSH_MAX_CALLS_PER_SECOND", "1000")
 
 from serenity.settings import *  # noqa: E402,F403
 

@@ -19,6 +19,7 @@ from urllib.parse import quote
 import httpx
 from django.conf import settings
 
+from markets.clients import semrush_budget
 from serenity import metrics
 from serenity.clients import http
 
@@ -37,21 +38,28 @@ _languages: dict[str, tuple[float, list[dict]]] = {}
 class _Session:
     """The calls of one SemrushClient, sent on this thread's pooled connection (serenity/clients/http.py):
     the bearer rides on each request, never on the shared client, and every attempt, retries included, ends
-    by the caller's deadline."""
+    by the caller's deadline. With a `pair`, every attempt first takes its slot in the fleet's rate budget of
+    that pair (markets/clients/semrush_budget.py), and a 429 pauses the pair for the whole fleet."""
 
-    def __init__(self, *, bearer: str, deadline: float | None):
+    def __init__(self, *, bearer: str, deadline: float | None, pair: str | None = None):
         self._pool = http.pooled_client(settings.SEMRUSH_API_BASE.rstrip("/"), timeout=settings.SEMRUSH_TIMEOUT_SECONDS)
         self._headers = {"Authorization": f"Bearer {bearer}", "Accept": "application/json"}
         self._deadline = deadline
+        self._pair = pair
 
     def request(self, method, url, *, headers=None, **kwargs) -> httpx.Response:
+        if self._pair is not None:
+            semrush_budget.take_slot(self._pair, deadline=self._deadline)
         if self._deadline is not None:
             remaining = self._deadline - time.monotonic()
             if remaining <= 0:
                 # Raised as a timeout so the retry loop classifies it as transient and stops at once.
                 raise httpx.TimeoutException("deadline reached before the request was sent")
             kwargs["timeout"] = min(settings.SEMRUSH_TIMEOUT_SECONDS, remaining)
-        return self._pool.request(method, url, headers={**self._headers, **(headers or {})}, **kwargs)
+        response = self._pool.request(method, url, headers={**self._headers, **(headers or {})}, **kwargs)
+        if response.status_code == 429 and self._pair is not None:
+            semrush_budget.pause(self._pair, http.retry_after_seconds(response))
+        return response
 
 
 def _segment(value: object, name: str) -> str:
@@ -90,11 +98,16 @@ class SemrushClient:
 
     `deadline` is a `time.monotonic()` value: no attempt or backoff runs past it, and a call that cannot
     finish in time raises TransientError.
+
+    `pair` (an IMS client pair's name: the pair whose token `bearer` is) puts every request under the fleet's
+    Semrush rate budget of that pair (SEMRUSH_MAX_CALLS_PER_SECOND): the worker's calls name it; without it a
+    call takes no slot (the entry points, whose calls a user waits for under the request's deadline).
     """
 
-    def __init__(self, bearer: str, *, deadline: float | None = None):
+    def __init__(self, bearer: str, *, deadline: float | None = None, pair: str | None = None):
         self._bearer = bearer
         self._deadline = deadline
+        self._pair = pair
 
     def __repr__(self) -> str:  # never the bearer
         return f"SemrushClient(deadline={self._deadline})"
@@ -104,7 +117,7 @@ class SemrushClient:
     def _http(self) -> _Session:
         if not isinstance(self._bearer, str) or not self._bearer.strip():
             raise http.ReauthRequired("semrush: no bearer to call with")
-        return _Session(bearer=self._bearer, deadline=self._deadline)
+        return _Session(bearer=self._bearer, deadline=self._deadline, pair=self._pair)
 
     def _call(self, client: _Session, method: str, url: str, *, what: str, **kwargs) -> dict:
         try:

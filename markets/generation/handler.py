@@ -185,6 +185,7 @@ class MarketGenerationHandler:
         return SemrushClient(
             exchanged.access.access_token,
             deadline=time.monotonic() + min(settings.SEMRUSH_WRITE_BUDGET_SECONDS, ctx.remaining()),
+            pair=loaded.pair.name,
         )
 
     def write(self, ctx: JobContext, semrush: SemrushClient, prompts: list[str]) -> None:

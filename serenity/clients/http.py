@@ -98,7 +98,7 @@ def pooled_client(base_url: str, *, timeout: float) -> httpx.Client:
     return client
 
 
-def _retry_after_seconds(response: httpx.Response) -> float | None:
+def retry_after_seconds(response: httpx.Response) -> float | None:
     value = response.headers.get("Retry-After")
     if not value:
         return None
@@ -120,10 +120,10 @@ def raise_for_status(response: httpx.Response, what: str) -> None:
         raise ReauthRequired(f"{what}: HTTP {status}", status=status)
     if status == 429:
         # A refusal to process: back-pressure, never a sign the work was done.
-        raise Throttled(f"{what}: HTTP 429", retry_after=_retry_after_seconds(response))
+        raise Throttled(f"{what}: HTTP 429", retry_after=retry_after_seconds(response))
     if status >= 500:
         # A 5xx may come after the work was done (and its answer lost).
-        raise TransientError(f"{what}: HTTP {status}", status=status, retry_after=_retry_after_seconds(response))
+        raise TransientError(f"{what}: HTTP {status}", status=status, retry_after=retry_after_seconds(response))
     raise PermanentError(f"{what}: HTTP {status}", status=status)
 
 

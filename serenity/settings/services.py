@@ -38,6 +38,11 @@ IMS_CLIENT_PAIRS = {"default": _pair("IMS_DEFAULT"), "semrush": _pair("IMS_SEMRU
 SEMRUSH_API_BASE = required("SEMRUSH_API_BASE", f"{LOCAL_BASE_URL}/sandbox/semrush")
 SEMRUSH_TIMEOUT_SECONDS = env.float("SEMRUSH_TIMEOUT_SECONDS", default=20.0)
 SEMRUSH_WRITE_BUDGET_SECONDS = env.int("SEMRUSH_WRITE_BUDGET_SECONDS", default=120)
+# The fleet's Semrush request-rate budget per IMS client pair, shared by every worker process through PostgreSQL
+# (markets/clients/semrush_budget.py): the worker's calls are spaced at least 1 s / this apart. Semrush admits 10
+# requests per second per account; the default leaves 2 for the entry points' calls, which do not take slots.
+# 0 turns it off.
+SEMRUSH_MAX_CALLS_PER_SECOND = env.int("SEMRUSH_MAX_CALLS_PER_SECOND", default=8)
 SEMRUSH_PARENT_WORKSPACE_ID = env.str("SEMRUSH_PARENT_WORKSPACE_ID", default="serenity")
 # The old synchronous path's write deadline, shared by every market of one request.
 SYNC_WRITE_DEADLINE_SECONDS = env.float("SYNC_WRITE_DEADLINE_SECONDS", default=12.0)

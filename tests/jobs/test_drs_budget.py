@@ -1,7 +1,8 @@
 """The fleet's DRS budget at claim time (DRS_MAX_IN_FLIGHT): at the budget a delivery is held back without
-spending an attempt, and claims racing on their own connections never pass it."""
+spending an attempt, and claims racing on their own connections, on threads or in two processes, never pass it."""
 
 import threading
+import time
 import uuid
 from datetime import timedelta
 
@@ -12,6 +13,7 @@ from jobs import services as job_services
 from jobs.leases import lease_claim, running_jobs
 from jobs.models import AsyncJob
 from jobs.outcomes import Outcome
+from tests import fleet
 from tests.jobs.factories import AsyncJobFactory
 from tests.jobs.test_fairness import assert_held_back
 
@@ -91,5 +93,21 @@ def test_claims_racing_on_their_own_connections_never_pass_the_budget(transactio
     [t.start() for t in threads]
     [t.join(120) for t in threads]
     assert claimed[0] == budget
+    assert running_jobs(timezone.now()).count() == budget
+    assert AsyncJob.objects.filter(attempts=1).count() == budget
+
+
+def test_claims_racing_from_two_processes_never_pass_the_budget(transactional_db):
+    """Two OS processes of eight threads each, started at the same moment, every thread trying all 60 jobs (in
+    orders that differ between threads): under a budget of 20 the fleet claims exactly 20, and exactly 20 run."""
+    budget = 20
+    ids = [str(AsyncJobFactory(organization_id=uuid.uuid4()).id) for _ in range(60)]
+    at = time.time() + 4  # both processes set up first, then claim together
+    env = {"DRS_MAX_IN_FLIGHT": str(budget)}
+    procs = [fleet.start("claim", at, 8, *ids, env=env) for _ in range(2)]
+    results = [fleet.result(p) for p in procs]
+
+    assert [r["threads"] for r in results] == [8, 8]
+    assert sum(r["claimed"] for r in results) == budget
     assert running_jobs(timezone.now()).count() == budget
     assert AsyncJob.objects.filter(attempts=1).count() == budget

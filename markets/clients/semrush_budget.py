@@ -1,0 +1,104 @@
+"""The fleet's Semrush request-rate budget (SEMRUSH_MAX_CALLS_PER_SECOND), shared by every process through
+PostgreSQL: one row per IMS client pair (`markets.models.SemrushRateBudget`, table `semrush_rate_budgets`).
+
+Each request to Semrush first takes a slot: one conditional UPDATE that moves the row's `next_slot_us` one
+interval (1 s / the budget) on and returns the slot it took. Slots are the grid of those intervals on the
+database's clock (the one clock every process shares), so no two calls of the fleet share an interval and no
+second of that clock holds more calls than the budget. The caller sleeps until its slot, holding no database
+connection and no transaction (the statement commits by itself), then sends. A slot further away than a short
+wait (WAIT_IN_PLACE_SECONDS, or what is left of the caller's deadline) is not taken: the call raises
+`Throttled` without sending, as a Semrush 429 would, and the worker hands its job back for later.
+
+A Semrush 429 stores `paused_until_us` on the same row (its Retry-After, at most JOB_THROTTLE_MAX_DELAY_SECONDS;
+one second without one), so every process waits until then, not only the thread that was refused.
+
+PostgreSQL only: the embedded run (SQLite, one process) sends without it. SEMRUSH_MAX_CALLS_PER_SECOND=0 turns
+it off.
+"""
+
+import math
+import time
+
+from django.conf import settings
+from django.db import connection
+
+from serenity.clients.http import Throttled
+from serenity.db import release_pooled_connection
+
+# The longest wait for a slot (or the end of a pause) slept in place, as a 429's short Retry-After is
+# (serenity/clients/http.py THROTTLE_WAIT_IN_PLACE_SECONDS): longer, and the job is handed back instead.
+WAIT_IN_PLACE_SECONDS = 5.0
+# A 429 without Retry-After pauses the pair this long.
+PAUSE_WITHOUT_RETRY_AFTER_SECONDS = 1.0
+
+TABLE = "semrush_rate_budgets"
+_NOW_US = "(extract(epoch from clock_timestamp()) * 1000000)::bigint"
+
+
+def _grid(us: str) -> str:
+    """`us` (microseconds) rounded up to the grid of %(iv)s-µs slots."""
+    return f"((({us}) + %(iv)s - 1) / %(iv)s) * %(iv)s"
+
+
+# The slot the next call would take: the first free one that is neither in the past nor in a pause.
+_SLOT = f"greatest({_grid(_NOW_US)}, {TABLE}.next_slot_us, {_grid(TABLE + '.paused_until_us')})"
+# One statement, the pair's first call included (its row is created with the first slot taken). No lock outlives
+# it: the row lock is taken and released by this statement alone, and a caller that waited for it decides on the
+# row as the other left it (ON CONFLICT DO UPDATE reads the latest version), so no two callers take one slot. A
+# slot further than %(wait)s ahead is not taken: no row comes back and nothing changes. Built from constants only.
+_TAKE = (
+    f"INSERT INTO {TABLE} (pair, next_slot_us, paused_until_us) VALUES (%(pair)s, {_grid(_NOW_US)} + %(iv)s, 0) "  # noqa: S608
+    f"ON CONFLICT (pair) DO UPDATE SET next_slot_us = {_SLOT} + %(iv)s WHERE {_SLOT} <= {_NOW_US} + %(wait)s "
+    f"RETURNING next_slot_us - %(iv)s, {_NOW_US}"
+)
+_WAIT = f"SELECT {_SLOT} - {_NOW_US} FROM {TABLE} WHERE pair = %(pair)s"  # noqa: S608 (constants only)
+_PAUSE = (
+    f"UPDATE {TABLE} SET paused_until_us = greatest(paused_until_us, {_NOW_US} + %(pause)s) "  # noqa: S608
+    "WHERE pair = %(pair)s"
+)
+
+
+def enabled() -> bool:
+    return settings.SEMRUSH_MAX_CALLS_PER_SECOND > 0 and connection.vendor == "postgresql"
+
+
+def interval_us() -> int:
+    """The slot width: one second over the budget, rounded up (the rate stays at or under the budget)."""
+    return math.ceil(1_000_000 / settings.SEMRUSH_MAX_CALLS_PER_SECOND)
+
+
+def take_slot(pair: str, *, deadline: float | None = None, what: str = "semrush") -> None:
+    """Wait for this call's slot in the fleet's budget of `pair`, then return (the caller sends at once).
+
+    Raises `Throttled` (its `retry_after` the seconds until a slot would be free) without taking a slot when
+    the wait would be longer than WAIT_IN_PLACE_SECONDS or than what is left before `deadline`
+    (`time.monotonic()`). One statement; a second only when the slot is not taken."""
+    if not enabled():
+        return
+    wait = WAIT_IN_PLACE_SECONDS if deadline is None else min(WAIT_IN_PLACE_SECONDS, deadline - time.monotonic())
+    params: dict[str, str | int] = {"pair": pair, "iv": interval_us(), "wait": max(0, int(wait * 1_000_000))}
+    with connection.cursor() as cursor:
+        cursor.execute(_TAKE, params)
+        row = cursor.fetchone()
+        if row is None:  # over the wait: how long until a slot would be free (the rare path)
+            cursor.execute(_WAIT, params)
+            waiting = cursor.fetchone()
+    release_pooled_connection()  # the wait and the call hold no database connection
+    if row is None:
+        retry_after = max(0.0, (waiting[0] if waiting else 0) / 1_000_000)
+        raise Throttled(f"{what}: over the fleet's Semrush rate budget for {retry_after:.1f}s", retry_after=retry_after)
+    slot_us, now_us = row
+    if slot_us > now_us:
+        time.sleep((slot_us - now_us) / 1_000_000)
+
+
+def pause(pair: str, retry_after: float | None) -> None:
+    """Semrush answered 429: no process sends for `pair` before its Retry-After has passed (at most
+    JOB_THROTTLE_MAX_DELAY_SECONDS, the longest any throttled job waits before it tries again)."""
+    if not enabled():
+        return
+    seconds = PAUSE_WITHOUT_RETRY_AFTER_SECONDS if retry_after is None else retry_after
+    seconds = min(seconds, settings.JOB_THROTTLE_MAX_DELAY_SECONDS)
+    with connection.cursor() as cursor:
+        cursor.execute(_PAUSE, {"pair": pair, "pause": int(seconds * 1_000_000)})
+    release_pooled_connection()

@@ -1,0 +1,240 @@
+"""The fleet's Semrush request-rate budget (SEMRUSH_MAX_CALLS_PER_SECOND), on PostgreSQL, against a test server that
+records when each call arrives: callers on real threads and in two real processes never pass the budget in any
+second, and a 429 pauses every caller of the pair, in this process and in another."""
+
+import json
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from django.db import connection
+
+from markets.clients import semrush_budget
+from markets.clients.semrush import SemrushClient
+from markets.models import SemrushRateBudget
+from serenity.clients.http import Throttled
+from tests import fleet
+
+BUDGET = 5  # calls per second: slots of 200 ms, each second of the database's clock holding five
+
+
+class Recorder(ThreadingHTTPServer):
+    """Answers `GET /v1/ai-projects/<id>` with a published project (or with the next scripted status) and records
+    each call's arrival: (epoch seconds, bearer, status)."""
+
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.calls: list[tuple[float, str, int]] = []
+        self.script: list[tuple[int, str | None]] = []
+        self.lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def answer_next(self, status: int, retry_after: str | None = None) -> None:
+        with self.lock:
+            self.script.append((status, retry_after))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: Recorder
+
+    def do_GET(self):
+        arrived = time.time()
+        with self.server.lock:
+            status, retry_after = self.server.script.pop(0) if self.server.script else (200, None)
+            self.server.calls.append((arrived, self.headers.get("Authorization", ""), status))
+        body = json.dumps({"status": "published"} if status == 200 else {"error": {"code": "rate_limited"}}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        if retry_after is not None:
+            self.send_header("Retry-After", retry_after)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def recorder(settings, transactional_db):
+    server = Recorder()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    settings.SEMRUSH_API_BASE = server.url
+    settings.SEMRUSH_MAX_CALLS_PER_SECOND = BUDGET
+    settings.SEMRUSH_TIMEOUT_SECONDS = 10.0
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def per_second(calls) -> Counter:
+    """Calls by the second (epoch, whole seconds) they arrived in."""
+    return Counter(int(arrived) for arrived, _bearer, _status in calls)
+
+
+def call(bearer: str = "Bearer-1") -> None:
+    SemrushClient(bearer, pair="semrush").publish_status(project_id="p")
+
+
+def fleet_process(server: Recorder, kind: str, at: float, threads: int, *args: str):
+    env = {
+        "SEMRUSH_API_BASE": server.url,
+        "SEMRUSH_MAX_CALLS_PER_SECOND": str(BUDGET),
+        "SEMRUSH_TIMEOUT_SECONDS": "10",
+    }
+    return fleet.start(kind, at, threads, *args, env=env)
+
+
+def test_callers_on_real_threads_never_pass_the_budget_in_any_second(recorder):
+    """Six threads of three calls each, released at once: without the budget all eighteen arrive within the same
+    second; with it no second holds more than five, and every call is made."""
+    barrier = threading.Barrier(6)
+    errors: list[Exception] = []
+
+    def caller():
+        try:
+            barrier.wait(30)
+            for _ in range(3):
+                call()
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=caller) for _ in range(6)]
+    [t.start() for t in threads]
+    [t.join(60) for t in threads]
+
+    assert errors == []
+    assert len(recorder.calls) == 18
+    seconds = per_second(recorder.calls)
+    assert max(seconds.values()) <= BUDGET, seconds
+    assert len(seconds) >= 18 // BUDGET  # spread over the seconds the budget needs, not bunched
+
+
+def test_callers_in_two_processes_never_pass_the_budget_in_any_second(recorder):
+    """Two OS processes of four threads each, three calls a thread, started at the same moment: 24 calls in all,
+    both processes' calls sharing seconds, and no second with more than the budget."""
+    start = time.time() + 4  # both processes set up first, then call together
+    procs = [fleet_process(recorder, "semrush", start, 4, "3", f"process-{n}") for n in (1, 2)]
+    results = [fleet.result(p) for p in procs]
+
+    assert [r["ok"] for r in results] == [12, 12] and [r["throttled"] for r in results] == [0, 0]
+    assert len(recorder.calls) == 24
+    seconds = per_second(recorder.calls)
+    assert max(seconds.values()) <= BUDGET, seconds
+    shared = {int(t) for t, bearer, _ in recorder.calls if bearer.endswith("process-1")} & {
+        int(t) for t, bearer, _ in recorder.calls if bearer.endswith("process-2")
+    }
+    assert shared, "the two processes called in the same seconds"
+
+
+def test_a_429_pauses_every_caller_of_the_pair_in_this_process_and_another(recorder):
+    """Semrush answers one call 429 with Retry-After 60: that caller is throttled, and so is the next caller on
+    another thread and two more in another process, none of them sending anything: Semrush saw one call."""
+    recorder.answer_next(429, retry_after="60")
+
+    with pytest.raises(Throttled) as first:
+        call()
+    assert first.value.retry_after == 60
+
+    errors: list[Exception] = []
+
+    def other_thread():
+        try:
+            call()
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    thread.join(30)
+    other = fleet.result(fleet_process(recorder, "semrush", 0, 2, "1", "process-1"))
+
+    assert len(errors) == 1 and isinstance(errors[0], Throttled)
+    assert errors[0].retry_after > semrush_budget.WAIT_IN_PLACE_SECONDS  # told to come back after the pause
+    assert other == {"threads": 2, "ok": 0, "throttled": 2}
+    assert [status for _t, _b, status in recorder.calls] == [429]
+
+
+def test_a_short_pause_is_waited_out_and_every_caller_sends_only_after_it(recorder, monkeypatch):
+    """A 429 with Retry-After 2 (within the wait slept in place): the caller that got it waits and calls again, a
+    caller on another thread that starts once the pause is stored waits too, and both calls arrive only after the
+    pause stored on the row has ended."""
+    recorder.answer_next(429, retry_after="2")
+    paused = threading.Event()
+    real_pause = semrush_budget.pause
+
+    def pause(pair, retry_after):
+        real_pause(pair, retry_after)
+        paused.set()
+
+    monkeypatch.setattr(semrush_budget, "pause", pause)
+
+    def other_thread():
+        paused.wait(30)
+        try:
+            call("Bearer-other")
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    call()
+    thread.join(30)
+
+    paused_until = SemrushRateBudget.objects.get(pair="semrush").paused_until_us / 1_000_000
+    assert [status for _t, _b, status in recorder.calls] == [429, 200, 200]
+    assert sorted(bearer for _t, bearer, status in recorder.calls if status == 200) == [
+        "Bearer Bearer-1",
+        "Bearer Bearer-other",
+    ]
+    assert all(arrived >= paused_until for arrived, _b, status in recorder.calls if status == 200)
+
+
+def test_a_slot_further_than_the_wait_in_place_is_not_taken_and_nothing_is_sent(recorder):
+    """The pair is paused for a minute: a call raises Throttled at once, sends nothing, and takes no slot (the
+    row's next slot is where it was)."""
+    call()  # creates the row
+    semrush_budget.pause("semrush", 60)
+    before = SemrushRateBudget.objects.get(pair="semrush").next_slot_us
+
+    with pytest.raises(Throttled):
+        call()
+
+    assert len(recorder.calls) == 1
+    assert SemrushRateBudget.objects.get(pair="semrush").next_slot_us == before
+
+
+def test_a_pause_is_never_longer_than_the_longest_throttle_delay(recorder, settings):
+    settings.JOB_THROTTLE_MAX_DELAY_SECONDS = 1
+    call()
+    semrush_budget.pause("semrush", 3600)
+    row = SemrushRateBudget.objects.get(pair="semrush")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT (extract(epoch from clock_timestamp()) * 1000000)::bigint")
+        now_us = cursor.fetchone()[0]
+    assert row.paused_until_us - now_us <= 1_000_000
+
+
+def test_a_call_without_a_pair_takes_no_slot(recorder):
+    SemrushClient("Bearer-1").publish_status(project_id="p")
+    assert len(recorder.calls) == 1
+    assert not SemrushRateBudget.objects.exists()
+
+
+def test_the_budget_off_sends_without_a_slot(recorder, settings):
+    settings.SEMRUSH_MAX_CALLS_PER_SECOND = 0
+    call()
+    assert len(recorder.calls) == 1
+    assert not SemrushRateBudget.objects.exists()
