@@ -21,6 +21,7 @@ from django.utils import timezone
 from jobs import states
 from jobs.checkpoints import MergedCheckpoints
 from jobs.exceptions import LeaseLost, OutOfTime
+from jobs.leases import lease_live_q
 from jobs.models import AsyncJob, JobStatus
 from serenity.db import retry_once_on_disconnect
 from serenity.logging import redact
@@ -110,10 +111,7 @@ class JobContext:
     def _fenced(self) -> "QuerySet[AsyncJob]":
         """The job row, only while this delivery's lease is the job's lease and has not expired."""
         return AsyncJob.objects.filter(
-            id=self.job.id,
-            status=JobStatus.IN_PROGRESS,
-            lease_token=self.lease_token,
-            lease_expires_at__gt=timezone.now(),
+            lease_live_q(), id=self.job.id, status=JobStatus.IN_PROGRESS, lease_token=self.lease_token
         )
 
     def _merged(self, values: dict[str, Any]) -> dict[str, Any]:

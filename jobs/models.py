@@ -14,6 +14,14 @@ class JobStatus(models.TextChoices):
     CANCELLED = "CANCELLED"
 
 
+class LeaseState(models.TextChoices):
+    """Where a job's lease stands at a moment: `AsyncJob.lease_state`, and as a filter `jobs.leases.lease_state_q`."""
+
+    HELD = "held"  # a live lease: a delivery holds the job until `lease_expires_at`, still ahead
+    EXPIRED = "expired"  # its delivery died without an outcome (the expiry passed) and nothing took it over yet
+    NONE = "none"  # no lease: never claimed, given back, or the job is finished
+
+
 def default_expires_at() -> datetime:
     return timezone.now() + timedelta(days=settings.JOB_RECORD_TTL_DAYS)
 
@@ -101,11 +109,12 @@ class AsyncJob(models.Model):
     def __str__(self) -> str:
         return f"{self.job_type} {self.id} {self.status}"
 
-    def lease_state(self, now: datetime | None = None) -> str:
-        """`held`, `expired` or `none`."""
+    def lease_state(self, now: datetime | None = None) -> LeaseState:
+        """Where the job's lease stands at `now`."""
         if self.lease_token is None:
-            return "none"
-        return "held" if self.lease_expires_at and self.lease_expires_at > (now or timezone.now()) else "expired"
+            return LeaseState.NONE
+        live = self.lease_expires_at and self.lease_expires_at > (now or timezone.now())
+        return LeaseState.HELD if live else LeaseState.EXPIRED
 
 
 class WorkerHeartbeat(models.Model):

@@ -40,7 +40,7 @@ from jobs import display, handlers, selectors
 from jobs.display import ago, checkpoints_line, stamp
 from jobs.dlq import DlqMessage, DlqScan, QueueCounts, queue_counts, total
 from jobs.handlers import Progress
-from jobs.models import AsyncJob, JobStatus, WorkerHeartbeat
+from jobs.models import AsyncJob, JobStatus, LeaseState, WorkerHeartbeat
 from jobs.services import operator
 
 WAITING_WITHOUT_MESSAGE = "waiting_without_message"
@@ -203,7 +203,7 @@ def _running_jobs(
         lost = deliveries.lost
         subject = str(job.id)
         if subject in in_dlq:
-            if lease == "held":
+            if lease == LeaseState.HELD:
                 dead = f"; {quiet_text}: its worker is presumed dead" if quiet > silent else ""
                 findings.append(
                     Finding(
@@ -228,7 +228,7 @@ def _running_jobs(
                         f"{REDRIVE.format(job=subject)}" + (f" ({warning})" if warning else ""),
                     )
                 )
-        elif lease == "held":
+        elif lease == LeaseState.HELD:
             if quiet > silent:
                 findings.append(
                     Finding(
@@ -260,7 +260,7 @@ def _running_jobs(
                     + (f"; {warning}" if warning else ""),
                 )
             )
-        elif lease == "expired":
+        elif lease == LeaseState.EXPIRED:
             fix, held = requeue(job)
             findings.append(
                 Finding(
