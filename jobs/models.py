@@ -22,8 +22,9 @@ class LeaseState(models.TextChoices):
     NONE = "none"  # no lease: never claimed, given back, or the job is finished
 
 
-def default_expires_at() -> datetime:
-    return timezone.now() + timedelta(days=settings.JOB_RECORD_TTL_DAYS)
+def default_expires_at(now: datetime | None = None) -> datetime:
+    """When a job record created (or put back to work) at `now` expires: JOB_RECORD_TTL_DAYS later."""
+    return (now or timezone.now()) + timedelta(days=settings.JOB_RECORD_TTL_DAYS)
 
 
 class AsyncJob(models.Model):

@@ -14,7 +14,7 @@ from jobs import heartbeats, interrupts, selectors, states
 from jobs.display import resend_warning
 from jobs.dlq import DlqMessage, DlqScan, queue_counts, total
 from jobs.leases import lease_free_q, lease_release_stale
-from jobs.models import AsyncJob, JobStatus, LeaseState
+from jobs.models import AsyncJob, JobStatus, LeaseState, default_expires_at
 from jobs.selectors import JobFilter
 from jobs.services.endings import job_finish
 from jobs.services.producer import job_publish
@@ -114,7 +114,7 @@ def job_rerun(job_id: UUID | str, *, actor: str) -> Rerun:
         throttles=0,
         claim=None,
         claim_expires_at=None,
-        expires_at=now + timedelta(days=settings.JOB_RECORD_TTL_DAYS),
+        expires_at=default_expires_at(now),
     )
     if not moved:
         return Rerun(False, "the job changed meanwhile")

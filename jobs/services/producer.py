@@ -18,7 +18,7 @@ from django.utils import timezone
 from jobs import codes, states
 from jobs.exceptions import NotAwaitingReauth, NotRequester
 from jobs.messages import RUN_TASK, message_kwargs
-from jobs.models import AsyncJob, JobStatus
+from jobs.models import AsyncJob, JobStatus, default_expires_at
 from jobs.services.endings import job_finish
 from serenity import tracing
 from serenity.celery import app as celery_app
@@ -218,7 +218,7 @@ def _write_fresh_job(
         "started_at": None,
         "claim": None,
         "claim_expires_at": None,
-        "expires_at": now + timedelta(days=settings.JOB_RECORD_TTL_DAYS),
+        "expires_at": default_expires_at(now),
     }
     if existing is None:
         AsyncJob.objects.create(id=job_id, status=JobStatus.IN_PROGRESS, updated_at=now, **fresh)
@@ -286,7 +286,7 @@ def job_reauthorize(
                 attempts=0,
                 lost_deliveries=0,
                 throttles=0,
-                expires_at=timezone.now() + timedelta(days=settings.JOB_RECORD_TTL_DAYS),
+                expires_at=default_expires_at(),
             )
             if moved:
                 grants.grant_store(job_id=job.id, pair=pair, token=token)
