@@ -1,7 +1,7 @@
 """Job leases: the compare-and-swap claim that lets exactly one delivery run a job, and its release.
 
 A lease is (token, expiry). Claiming is one conditional UPDATE on a job that is IN_PROGRESS with no live
-lease; every later write of the delivery names the token (jobs/handlers.py, JobContext), so a delivery
+lease; every later write of the delivery names the token (jobs/context.py, JobContext), so a delivery
 whose lease was taken over updates zero rows and stops.
 """
 

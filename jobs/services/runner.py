@@ -11,8 +11,8 @@ from django.conf import settings
 from django.db.models import F
 
 from jobs import codes, handlers, retries, states
+from jobs.context import JobContext
 from jobs.exceptions import DeliveryNotStarted, JobFailed, LeaseLost, OutOfTime, RetryLater, Throttled
-from jobs.handlers import JobContext
 from jobs.leases import (
     CRASH_LOOP_LOST_DELIVERIES,
     in_flight_budget_reached,
