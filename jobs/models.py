@@ -63,10 +63,12 @@ class AsyncJob(models.Model):
     # operator names it (re-sent) or marks it failed. Cleared by every status change and by the re-send.
     # The job stays IN_PROGRESS: the poll shows it as the UI's "provisioning" (SPEC §7).
     parked_at = models.DateTimeField(null=True, blank=True)
-    # Held by the one request putting a finished job back to work (a re-authorisation, a regeneration) while
-    # it obtains a credential outside any transaction; concurrent requests see it and step aside.
-    claim = models.UUIDField(null=True, blank=True)
-    claim_expires_at = models.DateTimeField(null=True, blank=True)
+    # The reopen lock: held by the one request putting a finished job back to work (a re-authorisation, a
+    # regeneration) while it obtains a credential outside any transaction; concurrent requests see it and step
+    # aside. Not a lease: no delivery takes it. Its columns and constraint keep their first name, `claim`
+    # (migration 0010 renamed the fields alone).
+    reopen_lock = models.UUIDField(null=True, blank=True, db_column="claim")
+    reopen_lock_expires_at = models.DateTimeField(null=True, blank=True, db_column="claim_expires_at")
 
     message_sent_at = models.DateTimeField(null=True, blank=True, help_text="When its queue message last went out")
     # When that message can first be received (later than `message_sent_at` for a delayed one: a retry, a
@@ -90,10 +92,10 @@ class AsyncJob(models.Model):
                 | models.Q(status="IN_PROGRESS", lease_expires_at__isnull=False),
                 name="async_job_lease_only_in_progress",
             ),
-            # A claim only on a finished job, always with an expiry.
+            # A reopen lock only on a finished job, always with an expiry.
             models.CheckConstraint(
-                condition=models.Q(claim__isnull=True)
-                | (~models.Q(status="IN_PROGRESS") & models.Q(claim_expires_at__isnull=False)),
+                condition=models.Q(reopen_lock__isnull=True)
+                | (~models.Q(status="IN_PROGRESS") & models.Q(reopen_lock_expires_at__isnull=False)),
                 name="async_job_claim_only_finished",
             ),
         ]

@@ -112,8 +112,8 @@ def job_rerun(job_id: UUID | str, *, actor: str) -> Rerun:
         attempts=0,
         lost_deliveries=0,
         throttles=0,
-        claim=None,
-        claim_expires_at=None,
+        reopen_lock=None,
+        reopen_lock_expires_at=None,
         expires_at=default_expires_at(now),
     )
     if not moved:
