@@ -86,9 +86,10 @@ class JobContext:
         """Fence: prove the lease is still ours right before a call with an effect outside the database (an
         IMS exchange, a Semrush write). Raises LeaseLost.
 
-        It does not extend the lease. The TTL (930 s) already covers the whole task budget (900 s), and a
-        lease that outlived its message's visibility window (960 s) would make the redelivery of a crashed
-        worker's message find the lease still held and drop it, leaving the job stranded.
+        It does not extend the lease. The lease's TTL (JOB_LEASE_TTL_SECONDS) already covers the delivery's
+        whole budget (JOB_TASK_TIME_LIMIT_SECONDS), and a lease that outlived its message's visibility window
+        (QUEUE_VISIBILITY_TIMEOUT_SECONDS) would make the redelivery of a crashed worker's message find the
+        lease still held and drop it, leaving the job stranded (the system check keeps the three nested).
         """
         if retry_once_on_disconnect(lambda: self._fenced().update(updated_at=timezone.now())) != 1:
             raise self.lost("confirm")
@@ -124,7 +125,7 @@ class JobContext:
 
     @contextlib.contextmanager
     def heartbeat(self, every: float | None = None) -> Iterator[None]:
-        """Confirm the lease in the background while a slow call runs (DRS, up to 300 s).
+        """Confirm the lease in the background while a slow call runs (DRS, up to DRS_TIMEOUT_SECONDS).
 
         A lost lease is remembered and raised as LeaseLost when the block ends, so the result of the slow
         call is never written by a worker that lost the job meanwhile, and the job's `updated_at` shows an

@@ -13,7 +13,8 @@ What it reads, and why that way:
   messages read than the DLQ holds means another reader holds some: that is a finding, never "clean".
 - The job table: every IN_PROGRESS job, and the jobs named by DLQ messages. Whether a waiting job still has
   a message is judged from its row: never sent past the enqueue grace period, or nothing at all for longer
-  than the stuck threshold (a message delayed for a retry waits at most 15 minutes).
+  than the stuck threshold (a message delayed for a retry waits at most JOB_RETRY_MAX_SECONDS, and never more
+  than SQS's limit, `retries.SQS_MAX_DELAY_SECONDS`).
 - External services (Semrush) are not compared: the doctor has no credential of its own (a job's promise
   token may be exchanged only by the worker holding its lease, and exchanging rotates it). How far a job got
   comes from its handler's reading of its checkpoints (`handlers.progress_of`).

@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs import codes, states
+from jobs import codes, retries, states
 from jobs.exceptions import NotAwaitingReauth, NotRequester
 from jobs.messages import RUN_TASK, message_kwargs
 from jobs.models import AsyncJob, JobStatus, default_expires_at
@@ -57,7 +57,7 @@ def _send(job_id: uuid.UUID | str, job_type: str, *, delay: int = 0) -> None:
         },
     }
     if delay:
-        options["DelaySeconds"] = min(int(delay), 900)  # SQS's per-message delay limit
+        options["DelaySeconds"] = min(int(delay), retries.SQS_MAX_DELAY_SECONDS)
     with tracing.contained():
         celery_app.send_task(RUN_TASK, kwargs=message_kwargs(job_id, job_type), **options)
 
@@ -91,7 +91,8 @@ def job_publish(job_id: uuid.UUID | str, job_type: str, *, delay: int = 0, first
             states.record(job_id, "send_failed", detail=f"{type(exc).__name__}; the sweeper will re-send")
         return False
     AsyncJob.objects.filter(id=job_id).update(
-        message_sent_at=sending_at, runnable_at=sending_at + timedelta(seconds=min(delay, 900))
+        message_sent_at=sending_at,
+        runnable_at=sending_at + timedelta(seconds=min(delay, retries.SQS_MAX_DELAY_SECONDS)),
     )
     states.record(job_id, "message_sent", detail=f"delayed {delay}s" if delay else "", at=sending_at)
     return True

@@ -37,7 +37,7 @@ from tokens.delegation import require_promise_token
 GENERATION_JOB_TYPES = (constants.MARKET_GENERATION_JOB_TYPE,)
 
 # How long a poller should wait before asking again, by the phase the job last reached. Generation is one
-# DRS call of up to 300 s, so polling it every other second only burns requests; writing and publishing
+# DRS call of up to DRS_TIMEOUT_SECONDS, so polling it every other second only burns requests; writing and publishing
 # take seconds, so the UI should notice the end quickly.
 RETRY_AFTER_SECONDS = {
     constants.PHASE_QUEUED: 10,
