@@ -25,7 +25,8 @@ from jobs import services as job_services
 from jobs.clients import sqs
 from jobs.display import ago
 from jobs.dlq import dlq_job_ids
-from jobs.models import AsyncJob, JobStatus
+from jobs.leases import lease_state_q
+from jobs.models import AsyncJob, JobStatus, LeaseState
 
 CONFIRMATION_ROWS = 100  # jobs listed on a confirmation page; every selected job is acted on
 WORKER_ROWS = 50  # heartbeat rows listed on the overview; every one is counted
@@ -52,12 +53,12 @@ class LeaseStateFilter(admin.SimpleListFilter):
     parameter_name = "lease"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
-        return [("held", "held"), ("expired", "expired"), ("none", "none")]
+        return [(state, state) for state in LeaseState.values]
 
     def queryset(self, request: HttpRequest, queryset: Jobs) -> Jobs:
         state = self.value()
-        if state in selectors.LEASE_STATES:
-            return queryset.filter(selectors.lease_state_q(state))
+        if state in LeaseState.values:
+            return queryset.filter(lease_state_q(state))
         return queryset
 
 
@@ -307,7 +308,7 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
     @admin.display(description="lease")
     def lease_view(self, job: Job) -> str:
         state = job.lease_state()
-        if state == "none":
+        if state == LeaseState.NONE:
             return "none"
         return f"{state}, expires {job.lease_expires_at:%Y-%m-%d %H:%M:%S} UTC ({ago(job.lease_expires_at)})"
 

@@ -1,34 +1,15 @@
-"""Job handlers: the protocol a job type implements, the registry the runner dispatches on, and the
-`JobContext` a handler gets — the job as claimed, and every write fenced on the lease it holds.
+"""Job handlers: the protocol a job type implements and the registry the runner dispatches on. What a
+handler gets to work with is a `JobContext` (jobs/context.py).
 
 Apps register their handler at start-up (e.g. markets.apps); `jobs` knows nothing of what they do.
 """
 
-import contextlib
 import enum
-import logging
-import threading
-import time
-import uuid
-from collections.abc import Iterator
 from typing import Any, Protocol
 
-from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import QuerySet
-from django.utils import timezone
-
-from jobs import states
-from jobs.checkpoints import MergedCheckpoints
-from jobs.exceptions import LeaseLost, OutOfTime
-from jobs.models import AsyncJob, JobStatus
-from serenity.db import retry_once_on_disconnect
+from jobs.context import JobContext
+from jobs.models import AsyncJob
 from serenity.logging import redact
-from tokens import services as grants
-from tokens.services import LoadedGrant
-from tokens.types import PromiseToken
-
-log = logging.getLogger(__name__)
 
 
 class Progress(enum.Enum):
@@ -40,7 +21,7 @@ class Progress(enum.Enum):
 
 
 class JobHandler(Protocol):
-    def run(self, ctx: "JobContext") -> dict[str, Any]:
+    def run(self, ctx: JobContext) -> dict[str, Any]:
         """Do the job. Return the result for COMPLETED, or raise JobFailed / RetryLater (LeaseLost comes
         from the context's fenced writes)."""
 
@@ -75,147 +56,3 @@ def describe(job: AsyncJob) -> str:
     """The handler's label for `job`, redacted (empty when the handler gives none)."""
     handler = get(job.job_type)
     return redact(handler.describe(job)) if handler is not None and hasattr(handler, "describe") else ""
-
-
-class JobContext:
-    """What a handler gets: the job as claimed, its delivery's time budget, and writes fenced on the lease.
-
-    Every write is a conditional UPDATE naming the lease token: zero rows means another delivery owns the
-    job, and LeaseLost stops this one before it touches anything outside the database. A write that meets
-    a dead database connection is retried once on a fresh one (it is conditional, so safe to repeat).
-    The delivery's deadline is JOB_TASK_TIME_LIMIT_SECONDS from its start: every call gets its timeout
-    from `remaining()`, and a phase that cannot fit raises OutOfTime (the runner hands the job back).
-    """
-
-    def __init__(self, job: AsyncJob, lease_token: uuid.UUID, *, worker: str = "", deadline: float | None = None):
-        self.job = job
-        self.lease_token = lease_token
-        self.worker = worker
-        self.deadline = deadline if deadline is not None else time.monotonic() + settings.JOB_TASK_TIME_LIMIT_SECONDS
-        self.handed_back = False  # set when a stopping worker gave the job back to the queue
-
-    @property
-    def id(self) -> uuid.UUID:
-        return self.job.id
-
-    def remaining(self) -> float:
-        """Seconds left of this delivery's budget (never negative)."""
-        return max(0.0, self.deadline - time.monotonic())
-
-    def require_time(self, seconds: float, *, before: str) -> None:
-        """Raise OutOfTime unless at least `seconds` of the budget are left to start `before`."""
-        if self.remaining() < seconds:
-            raise OutOfTime(before)
-
-    def _fenced(self) -> "QuerySet[AsyncJob]":
-        """The job row, only while this delivery's lease is the job's lease and has not expired."""
-        return AsyncJob.objects.filter(
-            id=self.job.id,
-            status=JobStatus.IN_PROGRESS,
-            lease_token=self.lease_token,
-            lease_expires_at__gt=timezone.now(),
-        )
-
-    def _merged(self, values: dict[str, Any]) -> dict[str, Any]:
-        """The job's checkpoints with `values` merged in; a None value removes its key."""
-        merged = {**self.job.checkpoints, **values}
-        return {key: value for key, value in merged.items() if value is not None}
-
-    def checkpoint(self, *, phase: str | None = None, **values: Any) -> None:
-        """Merge `values` into the job's checkpoints (a None value removes its key) and move its phase.
-        Fenced on the lease; raises LeaseLost."""
-        checkpoints = self._merged(values)
-        fields: dict[str, Any] = {"checkpoints": MergedCheckpoints(values), "updated_at": timezone.now()}
-        if phase:
-            fields["phase"] = phase
-        if retry_once_on_disconnect(lambda: self._fenced().update(**fields)) != 1:
-            raise self.lost("checkpoint")
-        self.job.checkpoints = checkpoints
-        if phase:
-            self.job.phase = phase
-            states.record(self.job.id, "checkpoint", actor=self.worker, detail=phase)
-
-    def confirm(self) -> None:
-        """Fence: prove the lease is still ours right before a call with an effect outside the database (an
-        IMS exchange, a Semrush write). Raises LeaseLost.
-
-        It does not extend the lease. The TTL (930 s) already covers the whole task budget (900 s), and a
-        lease that outlived its message's visibility window (960 s) would make the redelivery of a crashed
-        worker's message find the lease still held and drop it, leaving the job stranded.
-        """
-        if retry_once_on_disconnect(lambda: self._fenced().update(updated_at=timezone.now())) != 1:
-            raise self.lost("confirm")
-
-    def store_rotated_token(self, *, exchanged: LoadedGrant, rotated: PromiseToken, **checkpoint_values: Any) -> None:
-        """Store the token an IMS exchange just rotated to, fenced: in one short transaction (no network
-        call inside), the job row is updated only while this delivery still holds the lease, and the grant
-        only while it still holds the token that was exchanged. `checkpoint_values` go in the same write.
-
-        If either fence fails, the rotated token would be live with no owner: it is invalidated at IMS at
-        once (after the transaction), and LeaseLost is raised. The job's new owner then holds the token we
-        exchanged, which IMS has rotated away; its own exchange is refused and the job ends NEEDS_REAUTH.
-        """
-        checkpoints = self._merged(checkpoint_values)
-
-        def store() -> bool:
-            with transaction.atomic():
-                fenced = (
-                    self._fenced().update(checkpoints=MergedCheckpoints(checkpoint_values), updated_at=timezone.now())
-                    == 1
-                )
-                stored = fenced and grants.grant_rotate(
-                    job_id=self.job.id, expect_fingerprint=exchanged.fingerprint, token=rotated
-                )
-                if fenced and not stored:
-                    transaction.set_rollback(True)
-            return stored
-
-        if not retry_once_on_disconnect(store):
-            grants.promise_invalidate_quietly(pair=exchanged.pair, token=rotated, job_id=self.job.id)
-            raise self.lost("token rotation")
-        self.job.checkpoints = checkpoints
-
-    @contextlib.contextmanager
-    def heartbeat(self, every: float | None = None) -> Iterator[None]:
-        """Confirm the lease in the background while a slow call runs (DRS, up to 300 s).
-
-        A lost lease is remembered and raised as LeaseLost when the block ends, so the result of the slow
-        call is never written by a worker that lost the job meanwhile, and the job's `updated_at` shows an
-        operator that the worker is alive.
-        """
-        every = every or settings.JOB_HEARTBEAT_SECONDS
-        stop = threading.Event()
-        lost: list[BaseException] = []
-
-        def beat() -> None:
-            while not stop.wait(every):
-                try:
-                    self.confirm()
-                except LeaseLost as exc:
-                    lost.append(exc)
-                    return
-                except Exception as exc:  # a DB hiccup: keep beating; the fenced writes after still decide
-                    log.warning(
-                        "lease heartbeat failed", extra={"job_id": str(self.job.id), "reason": type(exc).__name__}
-                    )
-                finally:
-                    connection.close()  # held only for the beat itself, not for the minutes between beats
-
-        thread = threading.Thread(target=beat, name=f"lease-heartbeat-{self.job.id}", daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            thread.join()
-        if lost:
-            raise lost[0]
-
-    def lost(self, where: str) -> LeaseLost:
-        """The LeaseLost to raise, logged and written to the job's history."""
-        log.warning("lease lost; stopping without further writes", extra={"job_id": str(self.job.id), "at": where})
-        try:
-            states.record(self.job.id, "lease_lost", actor=self.worker, detail=where)
-        except Exception:  # the record is for operators; losing it must not hide the LeaseLost
-            log.debug("lease-lost event not recorded", exc_info=True)
-        return LeaseLost(where)

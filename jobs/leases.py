@@ -1,7 +1,7 @@
 """Job leases: the compare-and-swap claim that lets exactly one delivery run a job, and its release.
 
 A lease is (token, expiry). Claiming is one conditional UPDATE on a job that is IN_PROGRESS with no live
-lease; every later write of the delivery names the token (jobs/handlers.py, JobContext), so a delivery
+lease; every later write of the delivery names the token (jobs/context.py, JobContext), so a delivery
 whose lease was taken over updates zero rows and stops.
 """
 
@@ -17,8 +17,41 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from jobs import states
-from jobs.models import AsyncJob, JobStatus
-from jobs.selectors import CRASH_LOOP_LOST_DELIVERIES
+from jobs.models import AsyncJob, JobStatus, LeaseState
+
+# Deliveries in a row that died without an outcome (an expired lease included) after which a job is taken for
+# a crash loop: what it does may be what kills its workers, so nothing re-sends it without an operator.
+CRASH_LOOP_LOST_DELIVERIES = 2
+
+
+# --- What a lease is, as a filter: the one definition of each state (`AsyncJob.lease_state` in Python) ---------
+
+
+def lease_live_q(*, now: datetime | None = None) -> Q:
+    """Jobs under a live lease at `now` (LeaseState.HELD): a delivery holds them and its lease has not expired."""
+    return Q(lease_token__isnull=False, lease_expires_at__gt=now or timezone.now())
+
+
+def lease_free_q(*, now: datetime | None = None) -> Q:
+    """Jobs with no live lease at `now` (LeaseState.NONE or EXPIRED): none at all, or one that expired, which a
+    claim takes over."""
+    return Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now or timezone.now())
+
+
+def lease_expired_q(*, now: datetime | None = None) -> Q:
+    """Jobs whose lease expired by `now` and was not taken over (LeaseState.EXPIRED): its delivery died without
+    an outcome."""
+    return Q(lease_token__isnull=False, lease_expires_at__lte=now or timezone.now())
+
+
+def lease_state_q(state: str, *, now: datetime | None = None) -> Q:
+    """Jobs whose lease is in `state` (a LeaseState value) at `now`. Raises ValueError for any other value."""
+    state = LeaseState(state)
+    if state == LeaseState.HELD:
+        return lease_live_q(now=now)
+    if state == LeaseState.EXPIRED:
+        return lease_expired_q(now=now)
+    return Q(lease_token__isnull=True)  # LeaseState.NONE
 
 
 def lease_claim(
@@ -66,7 +99,7 @@ def crash_loop_at_claim_q(now: datetime) -> Q:
     """The job is crash-looping as a claim would find it: CRASH_LOOP_LOST_DELIVERIES lost in a row, counting the
     expired lease the claim would take over (`selectors.deliveries(job).crash_looping`)."""
     return Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES) | (
-        Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES - 1) & Q(lease_token__isnull=False, lease_expires_at__lte=now)
+        Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES - 1) & lease_expired_q(now=now)
     )
 
 
@@ -78,7 +111,7 @@ def lease_park(job_id: UUID | str, *, worker: str = "", final_receive: bool = Fa
     True when this delivery parked it."""
     now = timezone.now()
     parkable = AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS, parked_at__isnull=True).filter(
-        Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now)
+        lease_free_q(now=now)
     )
     if not final_receive:
         parkable = parkable.filter(crash_loop_at_claim_q(now))
@@ -115,7 +148,7 @@ def _claim(job_id: UUID | str, *, worker: str, ttl: int | None, rule: Q | None =
         now = timezone.now()
         claimable = (
             AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS, parked_at__isnull=True)
-            .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now))
+            .filter(lease_free_q(now=now))
             .exclude(crash_loop_at_claim_q(now))  # parked instead (`lease_park`), never run
         )
         if rule is not None:
@@ -142,7 +175,7 @@ def _claim(job_id: UUID | str, *, worker: str, ttl: int | None, rule: Q | None =
 
 def running_jobs(now: datetime) -> QuerySet[AsyncJob]:
     """Jobs running a generation: IN_PROGRESS under a live lease."""
-    return AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, lease_token__isnull=False, lease_expires_at__gt=now)
+    return AsyncJob.objects.filter(lease_live_q(now=now), status=JobStatus.IN_PROGRESS)
 
 
 def waiting_jobs(now: datetime) -> QuerySet[AsyncJob]:
@@ -156,7 +189,7 @@ def waiting_jobs(now: datetime) -> QuerySet[AsyncJob]:
             lost_deliveries__lt=CRASH_LOOP_LOST_DELIVERIES,
             parked_at__isnull=True,
         )
-        .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now))
+        .filter(lease_free_q(now=now))
         .filter(Q(runnable_at__isnull=True) | Q(runnable_at__lte=now))
     )
 
@@ -197,12 +230,7 @@ def poorer_organization_waiting(organization_id: UUID, *, now: datetime) -> bool
 def lease_free(job_id: UUID | str) -> bool:
     """True when the job is IN_PROGRESS and nobody holds its lease: after a failed claim, the fairness rule
     held it back rather than another delivery holding it."""
-    now = timezone.now()
-    return (
-        AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS)
-        .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now))
-        .exists()
-    )
+    return AsyncJob.objects.filter(lease_free_q(), id=job_id, status=JobStatus.IN_PROGRESS).exists()
 
 
 def lease_release(job_id: UUID | str, lease_token: UUID, *, reason: str = "", **fields: Any) -> bool:
@@ -221,9 +249,9 @@ def lease_release_stale(job_id: UUID | str, *, actor: str) -> bool:
     """Operator action: clear an expired lease on an IN_PROGRESS job (its delivery died without an outcome,
     counted in `lost_deliveries`). Never touches a live lease."""
     now = timezone.now()
-    released = AsyncJob.objects.filter(
-        id=job_id, status=JobStatus.IN_PROGRESS, lease_token__isnull=False, lease_expires_at__lte=now
-    ).update(lease_token=None, lease_expires_at=None, lost_deliveries=F("lost_deliveries") + 1, updated_at=now)
+    released = AsyncJob.objects.filter(lease_expired_q(now=now), id=job_id, status=JobStatus.IN_PROGRESS).update(
+        lease_token=None, lease_expires_at=None, lost_deliveries=F("lost_deliveries") + 1, updated_at=now
+    )
     if released:
         states.record(job_id, "lease_released", actor=actor, detail="stale lease released")
     return released == 1

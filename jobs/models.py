@@ -14,8 +14,17 @@ class JobStatus(models.TextChoices):
     CANCELLED = "CANCELLED"
 
 
-def default_expires_at() -> datetime:
-    return timezone.now() + timedelta(days=settings.JOB_RECORD_TTL_DAYS)
+class LeaseState(models.TextChoices):
+    """Where a job's lease stands at a moment: `AsyncJob.lease_state`, and as a filter `jobs.leases.lease_state_q`."""
+
+    HELD = "held"  # a live lease: a delivery holds the job until `lease_expires_at`, still ahead
+    EXPIRED = "expired"  # its delivery died without an outcome (the expiry passed) and nothing took it over yet
+    NONE = "none"  # no lease: never claimed, given back, or the job is finished
+
+
+def default_expires_at(now: datetime | None = None) -> datetime:
+    """When a job record created (or put back to work) at `now` expires: JOB_RECORD_TTL_DAYS later."""
+    return (now or timezone.now()) + timedelta(days=settings.JOB_RECORD_TTL_DAYS)
 
 
 class AsyncJob(models.Model):
@@ -54,10 +63,12 @@ class AsyncJob(models.Model):
     # operator names it (re-sent) or marks it failed. Cleared by every status change and by the re-send.
     # The job stays IN_PROGRESS: the poll shows it as the UI's "provisioning" (SPEC §7).
     parked_at = models.DateTimeField(null=True, blank=True)
-    # Held by the one request putting a finished job back to work (a re-authorisation, a regeneration) while
-    # it obtains a credential outside any transaction; concurrent requests see it and step aside.
-    claim = models.UUIDField(null=True, blank=True)
-    claim_expires_at = models.DateTimeField(null=True, blank=True)
+    # The reopen lock: held by the one request putting a finished job back to work (a re-authorisation, a
+    # regeneration) while it obtains a credential outside any transaction; concurrent requests see it and step
+    # aside. Not a lease: no delivery takes it. Its columns and constraint keep their first name, `claim`
+    # (migration 0010 renamed the fields alone).
+    reopen_lock = models.UUIDField(null=True, blank=True, db_column="claim")
+    reopen_lock_expires_at = models.DateTimeField(null=True, blank=True, db_column="claim_expires_at")
 
     message_sent_at = models.DateTimeField(null=True, blank=True, help_text="When its queue message last went out")
     # When that message can first be received (later than `message_sent_at` for a delayed one: a retry, a
@@ -81,10 +92,10 @@ class AsyncJob(models.Model):
                 | models.Q(status="IN_PROGRESS", lease_expires_at__isnull=False),
                 name="async_job_lease_only_in_progress",
             ),
-            # A claim only on a finished job, always with an expiry.
+            # A reopen lock only on a finished job, always with an expiry.
             models.CheckConstraint(
-                condition=models.Q(claim__isnull=True)
-                | (~models.Q(status="IN_PROGRESS") & models.Q(claim_expires_at__isnull=False)),
+                condition=models.Q(reopen_lock__isnull=True)
+                | (~models.Q(status="IN_PROGRESS") & models.Q(reopen_lock_expires_at__isnull=False)),
                 name="async_job_claim_only_finished",
             ),
         ]
@@ -101,11 +112,12 @@ class AsyncJob(models.Model):
     def __str__(self) -> str:
         return f"{self.job_type} {self.id} {self.status}"
 
-    def lease_state(self, now: datetime | None = None) -> str:
-        """`held`, `expired` or `none`."""
+    def lease_state(self, now: datetime | None = None) -> LeaseState:
+        """Where the job's lease stands at `now`."""
         if self.lease_token is None:
-            return "none"
-        return "held" if self.lease_expires_at and self.lease_expires_at > (now or timezone.now()) else "expired"
+            return LeaseState.NONE
+        live = self.lease_expires_at and self.lease_expires_at > (now or timezone.now())
+        return LeaseState.HELD if live else LeaseState.EXPIRED
 
 
 class WorkerHeartbeat(models.Model):

@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from jobs import dlq, selectors
 from jobs.display import ago, duration
+from jobs.leases import CRASH_LOOP_LOST_DELIVERIES
 from jobs.models import WorkerHeartbeat
 
 OK, WARN, ALARM = "ok", "warn", "alarm"
@@ -74,7 +75,7 @@ def first_line(
             str(live.crash_looping),
             WARN if live.crash_looping else OK,
             f"{jobs_url}?attention=crash_loop",
-            f"deliveries died {selectors.CRASH_LOOP_LOST_DELIVERIES}+ times in a row",
+            f"deliveries died {CRASH_LOOP_LOST_DELIVERIES}+ times in a row",
         ),
         Tile(
             "parked",

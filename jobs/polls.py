@@ -4,7 +4,8 @@ kombu receives with long polls (`SQS_WAIT_TIME_SECONDS`) on the worker's event l
 Celery cancels the consumers and then closes the event loop, and with it the HTTP client, while a long poll
 may still be waiting in SQS. SQS does not know the caller left: a message sent in the poll's remaining
 seconds is handed to it anyway. Left alone it is received by nobody, invisible for a whole visibility timeout
-(960 s), and counted toward the DLQ's receive limit; released, it still costs a receive that ran nothing.
+(QUEUE_VISIBILITY_TIMEOUT_SECONDS), and counted toward the DLQ's receive limit; released, it still costs a
+receive that ran nothing.
 
 `FinishPolls` is a worker bootstep whose `close` runs first in the shutdown, while the consumers are still
 registered: it stops the receive loop from starting another poll, then drives the HTTP client until every

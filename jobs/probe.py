@@ -2,7 +2,7 @@
 
 From the database:
 - `StuckInProgressJobs`: jobs IN_PROGRESS with no activity for JOB_STUCK_AFTER_SECONDS (the lease TTL plus the
-  longest retry delay, about 31 minutes);
+  longest retry delay);
 - `NeedsReauthBacklog`: unexpired jobs FAILED with NEEDS_REAUTH;
 - `WorkersAlive`: worker processes consuming the market-jobs queue whose heartbeat is fresh (jobs/heartbeats.py).
 From the queues' approximate counts (nothing is received):

@@ -27,8 +27,8 @@ class RetryDecision:
 
 
 def retry_delay(attempt: int) -> int:
-    """Exponential backoff after the `attempt`-th failure: base · 2^(attempt-1), capped by settings and by
-    SQS's 900 s delay limit."""
+    """Exponential backoff after the `attempt`-th failure: base · 2^(attempt-1), capped by JOB_RETRY_MAX_SECONDS and
+    by SQS's delay limit (SQS_MAX_DELAY_SECONDS)."""
     delay = settings.JOB_RETRY_BASE_SECONDS * math.pow(2, max(attempt, 1) - 1)
     return int(min(settings.JOB_RETRY_MAX_SECONDS, SQS_MAX_DELAY_SECONDS, delay))
 
@@ -50,8 +50,8 @@ def throttle_decision(throttles: int, retry_after: float | None) -> RetryDecisio
 
     Past JOB_MAX_THROTTLES the job is exhausted (it cannot wait for ever). Otherwise it is sent again after
     the service's `retry_after`, or without one JOB_FAIR_HOLD_SECONDS · 2^(throttles-1); either way at least
-    1 s, at most JOB_THROTTLE_MAX_DELAY_SECONDS (and SQS's 900 s), plus up to 20 % jitter so jobs throttled
-    together do not all come back in the same second."""
+    1 s, at most JOB_THROTTLE_MAX_DELAY_SECONDS (and SQS_MAX_DELAY_SECONDS), plus up to 20 % jitter so jobs
+    throttled together do not all come back in the same second."""
     if throttles >= settings.JOB_MAX_THROTTLES:
         return RetryDecision(exhausted=True)
     if retry_after is None:

@@ -19,19 +19,16 @@ from django_stubs_ext import WithAnnotations
 
 from jobs import retries
 from jobs.codes import NEEDS_REAUTH
-from jobs.models import AsyncJob, JobEvent, JobStatus, WorkerHeartbeat
+from jobs.leases import CRASH_LOOP_LOST_DELIVERIES, lease_expired_q, lease_free_q, lease_live_q
+from jobs.models import AsyncJob, JobEvent, JobStatus, LeaseState, WorkerHeartbeat
 from tokens.models import PromiseGrant
 
-LEASE_STATES = ("held", "expired", "none")
 # A held lease whose job shows no activity for this many heartbeats: its worker is presumed dead (a running
 # worker touches the job at every heartbeat).
 SILENT_HEARTBEATS = 3
 # A worker process whose heartbeat row is older than this many WORKER_HEARTBEAT_SECONDS is dead (a live one
 # beats at every interval while its consumer loop turns; jobs/heartbeats.py).
 WORKER_SILENT_HEARTBEATS = 3
-# Deliveries in a row that died without an outcome (an expired lease included) after which a job is taken for
-# a crash loop: what it does may be what kills its workers, so nothing re-sends it without an operator.
-CRASH_LOOP_LOST_DELIVERIES = 2
 
 
 @dataclass(frozen=True)
@@ -45,18 +42,6 @@ class JobFilter:
     @property
     def narrows(self) -> bool:
         return bool(self.job_ids or self.status or self.code)
-
-
-def lease_state_q(state: str, *, now: datetime | None = None) -> Q:
-    """A filter for jobs whose lease is `held`, `expired` or `none` at `now`."""
-    now = now or timezone.now()
-    if state == "held":
-        return Q(lease_token__isnull=False, lease_expires_at__gt=now)
-    if state == "expired":
-        return Q(lease_token__isnull=False, lease_expires_at__lte=now)
-    if state == "none":
-        return Q(lease_token__isnull=True)
-    raise ValueError(f"unknown lease state {state!r}")
 
 
 class Activity(TypedDict):
@@ -84,7 +69,7 @@ def stuck_q(*, now: datetime | None = None) -> Q:
 def presumed_dead_q(*, now: datetime | None = None) -> Q:
     """A held lease on a job quiet for SILENT_HEARTBEATS heartbeats: its worker is presumed dead, though the
     lease cannot safely be taken before it expires (needs `with_activity`)."""
-    return lease_state_q("held", now=now) & quiet_q(SILENT_HEARTBEATS * settings.JOB_HEARTBEAT_SECONDS, now=now)
+    return lease_live_q(now=now) & quiet_q(SILENT_HEARTBEATS * settings.JOB_HEARTBEAT_SECONDS, now=now)
 
 
 @dataclass(frozen=True)
@@ -115,7 +100,7 @@ class Deliveries:
 
 def deliveries(job: AsyncJob, *, now: datetime | None = None) -> Deliveries:
     """`job`'s delivery counts at `now` (its row alone: no query)."""
-    expired = 1 if job.lease_state(now) == "expired" else 0
+    expired = 1 if job.lease_state(now) == LeaseState.EXPIRED else 0
     return Deliveries(
         attempts=job.attempts,
         max_attempts=settings.JOB_MAX_ATTEMPTS,
@@ -140,7 +125,7 @@ def crash_loop_q(*, now: datetime | None = None) -> Q:
     return Q(status=JobStatus.IN_PROGRESS) & (
         Q(parked_at__isnull=False)
         | Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES)
-        | (Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES - 1) & lease_state_q("expired", now=now))
+        | (Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES - 1) & lease_expired_q(now=now))
     )
 
 
@@ -186,9 +171,7 @@ def jobs_with_stale_lease(
 ) -> "QuerySet[AsyncJob]":
     """IN_PROGRESS jobs whose lease expired at least `expired_for` ago (their worker is gone)."""
     now = now or timezone.now()
-    qs = AsyncJob.objects.filter(
-        status=JobStatus.IN_PROGRESS, lease_token__isnull=False, lease_expires_at__lte=now - expired_for
-    )
+    qs = AsyncJob.objects.filter(lease_expired_q(now=now - expired_for), status=JobStatus.IN_PROGRESS)
     return jobs_filtered(filters, qs).order_by("lease_expires_at", "id")
 
 
@@ -197,7 +180,7 @@ def jobs_stuck(
 ) -> "QuerySet[WithAnnotations[AsyncJob, Activity]]":
     """IN_PROGRESS jobs with no live lease and no activity for at least `quiet_for`."""
     now = now or timezone.now()
-    qs = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exclude(lease_state_q("held", now=now))
+    qs = AsyncJob.objects.filter(lease_free_q(now=now), status=JobStatus.IN_PROGRESS)
     return (
         with_activity(jobs_filtered(filters, qs))
         .filter(quiet_q(quiet_for.total_seconds(), now=now))
@@ -282,9 +265,9 @@ def job_state_q(state: str, *, now: datetime | None = None) -> Q:
     three need `with_activity`; the four never overlap."""
     now = now or timezone.now()
     if state == "running":
-        return Q(status=JobStatus.IN_PROGRESS) & lease_state_q("held", now=now) & ~stuck_q(now=now)
+        return Q(status=JobStatus.IN_PROGRESS) & lease_live_q(now=now) & ~stuck_q(now=now)
     if state == "waiting":
-        return Q(status=JobStatus.IN_PROGRESS) & ~lease_state_q("held", now=now) & ~stuck_q(now=now)
+        return Q(status=JobStatus.IN_PROGRESS) & lease_free_q(now=now) & ~stuck_q(now=now)
     if state == "stuck":
         return stuck_q(now=now)
     if state == "awaiting_reauth":
@@ -307,7 +290,7 @@ def waiting_for_a_worker_q(*, now: datetime | None = None) -> Q:
     now = now or timezone.now()
     return (
         Q(status=JobStatus.IN_PROGRESS, parked_at__isnull=True)
-        & ~lease_state_q("held", now=now)
+        & lease_free_q(now=now)
         & (Q(runnable_at__isnull=True) | Q(runnable_at__lte=now))
     )
 

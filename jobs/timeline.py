@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from jobs.codes import NEEDS_REAUTH
 from jobs.display import duration
-from jobs.models import AsyncJob, JobEvent, JobStatus
+from jobs.models import AsyncJob, JobEvent, JobStatus, LeaseState
 from serenity.logging import redact
 
 # What a segment is, for its colour and its label; the legend lists them in this order.
@@ -426,7 +426,7 @@ class _History:
         every stretch of an IN_PROGRESS job's life that no event explains, drawn as a wait for a worker."""
         job, now, at = self.job, self.now, datetime.fromtimestamp(self.now, UTC)
         in_progress = job.status == JobStatus.IN_PROGRESS
-        running = in_progress and job.lease_state(at) == "held"
+        running = in_progress and job.lease_state(at) == LeaseState.HELD
         if self._request is not None:  # no message went out after it (yet)
             since, _ = self._request
             self._request = None

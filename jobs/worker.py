@@ -4,8 +4,8 @@
   starts on a connection the database dropped while the worker sat idle;
 - a graceful stop: on SIGTERM Celery stops taking messages and waits for running deliveries. Those still
   running WORKER_STOP_GRACE_SECONDS later are handed back (lease released, a fresh message sent), so
-  another worker resumes them from their last checkpoint at once instead of after the lease (930 s) and the
-  message's visibility (960 s) run out while this process waits to be killed.
+  another worker resumes them from their last checkpoint at once instead of after the lease (JOB_LEASE_TTL_SECONDS)
+  and the message's visibility (QUEUE_VISIBILITY_TIMEOUT_SECONDS) run out while this process waits to be killed.
 """
 
 import logging

@@ -30,12 +30,13 @@ def semrush_pair(request, *, purpose: str) -> pairs.ClientPair:
     return pair
 
 
-def promise_token_header(request) -> str | None:
+def read_promise_token_header(request) -> str | None:
+    """The `x-promise-token` header as the request sent it (None when absent), not yet parsed or checked."""
     return request.headers.get(PROMISE_TOKEN_HEADER)
 
 
 def require_semrush_credential(request) -> None:
     """Refuse at once what can never reach Semrush: a session caller without `x-promise-token` (401), an
     unknown audience (400). Checked before anything else, as the original does; nothing is called."""
-    require_promise_token(request.user, promise_token_header(request))
+    require_promise_token(request.user, read_promise_token_header(request))
     promise_pair(request)

@@ -78,6 +78,12 @@ ENV = {
     "SEMRUSH_MAX_CALLS_PER_SECOND": "100000",
 }
 DRS_SLOW_MS, DRS_TIMEOUT_MS, SEMRUSH_STALL_MS = 1500, 4500, 3000
+# The throttling fault: for THROTTLE_SECONDS the DRS simulator admits this many concurrent invocations (Lambda's
+# TooManyRequestsException above) and the Semrush simulator this many requests per second per client pair (429 and
+# Retry-After above). A throttled call spends no attempt (docs/worker.md "Throttled calls").
+THROTTLE_SECONDS, THROTTLE_DRS_CONCURRENCY, THROTTLE_SEMRUSH_PER_SECOND = 8, 1, 2
+# The events that start a run of a job: its attempts and throttles count from zero again.
+RUN_STARTS = frozenset({"created", "replaced", "reauthorized", "rerun"})
 WORKERS = ("worker-1", "worker-2")
 WORKER_THREADS = 4
 MAX_REAUTHS = 3
@@ -107,6 +113,7 @@ FAULT_KINDS = {
     "IMS refusal (re-authorisation needed)": 1,
     "API SIGKILL mid-request": 1,
     "API restart (SIGTERM)": 1,
+    "throttling (DRS and Semrush)": 1,
 }
 DRS_FAULTS = {"DRS slow": 0.08, "DRS timeout": 0.06, "DRS failure (5xx)": 0.06}
 FAILOVERS_IN_A_ROW = 3
@@ -232,6 +239,7 @@ class Soak:
         self.server_errors: list[tuple[float, int, str, str]] = []  # (wall time, status, problem code, path)
         self.database_faults: list[float] = []  # wall times of terminated backends
         self.harness_receipts: set[str] = set()  # the soak's own receives (SQS delay): not the product's
+        self.throttling: threading.Timer | None = None  # turns the latest throttling fault off
         self.incarnations: Counter = Counter()
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.generations: list[Generation] = []
@@ -437,6 +445,46 @@ class Soak:
             self.on_main_thread(self.start_api)
             with self.lock:
                 self.api_down[-1][1] = time.monotonic()
+        elif kind == "throttling (DRS and Semrush)":
+            self.throttle()
+            self.record_fault(
+                kind,
+                f"{THROTTLE_SECONDS} s: DRS concurrency {THROTTLE_DRS_CONCURRENCY}, "
+                f"Semrush {THROTTLE_SEMRUSH_PER_SECOND}/s per pair",
+            )
+
+    def throttle(self) -> None:
+        """The simulators' limits on for THROTTLE_SECONDS, then off (by a timer, so the schedule goes on and other
+        faults overlap the window). A second throttling fault within the window extends it: only the latest
+        timer turns the limits off (under the lock, so an earlier timer never turns off a window just opened)."""
+        from serenity.sandbox.drs import controls as drs
+        from serenity.sandbox.semrush import controls as semrush
+
+        timer = threading.Timer(THROTTLE_SECONDS, self.throttling_off)
+        timer.daemon = True
+        with self.lock:
+            if self.throttling is not None:
+                self.throttling.cancel()
+            drs.set_concurrency_limit(THROTTLE_DRS_CONCURRENCY)
+            semrush.set_rate_limit(THROTTLE_SEMRUSH_PER_SECOND, per_seconds=1)
+            self.throttling = timer
+            timer.start()
+
+    def throttling_off(self) -> None:
+        from django.db import connection
+
+        from serenity.sandbox.drs import controls as drs
+        from serenity.sandbox.semrush import controls as semrush
+
+        try:
+            with self.lock:
+                if self.throttling is not threading.current_thread():
+                    return  # a later throttling fault owns the window now, or the faults were quiesced
+                self.throttling = None
+                drs.set_concurrency_limit(None)
+                semrush.set_rate_limit(None)
+        finally:
+            connection.close()
 
     def faults_near(self, at: float, seconds: float = 10) -> str:
         """The faults injected within `seconds` of the wall time `at`, for the detail of a broken invariant."""
@@ -798,14 +846,20 @@ class Soak:
         )
 
     def quiesce(self) -> None:
-        """Faults off: every switch reset, both workers and the API up (a fault's restart may be pending)."""
+        """Faults off: every switch reset (the throttling limits included), both workers and the API up (a fault's
+        restart may be pending)."""
         from serenity.sandbox.drs import controls as drs
         from serenity.sandbox.ims import controls as ims
         from serenity.sandbox.semrush import controls as semrush
 
+        with self.lock:
+            if self.throttling is not None:
+                self.throttling.cancel()
+                self.throttling = None
         drs.clear()
+        drs.set_concurrency_limit(None)  # not drs.reset(): it would forget the call ledger the invariants read
         ims.reset()
-        semrush.reset()
+        semrush.reset()  # its rate limit included
 
     # --- invariants -----------------------------------------------------------------------------------
     def check(self) -> tuple[list[Invariant], list[str]]:
@@ -921,6 +975,21 @@ class Soak:
         )
         grants = PromiseGrant.objects.exclude(job_id__in=running).count()
         out.append(Invariant("grants kept by ended jobs", grants, "0", grants == 0))
+
+        spent, throttled, unchecked, codes = self.throttle_accounting(jobs, events)
+        explained += throttled
+        out.append(
+            Invariant(
+                "attempts spent on throttling",
+                len(spent),
+                "0",
+                not spent,
+                f"{sum(codes.values())} throttled deliveries"
+                + (f" ({', '.join(f'{code} x{n}' for code, n in sorted(codes.items()))})" if codes else "")
+                + f"; {unchecked} in earlier runs whose attempts the database no longer holds"
+                + (f"; {'; '.join(spent[:5])}" if spent else ""),
+            )
+        )
 
         leaks = self.token_bytes()
         out.append(Invariant("token bytes in log lines or tables", len(leaks), "0", not leaks, "; ".join(leaks[:5])))
@@ -1159,9 +1228,11 @@ class Soak:
                     late = [c for c in calls if c["received_at"] > persisted[0]]
                     after_batch += [f"{g.job} run {run}: call at {c['received_at']:%H:%M:%S}" for c in late]
                 shipped = [c for c in calls if c["outcome"] == "ship"]
+                # The call the "DRS timeout" switch slowed: the first one admitted (a throttled one took no switch).
+                admitted = [c for c in calls if c["outcome"] != "throttled"]
                 for earlier in shipped[:-1]:
                     at = earlier["received_at"].timestamp()
-                    if slow_first and run == 0 and earlier is calls[0]:
+                    if slow_first and run == 0 and earlier is admitted[0]:
                         explained.append(
                             f"{g.job}: a second DRS call, the first held past the client's {timeout} s timeout"
                         )
@@ -1176,6 +1247,55 @@ class Soak:
                             f"{self.faults_near(at)}"
                         )
         return extra, after_batch, explained
+
+    def throttle_accounting(self, jobs, events) -> tuple[list[str], list[str], int, Counter]:
+        """A throttled delivery gives back the attempt its claim counted (`_throttled`, jobs/services/runner.py),
+        so at the end of a run (from its `created`, `replaced`, `reauthorized` or `rerun` event) the job's
+        attempts equal its claims (`lease_claimed` events) less its throttled deliveries (`throttled` events):
+        every attempt more is one a throttle spent. A run's attempts at its end are known for the job's last run
+        (the row's `attempts`) and for an earlier run that ended RETRIES_EXHAUSTED (JOB_MAX_ATTEMPTS, or one more
+        when the claim found the budget already spent); the throttles of other earlier runs are counted apart.
+        Returns (one line per attempt spent, one line per throttled delivery that spent none, how many throttled
+        deliveries were not checked, and every throttled delivery by its code)."""
+        from django.conf import settings
+
+        spent: list[str] = []
+        given_back: list[str] = []
+        unchecked, all_codes = 0, Counter[str]()
+        for job_id, history in events.items():
+            job = jobs.get(job_id)
+            runs: list[list[dict[str, Any]]] = []
+            for e in history:
+                if e["kind"] in RUN_STARTS or not runs:
+                    runs.append([])
+                runs[-1].append(e)
+            for index, run in enumerate(runs):
+                throttles = [e for e in run if e["kind"] == "throttled"]
+                if not throttles:
+                    continue
+                codes = [e["detail"].split(":", 1)[0] for e in throttles]
+                all_codes.update(codes)
+                end = next((e for e in reversed(run) if e["kind"] == "failed"), None)
+                if index == len(runs) - 1 and job is not None:
+                    attempts = job.attempts
+                elif end is not None and end["detail"].startswith("RETRIES_EXHAUSTED"):
+                    earlier = "attempts exhausted by earlier deliveries" in end["detail"]
+                    attempts = settings.JOB_MAX_ATTEMPTS + (1 if earlier else 0)
+                else:
+                    unchecked += len(throttles)
+                    continue
+                claims = sum(1 for e in run if e["kind"] == "lease_claimed")
+                kept = min(len(throttles), max(0, attempts + len(throttles) - claims))
+                ending = f", ended {end['detail'][:60]}" if end else ""
+                spent += [
+                    f"job {job_id} run {index}: {claims} claims, {len(throttles)} throttled, {attempts} attempts"
+                    f"{ending}"
+                ] * kept
+                given_back += [
+                    f"job {job_id}: a throttled delivery ({code}), its attempt given back"
+                    for code in codes[: len(codes) - kept]
+                ]
+        return spent, given_back, unchecked, all_codes
 
     def token_bytes(self) -> list[str]:
         """Every JWT-shaped value (bearers, promise and access tokens are all JWTs) and every bearer the soak

@@ -17,9 +17,9 @@ R = TypeVar("R")
 
 
 def release_connection() -> None:
-    """Give this thread's connection back before a long wait on another service (a DRS call of up to 300 s),
-    so waiting threads hold none; the next query takes one (from the pool, or a new one without it). Does
-    nothing inside a transaction."""
+    """Give this thread's connection back before a long wait on another service (a DRS call of up to
+    DRS_TIMEOUT_SECONDS), so waiting threads hold none; the next query takes one (from the pool, or a new one
+    without it). Does nothing inside a transaction."""
     if not connection.in_atomic_block:
         connection.close()
 

@@ -17,7 +17,7 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from jobs.handlers import JobContext  # noqa: E402
+from jobs.context import JobContext  # noqa: E402
 from markets.clients.semrush import SemrushClient  # noqa: E402
 from markets.generation import handler  # noqa: E402
 from serenity.celery import app  # noqa: E402

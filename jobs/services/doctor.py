@@ -13,7 +13,8 @@ What it reads, and why that way:
   messages read than the DLQ holds means another reader holds some: that is a finding, never "clean".
 - The job table: every IN_PROGRESS job, and the jobs named by DLQ messages. Whether a waiting job still has
   a message is judged from its row: never sent past the enqueue grace period, or nothing at all for longer
-  than the stuck threshold (a message delayed for a retry waits at most 15 minutes).
+  than the stuck threshold (a message delayed for a retry waits at most JOB_RETRY_MAX_SECONDS, and never more
+  than SQS's limit, `retries.SQS_MAX_DELAY_SECONDS`).
 - External services (Semrush) are not compared: the doctor has no credential of its own (a job's promise
   token may be exchanged only by the worker holding its lease, and exchanging rotates it). How far a job got
   comes from its handler's reading of its checkpoints (`handlers.progress_of`).
@@ -40,7 +41,7 @@ from jobs import display, handlers, selectors
 from jobs.display import ago, checkpoints_line, stamp
 from jobs.dlq import DlqMessage, DlqScan, QueueCounts, queue_counts, total
 from jobs.handlers import Progress
-from jobs.models import AsyncJob, JobStatus, WorkerHeartbeat
+from jobs.models import AsyncJob, JobStatus, LeaseState, WorkerHeartbeat
 from jobs.services import operator
 
 WAITING_WITHOUT_MESSAGE = "waiting_without_message"
@@ -203,7 +204,7 @@ def _running_jobs(
         lost = deliveries.lost
         subject = str(job.id)
         if subject in in_dlq:
-            if lease == "held":
+            if lease == LeaseState.HELD:
                 dead = f"; {quiet_text}: its worker is presumed dead" if quiet > silent else ""
                 findings.append(
                     Finding(
@@ -228,7 +229,7 @@ def _running_jobs(
                         f"{REDRIVE.format(job=subject)}" + (f" ({warning})" if warning else ""),
                     )
                 )
-        elif lease == "held":
+        elif lease == LeaseState.HELD:
             if quiet > silent:
                 findings.append(
                     Finding(
@@ -260,7 +261,7 @@ def _running_jobs(
                     + (f"; {warning}" if warning else ""),
                 )
             )
-        elif lease == "expired":
+        elif lease == LeaseState.EXPIRED:
             fix, held = requeue(job)
             findings.append(
                 Finding(

@@ -13,9 +13,9 @@ from django.utils import timezone
 from jobs import heartbeats, interrupts, selectors, states
 from jobs.display import resend_warning
 from jobs.dlq import DlqMessage, DlqScan, queue_counts, total
-from jobs.leases import lease_release_stale
-from jobs.models import AsyncJob, JobStatus
-from jobs.selectors import JobFilter, lease_state_q
+from jobs.leases import lease_free_q, lease_release_stale
+from jobs.models import AsyncJob, JobStatus, LeaseState, default_expires_at
+from jobs.selectors import JobFilter
 from jobs.services.endings import job_finish
 from jobs.services.producer import job_publish
 from tokens import services as grants
@@ -48,7 +48,7 @@ def job_requeue(job_id: UUID | str, *, actor: str) -> bool:
     (its worker died) is cleared first, so the job reads as waiting again. True when sent."""
     job = AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS).first()
     lease = job.lease_state() if job else None
-    if job is None or lease == "held":
+    if job is None or lease == LeaseState.HELD:
         return False
     _unpark(job, actor=actor)
     states.record(job_id, "requeued", actor=actor)
@@ -59,11 +59,11 @@ def _unpark(job: AsyncJob, *, actor: str) -> None:
     """Before re-sending `job`: an expired lease is cleared (its worker died), and a parked or crash-looping job,
     which only an operator naming it re-sends, is un-parked with its run of lost deliveries forgotten, so the
     next delivery runs it instead of parking it again."""
-    if job.lease_state() == "expired":
+    if job.lease_state() == LeaseState.EXPIRED:
         lease_release_stale(job.id, actor=actor)
     if job.parked_at is None and not selectors.crash_looping(job):
         return
-    unparked = AsyncJob.objects.filter(id=job.id, status=JobStatus.IN_PROGRESS).exclude(lease_state_q("held"))
+    unparked = AsyncJob.objects.filter(lease_free_q(), id=job.id, status=JobStatus.IN_PROGRESS)
     if unparked.update(parked_at=None, lost_deliveries=0, updated_at=timezone.now()):
         states.record(job.id, "unparked", actor=actor, detail="named by an operator: sent again")
 
@@ -112,9 +112,9 @@ def job_rerun(job_id: UUID | str, *, actor: str) -> Rerun:
         attempts=0,
         lost_deliveries=0,
         throttles=0,
-        claim=None,
-        claim_expires_at=None,
-        expires_at=now + timedelta(days=settings.JOB_RECORD_TTL_DAYS),
+        reopen_lock=None,
+        reopen_lock_expires_at=None,
+        expires_at=default_expires_at(now),
     )
     if not moved:
         return Rerun(False, "the job changed meanwhile")
@@ -179,7 +179,7 @@ def redrive_verdict(job: AsyncJob | None, *, named: bool = False, now: datetime 
         return DROP, "job no longer exists"
     if job.status != JobStatus.IN_PROGRESS:
         return DROP, f"job is {job.status}"
-    if job.lease_state(now) == "held":
+    if job.lease_state(now) == LeaseState.HELD:
         return KEEP, f"a worker holds the lease until {job.lease_expires_at:%Y-%m-%dT%H:%M:%SZ}; re-run later"
     lost = selectors.lost_deliveries(job, now=now)
     if selectors.crash_looping(job, now=now) and not named:
@@ -193,7 +193,7 @@ def redrive_verdict(job: AsyncJob | None, *, named: bool = False, now: datetime 
 def job_redrive(job_id: UUID | str, *, actor: str) -> bool:
     """Publish a fresh message for a job whose message died in the DLQ, only when it is IN_PROGRESS with
     no live lease (decided again here, at the moment of sending). True when sent."""
-    job = AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS).exclude(lease_state_q("held")).first()
+    job = AsyncJob.objects.filter(lease_free_q(), id=job_id, status=JobStatus.IN_PROGRESS).first()
     if job is None:
         return False
     _unpark(job, actor=actor)

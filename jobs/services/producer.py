@@ -15,10 +15,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs import codes, states
+from jobs import codes, retries, states
 from jobs.exceptions import NotAwaitingReauth, NotRequester
 from jobs.messages import RUN_TASK, message_kwargs
-from jobs.models import AsyncJob, JobStatus
+from jobs.models import AsyncJob, JobStatus, default_expires_at
 from jobs.services.endings import job_finish
 from serenity import tracing
 from serenity.celery import app as celery_app
@@ -57,7 +57,7 @@ def _send(job_id: uuid.UUID | str, job_type: str, *, delay: int = 0) -> None:
         },
     }
     if delay:
-        options["DelaySeconds"] = min(int(delay), 900)  # SQS's per-message delay limit
+        options["DelaySeconds"] = min(int(delay), retries.SQS_MAX_DELAY_SECONDS)
     with tracing.contained():
         celery_app.send_task(RUN_TASK, kwargs=message_kwargs(job_id, job_type), **options)
 
@@ -91,7 +91,8 @@ def job_publish(job_id: uuid.UUID | str, job_type: str, *, delay: int = 0, first
             states.record(job_id, "send_failed", detail=f"{type(exc).__name__}; the sweeper will re-send")
         return False
     AsyncJob.objects.filter(id=job_id).update(
-        message_sent_at=sending_at, runnable_at=sending_at + timedelta(seconds=min(delay, 900))
+        message_sent_at=sending_at,
+        runnable_at=sending_at + timedelta(seconds=min(delay, retries.SQS_MAX_DELAY_SECONDS)),
     )
     states.record(job_id, "message_sent", detail=f"delayed {delay}s" if delay else "", at=sending_at)
     return True
@@ -115,11 +116,12 @@ def job_enqueue(
     """Create (or reuse) the job with this id, store its credential and queue its message.
 
     1. A live (IN_PROGRESS) job with this id is reused: nothing obtained, nothing sent.
-    2. A finished job with this id is replaced (a regeneration): first claimed, by one conditional UPDATE,
-       so of concurrent producers exactly one obtains a credential; the others reuse what it makes.
-    3. Obtain the credential (outside any transaction: it is a network call). On failure the claim is
+    2. A finished job with this id is replaced (a regeneration): first its reopen lock is taken, by one
+       conditional UPDATE, so of concurrent producers exactly one obtains a credential; the others reuse what
+       it makes.
+    3. Obtain the credential (outside any transaction: it is a network call). On failure the lock is
        given back and the error propagates.
-    4. In one transaction: insert the job, or replace the finished one (fenced on the claim); store the
+    4. In one transaction: insert the job, or replace the finished one (fenced on the lock); store the
        encrypted grant, taking over from a credential the old job had parked. Losing a race to a
        concurrent producer means the other's live job is reused, and the token we obtained is invalidated.
     5. After the commit, send `{jobId, type}` (job_publish); a failed first send fails the job. A parked
@@ -133,25 +135,25 @@ def job_enqueue(
     existing = AsyncJob.objects.filter(id=job_id).first()
     if existing is not None and existing.status == JobStatus.IN_PROGRESS:
         return Enqueued(job_id=str(job_id), reused=True, sent=False)
-    claim = None
+    lock = None
     if existing is not None:
-        claim = claim_take(job_id, Q(status__in=states.TERMINAL))
-        if claim is None:
+        lock = reopen_lock_take(job_id, Q(status__in=states.TERMINAL))
+        if lock is None:
             return Enqueued(job_id=str(job_id), reused=True, sent=False)  # another request is replacing it
     try:
         token = obtain_token()
         if not isinstance(token, PromiseToken):
             raise InvalidPromiseToken("enqueue needs a typed promise token")
     except BaseException:
-        if claim is not None:
-            claim_release(job_id, claim)
+        if lock is not None:
+            reopen_lock_release(job_id, lock)
         raise
 
     reused, replaced = False, None
     try:
         with transaction.atomic():
             current = AsyncJob.objects.select_for_update().filter(id=job_id).first()
-            if current is not None and (current.status == JobStatus.IN_PROGRESS or current.claim != claim):
+            if current is not None and (current.status == JobStatus.IN_PROGRESS or current.reopen_lock != lock):
                 reused = True
             else:
                 _write_fresh_job(
@@ -167,8 +169,8 @@ def job_enqueue(
                 replaced = grants.grant_take(job_id) if current is not None else None
                 grants.grant_store(job_id=job_id, pair=pair, token=token)
     except grants.TokenAlreadyGranted:
-        if claim is not None:
-            claim_release(job_id, claim)
+        if lock is not None:
+            reopen_lock_release(job_id, lock)
         raise  # the token is another job's: never invalidate it from here
     except IntegrityError:
         # A concurrent producer inserted the same id first and committed: theirs is the live job.
@@ -216,9 +218,9 @@ def _write_fresh_job(
         "message_sent_at": None,
         "created_at": now,
         "started_at": None,
-        "claim": None,
-        "claim_expires_at": None,
-        "expires_at": now + timedelta(days=settings.JOB_RECORD_TTL_DAYS),
+        "reopen_lock": None,
+        "reopen_lock_expires_at": None,
+        "expires_at": default_expires_at(now),
     }
     if existing is None:
         AsyncJob.objects.create(id=job_id, status=JobStatus.IN_PROGRESS, updated_at=now, **fresh)
@@ -244,13 +246,13 @@ def job_reauthorize(
     """Give a job awaiting re-authorisation a new credential and queue the same job id again.
 
     1. Only the requester (403), only a job FAILED with NEEDS_REAUTH (409).
-    2. Claim the re-authorisation: one conditional UPDATE on the job row. Of concurrent calls exactly one
-       wins; the others get 409 and obtain nothing. A claim expires (JOB_REAUTH_CLAIM_SECONDS), so a
+    2. Take the job's reopen lock: one conditional UPDATE on the job row. Of concurrent calls exactly one
+       wins; the others get 409 and obtain nothing. The lock expires (JOB_REOPEN_LOCK_SECONDS), so a
        process that dies while holding it does not block the job for good.
-    3. Obtain the credential outside any transaction (a network call). If that fails, the claim is given
+    3. Obtain the credential outside any transaction (a network call). If that fails, the lock is given
        back and the job awaits re-authorisation as before; the error propagates.
-    4. One short transaction fenced on the claim: FAILED -> IN_PROGRESS, store the grant; send after the
-       commit. A claim lost meanwhile (it expired and another call took it) leaves the job alone and
+    4. One short transaction fenced on the lock: FAILED -> IN_PROGRESS, store the grant; send after the
+       commit. A lock lost meanwhile (it expired and another call took it) leaves the job alone and
        invalidates the credential just obtained (NotAwaitingReauth).
     Raises AsyncJob.DoesNotExist, NotRequester, NotAwaitingReauth, and what `obtain_token` raises.
     """
@@ -261,13 +263,13 @@ def job_reauthorize(
         raise NotRequester()
     if job.status != JobStatus.FAILED or job.error_code != codes.NEEDS_REAUTH:
         raise NotAwaitingReauth(f"Job {job.id} is {job.status}.")
-    claim = claim_take(job.id, Q(status=JobStatus.FAILED, error_code=codes.NEEDS_REAUTH, user_id=user_id))
-    if claim is None:
+    lock = reopen_lock_take(job.id, Q(status=JobStatus.FAILED, error_code=codes.NEEDS_REAUTH, user_id=user_id))
+    if lock is None:
         raise NotAwaitingReauth(f"Job {job.id} is already being re-authorised, or no longer awaits it.")
     try:
         token = obtain_token()
     except BaseException:
-        claim_release(job.id, claim)
+        reopen_lock_release(job.id, lock)
         raise
     try:
         with transaction.atomic():
@@ -277,21 +279,21 @@ def job_reauthorize(
                 expect=JobStatus.FAILED,
                 event="reauthorized",
                 actor=user_id,
-                extra_filter={"claim": claim},
-                claim=None,
-                claim_expires_at=None,
+                extra_filter={"reopen_lock": lock},
+                reopen_lock=None,
+                reopen_lock_expires_at=None,
                 error=None,
                 error_code=None,
                 message_sent_at=None,
                 attempts=0,
                 lost_deliveries=0,
                 throttles=0,
-                expires_at=timezone.now() + timedelta(days=settings.JOB_RECORD_TTL_DAYS),
+                expires_at=default_expires_at(),
             )
             if moved:
                 grants.grant_store(job_id=job.id, pair=pair, token=token)
     except grants.TokenAlreadyGranted:
-        claim_release(job.id, claim)
+        reopen_lock_release(job.id, lock)
         raise
     if not moved:
         grants.promise_invalidate_quietly(pair=pair, token=token, job_id=job.id)
@@ -301,21 +303,22 @@ def job_reauthorize(
     return job
 
 
-def claim_take(job_id: uuid.UUID | str, condition: Q) -> uuid.UUID | None:
-    """Claim a finished job for the one request that will put it back to work: one conditional UPDATE,
-    where the job matches `condition` and holds no live claim. The claim token, or None when another
-    request holds a live claim or the job no longer matches. A claim expires (JOB_REAUTH_CLAIM_SECONDS),
+def reopen_lock_take(job_id: uuid.UUID | str, condition: Q) -> uuid.UUID | None:
+    """Lock a finished job for the one request that will put it back to work: one conditional UPDATE,
+    where the job matches `condition` and holds no live reopen lock. The lock's token, or None when another
+    request holds a live lock or the job no longer matches. A lock expires (JOB_REOPEN_LOCK_SECONDS),
     so a request that dies while holding it does not block the job for good."""
     now = timezone.now()
-    claim = uuid.uuid4()
+    lock = uuid.uuid4()
     taken = (
         AsyncJob.objects.filter(condition, id=job_id)
         .exclude(status=JobStatus.IN_PROGRESS)
-        .filter(Q(claim__isnull=True) | Q(claim_expires_at__lte=now))
-        .update(claim=claim, claim_expires_at=now + timedelta(seconds=settings.JOB_REAUTH_CLAIM_SECONDS))
+        .filter(Q(reopen_lock__isnull=True) | Q(reopen_lock_expires_at__lte=now))
+        .update(reopen_lock=lock, reopen_lock_expires_at=now + timedelta(seconds=settings.JOB_REOPEN_LOCK_SECONDS))
     )
-    return claim if taken == 1 else None
+    return lock if taken == 1 else None
 
 
-def claim_release(job_id: uuid.UUID | str, claim: uuid.UUID) -> None:
-    AsyncJob.objects.filter(id=job_id, claim=claim).update(claim=None, claim_expires_at=None)
+def reopen_lock_release(job_id: uuid.UUID | str, lock: uuid.UUID) -> None:
+    """Give the reopen lock back (only if it is still `lock`), so the next request may put the job back to work."""
+    AsyncJob.objects.filter(id=job_id, reopen_lock=lock).update(reopen_lock=None, reopen_lock_expires_at=None)

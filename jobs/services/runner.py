@@ -9,15 +9,21 @@ import uuid
 
 from django.conf import settings
 from django.db.models import F
-from django.utils import timezone
 
 from jobs import codes, handlers, retries, states
+from jobs.context import JobContext
 from jobs.exceptions import DeliveryNotStarted, JobFailed, LeaseLost, OutOfTime, RetryLater, Throttled
-from jobs.handlers import JobContext
-from jobs.leases import in_flight_budget_reached, lease_claim, lease_free, lease_park, lease_release
+from jobs.leases import (
+    CRASH_LOOP_LOST_DELIVERIES,
+    in_flight_budget_reached,
+    lease_claim,
+    lease_free,
+    lease_free_q,
+    lease_park,
+    lease_release,
+)
 from jobs.models import AsyncJob, JobStatus
 from jobs.outcomes import COMPLETED, Outcome
-from jobs.selectors import CRASH_LOOP_LOST_DELIVERIES
 from jobs.services.endings import job_finish
 from jobs.services.producer import job_publish
 from serenity import context, metrics, tracing
@@ -197,11 +203,7 @@ def _requeue_if_unowned(ctx: JobContext) -> Outcome:
     send a fresh message so the job is not left IN_PROGRESS with nothing queued."""
     if ctx.handed_back:
         return LEASE_LOST  # its fresh message is already out
-    unowned = (
-        AsyncJob.objects.filter(id=ctx.id, status=JobStatus.IN_PROGRESS)
-        .exclude(lease_token__isnull=False, lease_expires_at__gt=timezone.now())
-        .exists()
-    )
+    unowned = AsyncJob.objects.filter(lease_free_q(), id=ctx.id, status=JobStatus.IN_PROGRESS).exists()
     if unowned:
         retry_once_on_disconnect(lease_release, ctx.id, ctx.lease_token, reason="lease expired during the delivery")
         states.record(ctx.id, "requeued", actor=ctx.worker, detail="lease expired with nobody holding the job")

@@ -26,7 +26,7 @@ from markets.generation import schemas, services
 from markets.generation.dto import JOB_DTO_FIELDS, job_dto, reauth_accepted, regeneration_accepted
 from markets.generation.producer import semrush_generation
 from markets.generation.selectors import job_get_for_caller
-from markets.headers import promise_token_header, require_semrush_credential, semrush_pair
+from markets.headers import read_promise_token_header, require_semrush_credential, semrush_pair
 from markets.paths import parse_ids
 from markets.selectors import serenity_brand_get_for_caller
 from serenity import limits, stopping
@@ -37,7 +37,7 @@ from tokens.delegation import require_promise_token
 GENERATION_JOB_TYPES = (constants.MARKET_GENERATION_JOB_TYPE,)
 
 # How long a poller should wait before asking again, by the phase the job last reached. Generation is one
-# DRS call of up to 300 s, so polling it every other second only burns requests; writing and publishing
+# DRS call of up to DRS_TIMEOUT_SECONDS, so polling it every other second only burns requests; writing and publishing
 # take seconds, so the UI should notice the end quickly.
 RETRY_AFTER_SECONDS = {
     constants.PHASE_QUEUED: 10,
@@ -160,7 +160,7 @@ class GenerationJobReauthApi(APIView):
     def post(self, request, orgId: str, brandId: str, jobId: str):
         org_id, brand_id, job_id = parse_ids(orgId=orgId, brandId=brandId, jobId=jobId)
         pair = semrush_pair(request, purpose="Re-authentication")
-        header = promise_token_header(request)
+        header = read_promise_token_header(request)
         require_promise_token(request.user, header)
         job = job_get_for_caller(
             caller=request.user, org_id=org_id, brand_id=brand_id, job_id=job_id, allowed_types=GENERATION_JOB_TYPES

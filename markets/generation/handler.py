@@ -19,8 +19,9 @@ import time
 from django.conf import settings
 
 from jobs import handlers
+from jobs.context import JobContext
 from jobs.exceptions import JobFailed, RetryLater, Throttled
-from jobs.handlers import JobContext, Progress
+from jobs.handlers import Progress
 from jobs.models import AsyncJob
 from markets import codes
 from markets import constants as c

@@ -177,7 +177,7 @@ def semrush_generation(
     how it wants prompts: the producer with the flag on and `generatePrompts: true`, else the old path. When
     the request ends, a promise token IMS rotated for it that no job took is invalidated."""
     pair = pair or headers.promise_pair(request)
-    credential = request_credential(caller=request.user, header=headers.promise_token_header(request), pair=pair)
+    credential = request_credential(caller=request.user, header=headers.read_promise_token_header(request), pair=pair)
     if use_async is None:
         use_async = async_generation_enabled() and generate_prompts
     try:

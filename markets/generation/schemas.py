@@ -22,8 +22,9 @@ SEMRUSH_AUDIENCE = OpenApiParameter(
 )
 
 
-def promise_token_header(description: str) -> OpenApiParameter:
-    """`x-promise-token` as these routes read it (the pattern the parser accepts), described for the route."""
+def promise_token_parameter(description: str) -> OpenApiParameter:
+    """The OpenAPI parameter of `x-promise-token` as these routes read it (the pattern the parser accepts),
+    described for the route."""
     return OpenApiParameter(
         "x-promise-token",
         {"type": "string", "pattern": PROMISE_TOKEN_PATTERN},
@@ -153,7 +154,7 @@ REAUTHORIZE: dict[str, Any] = dict(
     parameters=[
         *PATH_IDS,
         SEMRUSH_AUDIENCE,
-        promise_token_header(
+        promise_token_parameter(
             "A promise token the browser holds, bare or as the typed JSON object "
             "`{promise_token, token_type, expires_in}`: exchanged at IMS, the job "
             "gets the rotated token. Absent: one is minted from the IMS bearer."
@@ -201,7 +202,7 @@ REGENERATE: dict[str, Any] = dict(
         *PATH_IDS[:2],
         MARKET_ID,
         SEMRUSH_AUDIENCE,
-        promise_token_header(
+        promise_token_parameter(
             "A promise token the browser holds (see createMarket): exchanged at IMS; "
             "required for a session-token caller. Absent: the IMS bearer."
         ),

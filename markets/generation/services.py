@@ -88,9 +88,9 @@ def generation_job_reauthorize(*, caller: Caller, job: AsyncJob, header: str | N
     2. Charged once the caller may see the job: a stranger never spends anyone's budget. The organization's
        budget is spent only by the job's requester, the one caller who may act on it: a caller who may read the
        job but not re-authorise it (a read-only admin, another user of the organization) spends only their own.
-    3. The claim: of concurrent calls one wins, the others get 409 at once and obtain nothing.
+    3. The job's reopen lock: of concurrent calls one takes it, the others get 409 at once and obtain nothing.
     4. Only the winner, outside any transaction, obtains the credential: the promise token IMS rotated for the
-       forwarded one, or one minted from the caller's IMS bearer. If IMS does not issue it, the claim is given
+       forwarded one, or one minted from the caller's IMS bearer. If IMS does not issue it, the lock is given
        back and the job still awaits re-authorisation (502).
     """
     forwarded_promise(header)

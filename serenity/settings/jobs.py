@@ -41,9 +41,10 @@ WORKER_HEARTBEAT_SECONDS = env.int("WORKER_HEARTBEAT_SECONDS", default=20)
 WORKER_HEARTBEAT_RETENTION_SECONDS = env.int("WORKER_HEARTBEAT_RETENTION_SECONDS", default=3600)
 JOB_RECORD_TTL_DAYS = env.int("JOB_RECORD_TTL_DAYS", default=7)
 JOB_ENQUEUE_GRACE_SECONDS = env.int("JOB_ENQUEUE_GRACE_SECONDS", default=60)
-# How long one re-authorisation may hold its claim on a job while it obtains a credential from IMS: the
-# mint's worst case (three attempts that never connected, each bounded by the IMS timeout) with room.
-JOB_REAUTH_CLAIM_SECONDS = int(3 * IMS_TIMEOUT_SECONDS + 30)
+# How long one request putting a finished job back to work (a re-authorisation, a regeneration) may hold the
+# job's reopen lock while it obtains a credential from IMS: the mint's worst case (three attempts that never
+# connected, each bounded by the IMS timeout) with room.
+JOB_REOPEN_LOCK_SECONDS = int(3 * IMS_TIMEOUT_SECONDS + 30)
 # A job IN_PROGRESS with no activity (no claim, checkpoint, heartbeat or message) for longer than anything
 # legitimate can take is stuck: a lease that ran out, then the longest retry delay.
 JOB_STUCK_AFTER_SECONDS = env.int(

@@ -18,7 +18,7 @@ from django.db import connection
 from django.utils import timezone
 
 from jobs import services as job_services
-from jobs.handlers import JobContext
+from jobs.context import JobContext
 from jobs.leases import lease_claim
 from jobs.models import AsyncJob
 from jobs.outcomes import COMPLETED, Outcome

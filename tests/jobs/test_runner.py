@@ -11,8 +11,8 @@ from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from jobs import services as job_services
+from jobs.context import JobContext
 from jobs.exceptions import JobFailed, LeaseLost, RetryLater
-from jobs.handlers import JobContext
 from jobs.leases import lease_claim
 from jobs.models import AsyncJob, JobEvent
 from jobs.outcomes import COMPLETED, Outcome

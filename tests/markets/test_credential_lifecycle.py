@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from jobs.context import JobContext
 from jobs.exceptions import JobFailed, LeaseLost
-from jobs.handlers import JobContext
 from jobs.leases import lease_claim
 from jobs.models import AsyncJob
 from markets.generation import handler as handler_module

@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from jobs.context import JobContext
 from jobs.exceptions import LeaseLost
-from jobs.handlers import JobContext
 from jobs.leases import lease_claim
 from jobs.models import AsyncJob
 from markets.generation.handler import MarketGenerationHandler

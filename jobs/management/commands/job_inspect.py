@@ -10,7 +10,7 @@ from jobs.clients import sqs
 from jobs.display import ago, stamp
 from jobs.dlq import DlqMessage, DlqScan, queue_counts
 from jobs.management.commands._runbook import RunbookCommand, UsageError
-from jobs.models import AsyncJob, JobStatus
+from jobs.models import AsyncJob, JobStatus, LeaseState
 
 
 class Command(RunbookCommand):
@@ -93,7 +93,7 @@ class Command(RunbookCommand):
         lease = job.lease_state(now)
         lease_line = (
             "none"
-            if lease == "none"
+            if lease == LeaseState.NONE
             else (f"{lease}, expires {stamp(job.lease_expires_at)} ({ago(job.lease_expires_at, now)})")
         )
         w(f"  lease        {lease_line}; epoch {job.lease_epoch}")

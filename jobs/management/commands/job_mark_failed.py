@@ -8,7 +8,7 @@ from jobs import services as job_services
 from jobs.codes import ERROR_CODE, OPERATOR_FAILED
 from jobs.display import ago
 from jobs.management.commands._runbook import RunbookCommand, UsageError, parse_job_id
-from jobs.models import AsyncJob, JobStatus
+from jobs.models import AsyncJob, JobStatus, LeaseState
 
 
 class Command(RunbookCommand):
@@ -70,7 +70,7 @@ class Command(RunbookCommand):
                 job.id,
                 f"mark FAILED {code}",
                 f"phase {job.phase}, lease {lease}, updated {ago(job.updated_at, self.now)}"
-                + ("; its worker stops at its next fenced write" if lease == "held" else ""),
+                + ("; its worker stops at its next fenced write" if lease == LeaseState.HELD else ""),
                 moved,
                 why_not="it finished meanwhile",
             )

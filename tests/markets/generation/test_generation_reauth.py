@@ -42,7 +42,7 @@ def awaiting_job(world, **fields):
 def assert_still_awaiting_reauth(job):
     job.refresh_from_db()
     assert (job.status, job.error_code, job.error["needsReauth"]) == ("FAILED", "NEEDS_REAUTH", True)
-    assert job.claim is None
+    assert job.reopen_lock is None
     assert not PromiseGrant.objects.filter(job_id=job.id).exists()
 
 
@@ -246,15 +246,15 @@ def test_an_ims_mint_failure_answers_502_and_the_job_still_awaits_reauth(world, 
 def test_a_claim_left_by_a_dead_request_expires_and_the_next_reauthorisation_wins(world, api, ims, queues):
     import uuid as _uuid
 
-    job = awaiting_job(world, claim=_uuid.uuid4(), claim_expires_at=timezone.now() + timedelta(seconds=30))
+    job = awaiting_job(world, reopen_lock=_uuid.uuid4(), reopen_lock_expires_at=timezone.now() + timedelta(seconds=30))
     assert api.reauth(world.org.id, world.brand.id, job.id).status_code == 409
 
-    AsyncJob.objects.filter(id=job.id).update(claim_expires_at=timezone.now() - timedelta(seconds=1))
+    AsyncJob.objects.filter(id=job.id).update(reopen_lock_expires_at=timezone.now() - timedelta(seconds=1))
     response = api.reauth(world.org.id, world.brand.id, job.id)
 
     assert response.status_code == 202
     job.refresh_from_db()
-    assert (job.status, job.claim, job.claim_expires_at) == ("IN_PROGRESS", None, None)
+    assert (job.status, job.reopen_lock, job.reopen_lock_expires_at) == ("IN_PROGRESS", None, None)
 
 
 def test_a_credential_obtained_after_the_claim_was_lost_is_invalidated_and_the_job_left_alone(
@@ -269,7 +269,7 @@ def test_a_credential_obtained_after_the_claim_was_lost_is_invalidated_and_the_j
     def slow_mint(**kwargs):
         token = real_mint(**kwargs)
         # Meanwhile the claim expired and another request took it.
-        AsyncJob.objects.filter(id=job.id).update(claim=uuid.uuid4())
+        AsyncJob.objects.filter(id=job.id).update(reopen_lock=uuid.uuid4())
         return token
 
     monkeypatch.setattr(ims_client, "mint", slow_mint)
