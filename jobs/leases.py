@@ -17,7 +17,9 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from jobs import states
+from jobs.exceptions import DeliveryNotStarted
 from jobs.models import AsyncJob, JobStatus, LeaseState
+from serenity.db import DISCONNECTED, retry_once_on_disconnect
 
 # Deliveries in a row that died without an outcome (an expired lease included) after which a job is taken for
 # a crash loop: what it does may be what kills its workers, so nothing re-sends it without an operator.
@@ -64,7 +66,8 @@ def lease_claim(
     below its share, or with nobody else waiting, in the claiming UPDATE itself (one statement, the common
     case); at its share, only while no organization running fewer generations has a job waiting
     (`poorer_organization_waiting`). Returns the new lease token, or None when another delivery holds it,
-    the job is not running, or a rule holds it back (`lease_free` tells these apart). Database errors
+    the job is not running, or a rule holds it back (`lease_free` tells these apart). A connection dropped
+    during a claim raises DeliveryNotStarted unless the claim committed (`_claim`); other database errors
     propagate: the caller fails closed and the message is redelivered.
     """
     share = settings.JOB_ORG_FAIR_SHARE if fair_to is not None else 0
@@ -135,7 +138,25 @@ def lease_park(job_id: UUID | str, *, worker: str = "", final_receive: bool = Fa
 
 
 def _claim(job_id: UUID | str, *, worker: str, ttl: int | None, rule: Q | None = None) -> uuid.UUID | None:
+    """`_claim_as` with a new token. A connection that dies during the claim (a failover) leaves one question,
+    answered by the job's row on a fresh connection: does it hold this token? Then the claim committed and is
+    ours. Otherwise nothing was claimed, and the delivery has not started (DeliveryNotStarted: its message is
+    made visible again at once, not after its visibility timeout)."""
     token = uuid.uuid4()
+    try:
+        return _claim_as(token, job_id, worker=worker, ttl=ttl, rule=rule)
+    except DISCONNECTED as exc:
+        if connection.in_atomic_block:
+            raise
+        connection.close()
+        if retry_once_on_disconnect(lambda: AsyncJob.objects.filter(id=job_id, lease_token=token).exists()):
+            return token
+        raise DeliveryNotStarted(f"database unavailable at the claim: {type(exc).__name__}") from exc
+
+
+def _claim_as(
+    token: uuid.UUID, job_id: UUID | str, *, worker: str, ttl: int | None, rule: Q | None = None
+) -> uuid.UUID | None:
     budget = settings.DRS_MAX_IN_FLIGHT
     # The budget holds under concurrent claims from every process: each budgeted claim first takes one
     # transaction-level advisory lock, so the claiming UPDATE (its snapshot taken after the lock) sees every

@@ -5,9 +5,11 @@
 
 import logging
 import threading
+import time
 import uuid
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import F
 
 from jobs import codes, handlers, retries, states
@@ -46,6 +48,9 @@ def active_deliveries() -> list[JobContext]:
 
 
 PARKED = Outcome("parked", "crash_loop")
+HANDED_BACK_DISCONNECTED = Outcome("retry", "DATABASE_UNAVAILABLE")
+# A delivery the database dropped mid-run tries this many times, a second apart, to hand its job back.
+HAND_BACK_TRIES = 4
 
 
 def job_run(job_id: object, message_type: str | None, *, worker: str = "", final_receive: bool = False) -> Outcome:
@@ -69,9 +74,11 @@ def job_run(job_id: object, message_type: str | None, *, worker: str = "", final
        fresh message sent.
     7. LeaseLost: stop. If no other delivery holds the job (the lease expired unclaimed), send a fresh
        message, so the job is never left unreachable.
-    A database failure before the claim, once more on a fresh connection, raises DeliveryNotStarted: the task
-    makes its message visible again at once. An unexpected exception gives the lease back and propagates:
-    the unacked message is redelivered.
+    A database failure before the claim, once more on a fresh connection, or during the claim when the job's
+    row shows it did not commit, raises DeliveryNotStarted: the task makes its message visible again at once.
+    A database failure mid-run (a failover) hands the job back as soon as the database answers again, within
+    a few seconds: it resumes from its last checkpoint then, not after its message's visibility timeout. Any
+    other unexpected exception gives the lease back and propagates: the unacked message is redelivered.
     Every write here is retried once on a fresh connection if the database dropped this one meanwhile.
     """
     token = context.job_id.set(str(job_id))
@@ -115,7 +122,10 @@ def _job_run(job_id: object, message_type: str | None, *, worker: str, final_rec
     if job.parked_at is not None or (may_park and lease_park(job_id, worker=worker, final_receive=final_receive)):
         log.warning("job parked, not run: its deliveries keep dying, or its message was on its last receive")
         return PARKED
-    lease = lease_claim(job_id, worker=worker, fair_to=job.organization_id)
+    try:
+        lease = lease_claim(job_id, worker=worker, fair_to=job.organization_id)
+    except DISCONNECTED as exc:  # a read around the claim: nothing was claimed (`_claim` settles its own)
+        raise DeliveryNotStarted(f"database unavailable at the claim: {type(exc).__name__}") from exc
     if lease is None and lease_park(job_id, worker=worker):
         return PARKED  # its last delivery died between the look and the claim
     if lease is None and lease_free(job_id):
@@ -151,6 +161,10 @@ def _job_run(job_id: object, message_type: str | None, *, worker: str, final_rec
         return _throttled(ctx, exc)
     except OutOfTime as exc:
         return _hand_back(ctx, reason=exc.message, outcome=Outcome("retry", exc.code))
+    except DISCONNECTED as exc:
+        if _hand_back_after_disconnect(ctx, exc):
+            return HANDED_BACK_DISCONNECTED
+        raise
     except Exception as exc:
         # Unexpected (a bug, a database error): give the lease back so the redelivery of this message,
         # which is not acked, can claim the job instead of finding it held and dropping it.
@@ -176,6 +190,30 @@ def hand_back(ctx: JobContext, *, reason: str) -> bool:
     ctx.handed_back = True
     job_publish(ctx.id, ctx.job.job_type)
     return True
+
+
+def _hand_back_after_disconnect(ctx: JobContext, exc: Exception) -> bool:
+    """The database dropped this delivery's connection mid-run, on its retry too (a failover). Release the
+    lease on a fresh connection, tried HAND_BACK_TRIES times a second apart, then send a fresh message whether
+    the release found the lease ours or not: a release whose answer was lost may have committed, and a
+    duplicate message is dropped by the lease. False when the database never answered: the message, not
+    acked, comes back after its visibility timeout, as for any unexpected error."""
+    reason = f"database unavailable mid-run: {type(exc).__name__}"
+    for attempt in range(HAND_BACK_TRIES):
+        if attempt:
+            time.sleep(1.0)
+        connection.close()
+        try:
+            ctx.handed_back = lease_release(ctx.id, ctx.lease_token, reason=reason)
+        except DISCONNECTED:
+            continue
+        log.warning("delivery handed back: the database dropped it mid-run", extra={"tries": attempt + 1})
+        try:
+            job_publish(ctx.id, ctx.job.job_type)
+        except DISCONNECTED:  # sent, its bookkeeping lost: the message is on the queue all the same
+            log.warning("fresh message: its record not written (the sweeper re-sends an unsent one)")
+        return True
+    return False
 
 
 def _hand_back(ctx: JobContext, *, reason: str, outcome: Outcome) -> Outcome:

@@ -7,7 +7,7 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from jobs import services as job_services
@@ -279,6 +279,43 @@ def test_an_unexpected_error_releases_the_lease_so_the_redelivery_can_claim(db, 
     assert job_services.job_run(job.id, "testEcho") == COMPLETED
 
 
+def end_this_threads_backend() -> None:
+    """What a failover does to this thread's connection: another session terminates it."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+
+    def terminate() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+        connection.close()
+
+    other = threading.Thread(target=terminate)
+    other.start()
+    other.join()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_delivery_the_database_drops_mid_run_hands_its_job_back_at_once(handler, queues):
+    """A failover mid-run: the job is handed back (lease released, a fresh message) as soon as the database
+    answers, so it resumes within seconds, not after its message's visibility timeout."""
+    job = AsyncJobFactory()
+
+    def dropped(run):
+        end_this_threads_backend()
+        with connection.cursor() as cursor:  # the handler's next statement meets the dead connection
+            cursor.execute("SELECT 1")
+
+    handler.behaviour = dropped
+    assert job_services.job_run(job.id, "testEcho") == runner.HANDED_BACK_DISCONNECTED
+    job.refresh_from_db()
+    assert (job.status, job.lease_token, job.attempts) == ("IN_PROGRESS", None, 1)
+    assert job.events.filter(kind="lease_released", detail__startswith="database unavailable").count() == 1
+    assert [m["kwargs"] for m in queues.drain()] == [{"jobId": str(job.id), "type": "testEcho"}]
+    handler.behaviour = lambda run: {"ok": True}
+    assert job_services.job_run(job.id, "testEcho") == COMPLETED
+
+
 def test_a_failed_re_send_leaves_the_job_waiting_for_the_sweeper(db, queues):
     job = AsyncJobFactory(message_sent_at=timezone.now())
     queues.sqs.client().delete_queue(QueueUrl=queues.url)  # the send now fails
@@ -299,3 +336,47 @@ def test_a_failed_first_send_fails_the_job_as_enqueue_failed(db, queues):
     assert job_services.job_publish(job.id, job.job_type, first=True) is False
     job.refresh_from_db()
     assert (job.status, job.error_code, job.error["retryable"]) == ("FAILED", "ENQUEUE_FAILED", True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_the_database_drops_is_not_started_and_leaves_the_job_unclaimed(handler, settings):
+    """A failover during the claim (its transaction waits on the fleet's budget lock, held here, when its
+    backend is terminated): the job's row shows no claim, so the delivery has not started and its message is
+    handed back at once (DeliveryNotStarted) instead of waiting out its visibility timeout."""
+    from jobs.exceptions import DeliveryNotStarted
+    from jobs.leases import IN_FLIGHT_LOCK_KEY
+
+    settings.DRS_MAX_IN_FLIGHT = 10
+    job = AsyncJobFactory()
+    raised: list[BaseException] = []
+
+    def deliver() -> None:
+        try:
+            job_services.job_run(job.id, "testEcho")
+        except BaseException as exc:  # what the delivery raised is the result
+            raised.append(exc)
+        finally:
+            connection.close()
+
+    with transaction.atomic(), connection.cursor() as cursor:  # holds the budget lock until the end
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [IN_FLIGHT_LOCK_KEY])
+        delivery = threading.Thread(target=deliver)
+        delivery.start()
+        waiting: list = []
+        deadline = time.monotonic() + 30
+        while not waiting and time.monotonic() < deadline:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")  # the view is read afresh inside a transaction
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' "
+                "AND query LIKE %s",
+                ["%pg_advisory_xact_lock%"],
+            )
+            waiting = cursor.fetchall()
+        assert len(waiting) == 1, "the claim never waited on the budget lock"
+        cursor.execute("SELECT pg_terminate_backend(%s)", [waiting[0][0]])
+        delivery.join(30)
+
+    assert [type(e) for e in raised] == [DeliveryNotStarted]
+    job.refresh_from_db()
+    assert (job.lease_token, job.attempts, handler.calls) == (None, 0, [])
+    assert job_services.job_run(job.id, "testEcho") == COMPLETED
