@@ -1018,7 +1018,14 @@ class Soak:
         with self.lock:
             errors = list(self.server_errors)
         upstream = [e for e in errors if e[1] in (502, 503, 504) and e[2] in UPSTREAM_CODES]
-        ours = [e for e in errors if e not in upstream]
+        cut = [
+            e
+            for e in errors
+            if e[1] == 503
+            and e[2] == "database_unavailable"
+            and any(d - 2 <= e[0] <= d + HAND_BACK_AFTER_DATABASE_FAULT for d in self.database_faults)
+        ]
+        ours = [e for e in errors if e not in upstream and e not in cut]
         out = [
             Invariant(
                 "API 5xx answers (not an upstream service's)",
@@ -1029,7 +1036,8 @@ class Soak:
                     f"{p}: {status} {code or '-'} (faults near: {self.faults_near(t, 5)})"
                     for t, status, code, p in ours[:5]
                 )
-                + (f"; {len(upstream)} 502-504 naming an upstream service" if upstream else ""),
+                + (f"; {len(upstream)} 502-504 naming an upstream service" if upstream else "")
+                + (f"; {len(cut)} 503 database_unavailable (a request cut by terminated backends)" if cut else ""),
             )
         ]
         receipts = self.receipts()

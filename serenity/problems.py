@@ -12,6 +12,7 @@ against: `error` (its stable token, from ORIGINAL_ERROR_TOKENS) and `message` (a
 import logging
 import re
 
+from django.db import InterfaceError, OperationalError
 from django.http import JsonResponse
 from rest_framework import exceptions as drf_exceptions
 from rest_framework import status as http
@@ -74,6 +75,7 @@ ORIGINAL_ERROR_TOKENS: dict[str, str] = {
     "throttled": "tooManyRequests",
     # 5xx: someone else, or us
     "upstream_unavailable": "serenityUpstreamError",
+    "database_unavailable": "serviceUnavailable",
     "semrush_unavailable": "serenityUpstreamError",
     "credential_unavailable": "serenityUpstreamError",
     "not_attempted": "serviceUnavailable",
@@ -136,6 +138,13 @@ class Conflict(DomainError):
 
 class InvalidInput(DomainError):
     status, code, title = 400, "invalid", "Invalid request"
+
+
+class DatabaseUnavailable(DomainError):
+    """A request whose database connection was cut under it (a failover mid-request): nothing is retried for it
+    (a write may have happened), and the client is told to try again in a second rather than given a 500."""
+
+    status, code, title = 503, "database_unavailable", "The database did not answer; try again"
 
 
 class UpstreamUnavailable(DomainError):
@@ -218,7 +227,11 @@ def validation_errors(detail, path=None) -> list[dict]:
 
 
 def problem_exception_handler(exc, context):
-    """DRF EXCEPTION_HANDLER: DomainError and every APIException become problem+json."""
+    """DRF EXCEPTION_HANDLER: DomainError and every APIException become problem+json; a connection the database
+    dropped under the request a retryable 503 (DatabaseUnavailable)."""
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        log.warning("request met a dropped database connection", extra={"error": type(exc).__name__})
+        exc = DatabaseUnavailable(headers={"Retry-After": "1"})
     if isinstance(exc, DomainError):
         exc_for_drf = drf_exceptions.APIException(exc.detail)
         exc_for_drf.status_code = exc.status

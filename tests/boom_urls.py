@@ -20,4 +20,36 @@ class ApiBoom(APIView):
         raise KeyError("internal detail: promise_token=abc123")
 
 
-urlpatterns = [path("boom/plain", plain_boom), path("boom/api", ApiBoom.as_view()), *product]
+class ApiDatabaseCut(APIView):
+    """A request whose database connection is cut under it, as a failover cuts it mid-request."""
+
+    permission_classes = [AllowAny]
+    authentication_classes = []
+
+    def get(self, request):
+        import threading
+
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            pid = cursor.fetchone()[0]
+
+        def terminate() -> None:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+            connection.close()
+
+        other = threading.Thread(target=terminate)
+        other.start()
+        other.join()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+
+
+urlpatterns = [
+    path("boom/plain", plain_boom),
+    path("boom/api", ApiBoom.as_view()),
+    path("boom/database", ApiDatabaseCut.as_view()),
+    *product,
+]

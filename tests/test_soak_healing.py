@@ -127,11 +127,15 @@ def test_a_hand_back_without_a_claim_or_a_database_fault_ran_nothing(soak):
     assert counts(soak)["receives that ran nothing"] == 2
 
 
-def test_api_5xx_answers_count_unless_they_name_an_upstream_service(soak):
+def test_api_5xx_answers_count_unless_an_upstream_service_or_a_cut_connection_explains_them(soak):
     soak.answered(502, json.dumps({"code": "semrush_unavailable"}).encode(), "markets")
     soak.answered(500, json.dumps({"code": "internal_error"}).encode(), "markets")
     soak.answered(503, json.dumps({"code": "prompt_generation_unavailable"}).encode(), "markets")
     soak.answered(200, b"{}", "job")
+    now = time.time()
+    soak.server_errors.append((now - 200, 503, "database_unavailable", "activate"))  # no database fault near
+    soak.server_errors.append((now, 503, "database_unavailable", "activate"))  # cut by terminated backends
+    soak.database_faults.append(now - 1)
     Ledger(soak).write()
 
-    assert counts(soak)["API 5xx answers (not an upstream service's)"] == 2
+    assert counts(soak)["API 5xx answers (not an upstream service's)"] == 3

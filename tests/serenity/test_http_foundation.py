@@ -161,6 +161,20 @@ def test_an_unexpected_error_is_a_generic_500_problem_that_leaks_nothing(db, pat
     assert logged and all(getattr(r, "request_id", None) in (None, "req-12345678") for r in logged)
 
 
+@pytest.mark.urls("tests.boom_urls")
+@pytest.mark.django_db(transaction=True)
+def test_a_request_whose_database_connection_is_cut_is_a_retryable_503_not_a_500():
+    from django.db import connection
+
+    response = Client(raise_request_exception=False).get("/boom/database", HTTP_X_REQUEST_ID="req-12345678")
+    connection.close()  # the request's connection died under it; the test's teardown needs a fresh one
+    assert response.status_code == 503
+    assert response["Content-Type"] == PROBLEM
+    assert response["Retry-After"] == "1"
+    doc = response.json()
+    assert (doc["code"], doc["error"], doc["status"]) == ("database_unavailable", "serviceUnavailable", 503)
+
+
 def test_health_endpoints_need_no_authentication(db, moto_server):
     assert Client().get("/healthz").json() == {"status": "ok"}
     ready = Client().get("/readyz")
