@@ -83,7 +83,9 @@ class Stack:
                 raise Failed(f"ports already in use: {', '.join(busy)}")
         self.database_url = database_url
         self.env = {
-            **os.environ,
+            # Not this process's PGAPPNAME: once the harness has configured Django it names the harness's own
+            # connections, and the product's must not pass for the harness's (scripts/soak.py leaves those alone).
+            **{k: v for k, v in os.environ.items() if k != "PGAPPNAME"},
             "SERENITY_ENVIRONMENT": "local",
             "DJANGO_SETTINGS_MODULE": settings_module,
             "DATABASE_URL": database_url,
