@@ -42,7 +42,7 @@ bench: $(STAMP)
 # Not part of `make test`: SOAK_JOBS generations under SOAK_MINUTES of overlapping faults, then the invariants
 # (docs/soak.md). SOAK_SEED, SOAK_JOBS, SOAK_MINUTES, SOAK_FAULT_EVERY, SOAK_DATABASE_URL, SOAK_FIRST_PORT.
 soak: $(STAMP)
-	$(BIN)/python scripts/soak.py
+	$(BIN)/python -m scripts.soak
 
 clean:
 	rm -rf $(VENV) var
