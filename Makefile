@@ -37,12 +37,12 @@ test: lint
 # Not part of `make test`: brings up the API, simulators, local SQS and a worker on PostgreSQL and measures them.
 # `make bench SCENARIOS="scale fairness"` runs only those (poll create activate worker scale fairness wait).
 bench: $(STAMP)
-	$(BIN)/python scripts/bench.py $(SCENARIOS)
+	$(BIN)/python -m scripts.bench $(SCENARIOS)
 
 # Not part of `make test`: SOAK_JOBS generations under SOAK_MINUTES of overlapping faults, then the invariants
 # (docs/soak.md). SOAK_SEED, SOAK_JOBS, SOAK_MINUTES, SOAK_FAULT_EVERY, SOAK_DATABASE_URL, SOAK_FIRST_PORT.
 soak: $(STAMP)
-	$(BIN)/python scripts/soak.py
+	$(BIN)/python -m scripts.soak
 
 clean:
 	rm -rf $(VENV) var

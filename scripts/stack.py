@@ -84,7 +84,7 @@ class Stack:
         self.database_url = database_url
         self.env = {
             # Not this process's PGAPPNAME: once the harness has configured Django it names the harness's own
-            # connections, and the product's must not pass for the harness's (scripts/soak.py leaves those alone).
+            # connections, and the product's must not pass for the harness's (scripts/soak/ leaves those alone).
             **{k: v for k, v in os.environ.items() if k != "PGAPPNAME"},
             "SERENITY_ENVIRONMENT": "local",
             "DJANGO_SETTINGS_MODULE": settings_module,

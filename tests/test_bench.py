@@ -1,4 +1,4 @@
-"""`make bench` (scripts/bench.py), sized for the suite: every scenario at a few requests and a handful of jobs
+"""`make bench` (scripts/bench/), sized for the suite: every scenario at a few requests and a handful of jobs
 with DRS in milliseconds (BENCH_PROFILE=ci), as `make bench` runs it, in its own process against its own
 database and stack. A scenario that breaks fails here rather than in a newcomer's `make bench`.
 
@@ -44,7 +44,7 @@ def run_bench(tmp_path: Path, *scenarios: str) -> tuple[int, list[dict], str, st
         env.pop(inherited, None)  # the bench's stack sets its own
     try:
         proc = subprocess.run(
-            [sys.executable, str(ROOT / "scripts" / "bench.py"), *scenarios],
+            [sys.executable, "-m", "scripts.bench", *scenarios],
             cwd=ROOT,
             env=env,
             capture_output=True,

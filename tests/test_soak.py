@@ -1,4 +1,4 @@
-"""The soak of `make soak` (scripts/soak.py), sized for the suite: a fixed seed, a few dozen generations, every
+"""The soak of `make soak` (scripts/soak/), sized for the suite: a fixed seed, a few dozen generations, every
 fault kind at least once, each invariant at its bound. And a Semrush that forgets idempotency (a broken
 guarantee, switched on in the simulator alone) makes the soak fail, naming the invariant it broke.
 
@@ -37,7 +37,7 @@ def soak(tmp_path: Path, name: str, port_offset: int, **env) -> tuple[int, dict,
         child["SOAK_FIRST_PORT"] = str(int(os.environ["SOAK_FIRST_PORT"]) + port_offset)
     try:
         proc = subprocess.run(
-            [sys.executable, str(ROOT / "scripts" / "soak.py"), "--no-report", "--json", str(out)],
+            [sys.executable, "-m", "scripts.soak", "--no-report", "--json", str(out)],
             cwd=ROOT,
             env=child,
             capture_output=True,

@@ -1,4 +1,4 @@
-"""The soak's healing invariants (scripts/soak.py `healing`), read from a local SQS ledger written here: what
+"""The soak's healing invariants (scripts/soak/invariants.py `healing`), read from a local SQS ledger written here: what
 each receive of a job message became decides whether a fault cost a visibility timeout or a receive that ran
 nothing, and which faults explain it."""
 

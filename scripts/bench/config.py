@@ -1,0 +1,101 @@
+"""Where the bench runs and how big: the profiles, the scenarios, their targets."""
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+sys.path.insert(0, str(ROOT))  # benchmarks.settings and the product, imported below after django.setup()
+BIN = Path(PYTHON).parent
+
+DATABASE_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/serenity_bench")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big each scenario is. `full` is what `make bench` measures; `ci` (BENCH_PROFILE=ci) is the same
+    scenarios at a few requests and a handful of jobs with DRS in milliseconds, run by the suite
+    (tests/test_bench.py) so that a broken scenario fails `make test` rather than a newcomer's `make bench`."""
+
+    worker_threads: int = 8
+    drs_latency_ms: int = 1000
+    create_samples: int = 14  # per path; with the 50 activated markets, 64 jobs wait for the worker
+    activate_markets: int = 50
+    timeit_number: int = 200  # requests per in-process round, and rounds
+    timeit_rounds: int = 7
+    wrk_seconds: int = 6
+    wrk_rounds: int = 2
+    wrk_connections: int = 16
+    # Scale: one worker process holding every generation in flight at once.
+    scale_jobs: int = 512
+    scale_drs_ms: int = 60_000
+    scale_concurrency: int = 512
+    # Fairness: a worker of fair_capacity generations, DRS at fair_drs_ms; organization A queues fair_a_jobs.
+    fair_capacity: int = 64
+    fair_drs_ms: int = 10_000
+    fair_a_jobs: int = 256
+    # Wait: jobs whose COMPLETED a waiting client learns; a job of wait_job_s seconds, waited for vs polled every
+    # 2 s; wait_many concurrent waiting polls while wrk measures an ordinary poll.
+    wait_jobs: int = 200
+    wait_job_s: float = 10.0
+    wait_many: int = 1000
+    env: tuple[tuple[str, str], ...] = ()  # settings of every process of the stack
+
+
+PROFILES = {
+    "full": Sizes(),
+    "ci": Sizes(
+        worker_threads=2,
+        drs_latency_ms=50,
+        create_samples=2,
+        activate_markets=3,
+        timeit_number=5,
+        timeit_rounds=1,
+        wrk_seconds=1,
+        wrk_rounds=1,
+        wrk_connections=2,
+        scale_jobs=6,
+        scale_drs_ms=200,
+        scale_concurrency=6,
+        fair_capacity=3,
+        fair_drs_ms=200,
+        fair_a_jobs=6,
+        wait_jobs=4,
+        wait_job_s=1.0,
+        wait_many=20,
+        # A short long poll, so that each worker stop waits ~2 s rather than ~11; a share the small capacity
+        # can hold B's job against.
+        env=(("SQS_WAIT_TIME_SECONDS", "1"), ("JOB_ORG_FAIR_SHARE", "2")),
+    ),
+}
+PROFILE = os.environ.get("BENCH_PROFILE", "full")
+SIZE = PROFILES.get(PROFILE, PROFILES["full"])  # an unknown profile is refused in main()
+# Where the tables go: docs/benchmarks.md for the full profile; a smaller run writes only where it is told.
+REPORT = os.environ.get("BENCH_REPORT") or (str(ROOT / "docs" / "benchmarks.md") if PROFILE == "full" else "")
+# Every row, as JSON, when set: what the suite reads back.
+ROWS_JSON = os.environ.get("BENCH_ROWS_JSON", "")
+# The Lambda a job would run in for its whole DRS wait (the smallest size a Python worker with its clients
+# fits in; a larger one only widens the gap).
+LAMBDA_MEMORY_MB = 512
+WORKER_APP_NAME = "serenity-bench-worker"  # the worker's PostgreSQL connections carry it (PGAPPNAME)
+SCENARIOS = ("poll", "create", "activate", "worker", "scale", "fairness", "wait")
+TARGETS = {
+    "poll": 0.5,
+    "worker_wall": 1.5,
+    "worker_cpu_x_bare": 100,
+    "worker_sql": 25,
+    "create": 0.7,
+    "scale_wall": 2.0,
+    "scale_rss_mb": 512,
+    "scale_pg_connections": 20,
+    "lambda_memory": 0.1,
+    "fair_wait": 2.5,
+    "fair_alone": 1.10,
+    "wait_p95_ms": 100,
+    "wait_requests": 3,
+    "wait_throughput": 0.8,
+}
+API_APP_NAME = "serenity-bench-api"  # the flag-on API's pooled PostgreSQL connections carry it (PGAPPNAME)
+POLL_EVERY_S = 2.0  # the plain poller the waiting poll is measured against

@@ -1,0 +1,370 @@
+"""The bench's harness: the stack it starts, the data it makes, the rows it measures, and helpers."""
+
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import timeit
+import urllib.request
+import uuid
+from pathlib import Path
+
+from scripts.bench.config import API_APP_NAME, BIN, DATABASE_URL, SIZE, WORKER_APP_NAME
+from scripts.stack import Failed, Stack, run_local
+
+
+def proc_status_field(status: str, field: str) -> str:
+    """A number from /proc/PID/status (`VmHWM`, `Threads`)."""
+    found = re.search(rf"{field}:\s+(\d+)", status)
+    if found is None:
+        raise Failed(f"/proc status has no {field}")
+    return found.group(1)
+
+
+def wrk_binary() -> str:
+    found = shutil.which("wrk")
+    if found:
+        return found
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        print("--- installing wrk (Debian package)", flush=True)
+        subprocess.run(["apt-get", "install", "-y", "-q", "wrk"], check=False, stdout=subprocess.DEVNULL)
+        found = shutil.which("wrk")
+    if not found:
+        raise Failed("wrk is needed for the HTTP figures: install it (Debian/Ubuntu: apt-get install wrk).")
+    return found
+
+
+def http_status(url: str, headers: dict[str, str]) -> int:
+    """The status one GET answers (an HTTP error status included)."""
+    request = urllib.request.Request(url, headers=headers)  # noqa: S310 (a local URL)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (a local URL)
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+class LogCounter:
+    """Counts request lines in an access log between two marks, by the path prefix that names the service."""
+
+    def __init__(self, path: Path, pattern: str, services: dict[str, str]):
+        self.path, self.pattern, self.services = path, re.compile(pattern), services
+        self.offset = 0
+
+    def mark(self) -> None:
+        self.offset = self.path.stat().st_size if self.path.exists() else 0
+
+    def since_mark(self) -> dict[str, int]:
+        counts = dict.fromkeys(self.services, 0)
+        with self.path.open("rb") as log:
+            log.seek(self.offset)
+            for raw in log:
+                match = self.pattern.search(raw.decode("utf-8", "replace"))
+                if not match:
+                    continue
+                for name, prefix in self.services.items():
+                    if match.group("path").startswith(prefix):
+                        counts[name] += 1
+                        break
+        return counts
+
+
+def cpu_seconds(groups: dict[str, int]) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by each named process group, and by PostgreSQL's processes."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used = dict.fromkeys([*groups, "PostgreSQL"], 0.0)
+    by_group = {pgid: name for name, pgid in groups.items()}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # the process ended meanwhile
+        comm, fields = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
+        seconds = (int(fields[11]) + int(fields[12])) / tick
+        if comm == "postgres":
+            used["PostgreSQL"] += seconds
+        elif int(fields[2]) in by_group:
+            used[by_group[int(fields[2])]] += seconds
+    return used
+
+
+class Harness:
+    def __init__(self):
+        base = int(os.environ.get("BENCH_PORT_BASE", "0"))  # a fixed range when set, else free ports
+        self.stack = Stack(
+            database_url=DATABASE_URL,
+            names=("sqs", "sim", "api_on", "api_off"),
+            settings_module="benchmarks.settings",
+            prefix="serenity-bench-",
+            first_port=base or None,
+            env={
+                "SERENITY_ASYNC_PROMPT_GEN": "true",
+                "LOG_LEVEL": "WARNING",
+                # The figures are about cost, not abuse limits.
+                "THROTTLE_ONBOARDING_RATE": "100000/min",
+                "THROTTLE_ORG_MARKETS_RATE": "100000/hour",
+                # The simulator is not Semrush: the fleet's Semrush budget stays on (each call takes its slot, a
+                # statement counted apart) but out of the scenarios' reach.
+                "SEMRUSH_MAX_CALLS_PER_SECOND": "100000",
+                **dict(SIZE.env),
+            },
+        )
+        self.var, self.ports, self.env, self.runner = (
+            self.stack.var,
+            self.stack.ports,
+            self.stack.env,
+            self.stack.runner,
+        )
+        self.scenario = ""
+        self.rows: list[tuple[str, str, str, str, str]] = []
+        self.sim_calls = LogCounter(
+            self.var / "sim-access.log",
+            r'"[A-Z]+ (?P<path>\S+) HTTP',
+            {"IMS": "/sandbox/ims", "Semrush": "/sandbox/semrush", "DRS": "/sandbox/drs"},
+        )
+        self.sqs_calls = LogCounter(self.var / "sqs.log", r'"(?P<path>POST \S*) HTTP', {"SQS": "POST"})
+
+    # --- processes -------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.stack.start_infrastructure()
+        # Enough threads to hold every DRS call of the scale scenario at once (a waiting call holds no
+        # database connection: serenity/sandbox/drs/views.py).
+        self.stack.gunicorn(
+            "simulators",
+            "sim",
+            access_log=self.sim_calls.path,
+            WEB_CONCURRENCY="2",
+            GUNICORN_THREADS=str(SIZE.scale_concurrency // 2 + 64),
+            GUNICORN_TIMEOUT="120",
+        )
+        self.stack.gunicorn("api (flag on)", "api_on", PGAPPNAME=API_APP_NAME)
+        self.stack.gunicorn("api (flag off)", "api_off", SERENITY_ASYNC_PROMPT_GEN="false")
+        self.stack.setup_django()
+
+    def start_worker(
+        self, meter: Path, *, threads: int = SIZE.worker_threads, name: str = "worker", **env
+    ) -> subprocess.Popen:
+        from django.conf import settings
+
+        # Exactly as docker/Dockerfile's `worker` role starts it: both queues, its log level, the thread count
+        # from WORKER_CONCURRENCY; only the app differs (the production app plus a per-delivery meter).
+        argv = [
+            str(BIN / "celery"),
+            "-A",
+            "benchmarks.worker_app",
+            "worker",
+            "-P",
+            "threads",
+            "-Q",
+            f"{settings.MARKET_JOBS_QUEUE},{settings.MAINTENANCE_QUEUE}",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+            "-l",
+            "INFO",
+        ]
+        return self.runner.start(
+            name,
+            argv,
+            log_file=self.var / f"{name}.log",
+            env={
+                "BENCH_WORKER_METER": str(meter),
+                "PGAPPNAME": WORKER_APP_NAME,
+                "WORKER_CONCURRENCY": str(threads),
+                "LOG_LEVEL": "INFO",
+                **env,
+            },
+        )
+
+    def stop(self, name: str) -> None:
+        """Stop one child (SIGTERM to its group, SIGKILL after 60 s) and forget it. After a worker, wait out
+        the long poll it left pending: the local SQS would hand the next message to that dead poll, hidden
+        for the whole visibility timeout."""
+        from django.conf import settings
+
+        for child, proc in list(self.runner.children):
+            if child != name:
+                continue
+            run_local._signal_group(proc, signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                run_local._signal_group(proc, signal.SIGKILL)
+                proc.wait()
+            self.runner.children.remove((child, proc))
+            if name.startswith("worker"):
+                time.sleep(settings.CELERY_BROKER_TRANSPORT_OPTIONS["wait_time_seconds"] + 1)
+
+    # --- data ------------------------------------------------------------------------------------------
+    def brand(self, label: str, *, of: dict | None = None) -> dict:
+        """An active brand with a Semrush workspace and a bearer for its organization's user; in the
+        organization of the brand `of` when given (same user and bearer)."""
+        from django.conf import settings
+
+        from markets.models import Brand, Organization, Site
+        from serenity.sandbox.ims.keys import issue_user_token
+        from serenity.sandbox.semrush import services
+
+        if of is not None:
+            org = Organization.objects.get(id=of["org"])
+            ims_org, user = org.ims_org_id, of["user"]
+        else:
+            ims_org = f"BENCH{uuid.uuid4().hex[:19].upper()}@AdobeOrg"
+            user = f"BENCH{uuid.uuid4().hex[:19].upper()}@AdobeID"
+            org = Organization.objects.create(ims_org_id=ims_org, name=f"Bench {label}", is_serenity_active=True)
+        domain = f"bench-{label}-{uuid.uuid4().hex[:6]}.example"
+        brand = Brand.objects.create(
+            organization=org,
+            name=f"Bench {label}",
+            display_name=f"Bench {label}",
+            domain=domain,
+            primary_url=f"https://{domain}/",
+            status=Brand.Status.ACTIVE,
+        )
+        site = Site.objects.create(organization=org, brand=brand, base_url=f"https://{domain}/")
+        workspace = services.workspace_create(name=brand.name, parent_id=settings.SEMRUSH_PARENT_WORKSPACE_ID)
+        Brand.objects.filter(id=brand.id).update(base_site=site, semrush_workspace_id=workspace.id)
+        return {
+            "org": str(org.id),
+            "brand": str(brand.id),
+            "site": str(site.id),
+            "user": user,
+            "brandFields": {"brandDomain": domain, "brandNames": [f"Bench {label}"]},
+            "token": issue_user_token(user_id=user, org_ids=[ims_org], ttl=3600),
+        }
+
+    @staticmethod
+    def bearer(b: dict) -> dict[str, str]:
+        """The one way every scenario authenticates: HTTP headers, for Django's test client (`headers=`),
+        urllib and wrk alike, so that a baseline and the endpoint it is measured against always carry the
+        same credential."""
+        return {"Authorization": f"Bearer {b['token']}"}
+
+    @staticmethod
+    def expect(what: str, response, status: int) -> None:
+        """Stop the bench, naming the request, when a request it is about to time answers anything else."""
+        if response.status_code != status:
+            raise Failed(
+                f"{what} answered {response.status_code}, not {status}: the bench's data or its request is wrong"
+            )
+
+    def markets_url(self, port: int, b: dict) -> str:
+        return f"http://127.0.0.1:{port}/v2/orgs/{b['org']}/brands/{b['brand']}/serenity/markets"
+
+    @staticmethod
+    def post(url: str, token: str, body: dict, timeout: float = 60) -> tuple[int, dict, float]:
+        headers = {
+            **Harness.bearer({"token": token}),
+            "Content-Type": "application/json",
+            "x-promise-audience": "semrush",
+        }
+        request = urllib.request.Request(  # noqa: S310 (a local URL)
+            url, data=json.dumps(body).encode(), method="POST", headers=headers
+        )
+        started = time.perf_counter()
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (local bench URL)
+                status, raw = response.status, response.read()
+        except urllib.error.HTTPError as error:
+            status, raw = error.code, error.read()
+        return status, json.loads(raw or b"{}"), time.perf_counter() - started
+
+    def bare_view_ms(self) -> float:
+        """The bare authenticated view in process, best of 5 rounds of 100: this machine's speed at Django work."""
+        from django.test import Client
+
+        b = getattr(self, "_bare_brand", None) or self.brand("bare")
+        self._bare_brand = b
+        client, auth = Client(HTTP_HOST="127.0.0.1"), self.bearer(b)
+        self.expect("the bare view (in process)", client.get("/bench/bare", headers=auth), 200)
+        timer = timeit.Timer(lambda: client.get("/bench/bare", headers=auth))
+        return min(timer.timeit(100) / 100 for _round in range(5)) * 1000
+
+    def queue_jobs(self, b: dict, count: int, *, first_country: int = 0) -> int:
+        """Queue `count` generation jobs for brand `b` through the API (activations of up to 50 markets)."""
+        from markets import geo
+
+        countries = list(geo.COUNTRY_CODES)[first_country : first_country + count]
+        if len(countries) < count:
+            raise Failed(f"only {len(countries)} countries left for {count} markets of one brand")
+        url = self.markets_url(self.ports["api_on"], b).removesuffix("/markets") + "/activate"
+        created = 0
+        for start in range(0, count, SIZE.activate_markets):
+            chunk = countries[start : start + SIZE.activate_markets]
+            status, body, _seconds = self.post(
+                url,
+                b["token"],
+                {
+                    "generatePrompts": True,
+                    **b["brandFields"],
+                    "markets": [{"market": c, "languageCode": "en"} for c in chunk],
+                },
+                timeout=120,
+            )
+            made = sum(1 for m in body.get("markets", []) if m.get("status") == 201)
+            if status not in (200, 207) or made != len(chunk):
+                raise Failed(f"activate answered {status} with {made} of {len(chunk)} created: {str(body)[:300]}")
+            created += made
+        return created
+
+    def queue_for_org(self, label: str, count: int, *, of: dict | None = None) -> dict:
+        """`count` jobs for one organization, over as many of its brands as it takes (200 markets each)."""
+        first: dict | None = None
+        for index in range(math.ceil(count / 200)):
+            b = self.brand(f"{label}{index}", of=of or first)
+            first = first or b
+            self.queue_jobs(b, min(200, count - index * 200))
+        assert first is not None, "count must be positive"
+        return first
+
+    def wait_drained(self, what: str, timeout: float, sample=None) -> None:
+        """Until no job is IN_PROGRESS; `sample()` is called twice a second meanwhile."""
+        from jobs.models import AsyncJob, JobStatus
+
+        deadline = time.monotonic() + timeout
+        while AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exists():
+            self.runner.check_children()
+            if sample:
+                sample()
+            if time.monotonic() > deadline:
+                raise Failed(f"{what}: jobs still IN_PROGRESS after {timeout:.0f} s")
+            time.sleep(0.5)
+        failed = AsyncJob.objects.exclude(status=JobStatus.COMPLETED).values_list("error_code", flat=True)
+        if failed:
+            raise Failed(f"{what}: jobs did not complete: {sorted({str(code) for code in failed})}")
+
+    def wait_first_claim(self, since, timeout: float = 300) -> None:
+        from jobs.models import AsyncJob
+
+        deadline = time.monotonic() + timeout
+        while not AsyncJob.objects.filter(started_at__gte=since).exists():
+            self.runner.check_children()
+            if time.monotonic() > deadline:
+                raise Failed(f"the worker claimed no job within {timeout:.0f} s")
+            time.sleep(0.05)
+
+    # --- output ----------------------------------------------------------------------------------------
+    def row(
+        self, what: str, measured: str, ratio: float | None, target: float | None, sense: str, unit: str = ""
+    ) -> None:
+        if ratio is None or target is None:
+            self.rows.append((self.scenario, what, measured, "" if ratio is None else f"{ratio:.3g}×", ""))
+            print(f"  {what}: {measured}", flush=True)
+            return
+        met = ratio >= target if sense == "≥" else ratio <= target
+        goal = f"{sense} {target:g}× {unit}".strip() if not unit else f"{sense} {target:g}× ({unit})"
+        self.rows.append((self.scenario, what, measured, f"{ratio:.3g}×", f"{goal} {'met' if met else 'NOT met'}"))
+        print(f"  {what}: {measured} -> {ratio:.3g}× ({goal} {'met' if met else 'NOT met'})", flush=True)
+
+    def table(self, scenario: str | None = None) -> str:
+        lines = ["| scenario | measured (same run) | ratio | target |", "| --- | --- | --- | --- |"]
+        lines += [
+            f"| {what} | {measured} | {ratio} | {target} |"
+            for name, what, measured, ratio, target in self.rows
+            if scenario in (None, name)
+        ]
+        return "\n".join(lines)

@@ -1,0 +1,101 @@
+"""The `worker` scenario of the bench (see the package's docstring)."""
+
+import json
+import math
+import statistics
+import time
+
+from scripts.bench.config import SIZE, TARGETS
+from scripts.bench.harness import Harness, cpu_seconds
+from scripts.stack import Failed
+
+
+class Worker(Harness):
+    def worker(self) -> None:
+        """Every queued job, DRS at 1 s, one worker with 8 threads: wall time vs the ideal."""
+        from django.db.models import Max, Min
+
+        from jobs.models import AsyncJob, JobStatus
+        from serenity.sandbox.drs import controls
+
+        if not AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exists():  # run alone: queue its own
+            self.queue_jobs(self.brand("worker"), SIZE.create_samples + SIZE.activate_markets)
+        queued = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).count()
+        controls.set_latency(SIZE.drs_latency_ms)
+        meter = self.var / "worker-meter.jsonl"
+        self.sim_calls.mark()
+        self.start_worker(meter)
+        groups = {name: proc.pid for name, proc in self.runner.children if name in ("worker", "simulators", "sqs")}
+        deadline = time.monotonic() + 300
+        while not AsyncJob.objects.filter(started_at__isnull=False).exists():  # the worker's start-up excluded
+            self.runner.check_children()
+            if time.monotonic() > deadline:
+                raise Failed("the worker claimed no job within 300 s")
+            time.sleep(0.05)
+        cpu_before = cpu_seconds(groups)
+        while AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exists():
+            self.runner.check_children()
+            if time.monotonic() > deadline:
+                raise Failed("the worker did not finish the queued jobs within 300 s")
+            time.sleep(0.5)
+        cpu = {name: used - cpu_before[name] for name, used in cpu_seconds(groups).items()}
+        failed = AsyncJob.objects.exclude(status=JobStatus.COMPLETED).values_list("error_code", flat=True)
+        if failed:
+            raise Failed(f"jobs did not complete: {sorted(set(failed), key=str)}")
+        span = AsyncJob.objects.aggregate(first=Min("started_at"), last=Max("ended_at"))
+        wall = (span["last"] - span["first"]).total_seconds()
+        ideal = math.ceil(queued / SIZE.worker_threads) * SIZE.drs_latency_ms / 1000
+        self.row(
+            f"worker: {queued} queued jobs, DRS {SIZE.drs_latency_ms} ms, {SIZE.worker_threads} threads "
+            "(first claim to last completion)",
+            f"{wall:.1f} s vs ideal {ideal:g} s",
+            wall / ideal,
+            TARGETS["worker_wall"],
+            "≤",
+        )
+        self.row(
+            "… CPU used meanwhile, per process (2 cores give 2 s per second of wall time)",
+            ", ".join(f"{name} {seconds:.1f} s" for name, seconds in cpu.items()) + f" in {wall:.1f} s",
+            None,
+            None,
+            "",
+        )
+        deliveries = [json.loads(line) for line in meter.read_text().splitlines()]
+        runs = [d for d in deliveries if d["task"] == "jobs.run"]
+        self.row(
+            f"… one delivery's wall time (median), DRS's {SIZE.drs_latency_ms / 1000:g} s included",
+            f"{statistics.median(d['wall_ms'] for d in runs):.0f} ms",
+            None,
+            None,
+            "",
+        )
+        cpu = statistics.median(d["cpu_ms"] for d in runs)
+        sql = statistics.median(d["sql"] for d in runs)
+        bare = self.bare_view_ms()
+        self.row(
+            f"worker CPU per delivery, external calls excluded (median of {len(runs)}), vs one request to the "
+            "bare view in process (best of 5 rounds of 100): a yardstick of this machine's speed",
+            f"{cpu:.1f} ms vs {bare:.2f} ms",
+            cpu / bare,
+            TARGETS["worker_cpu_x_bare"],
+            "≤",
+        )
+        slots = statistics.median(d.get("semrush_slots", 0) for d in runs)
+        self.row(
+            f"worker SQL statements per delivery (median, max {max(d['sql'] for d in runs)}), beside one Semrush "
+            f"rate-budget slot per Semrush request (median {slots:.0f})",
+            f"{sql:.0f}",
+            sql / TARGETS["worker_sql"],
+            1.0,
+            "≤",
+            unit=f"of the {TARGETS['worker_sql']} target",
+        )
+        calls = self.sim_calls.since_mark()
+        self.row(
+            "worker: external calls per job",
+            ", ".join(f"{k} {v / queued:.1f}" for k, v in calls.items()),
+            None,
+            None,
+            "",
+        )
+        self.stop("worker")
