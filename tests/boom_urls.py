@@ -27,22 +27,11 @@ class ApiDatabaseCut(APIView):
     authentication_classes = []
 
     def get(self, request):
-        import threading
-
         from django.db import connection
 
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_backend_pid()")
-            pid = cursor.fetchone()[0]
+        from tests.failover import end_this_threads_backend
 
-        def terminate() -> None:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
-            connection.close()
-
-        other = threading.Thread(target=terminate)
-        other.start()
-        other.join()
+        end_this_threads_backend()
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
 

@@ -17,6 +17,7 @@ from jobs.leases import lease_claim
 from jobs.models import AsyncJob, JobEvent
 from jobs.outcomes import COMPLETED, Outcome
 from jobs.services import runner
+from tests.failover import end_this_threads_backend
 from tests.jobs.conftest import store_grant
 from tests.jobs.factories import AsyncJobFactory
 from tokens import services as grants
@@ -277,22 +278,6 @@ def test_an_unexpected_error_releases_the_lease_so_the_redelivery_can_claim(db, 
     assert job.status == "IN_PROGRESS" and job.lease_token is None and job.attempts == 1
     handler.behaviour = lambda run: {"ok": True}
     assert job_services.job_run(job.id, "testEcho") == COMPLETED
-
-
-def end_this_threads_backend() -> None:
-    """What a failover does to this thread's connection: another session terminates it."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        pid = cursor.fetchone()[0]
-
-    def terminate() -> None:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
-        connection.close()
-
-    other = threading.Thread(target=terminate)
-    other.start()
-    other.join()
 
 
 @pytest.mark.django_db(transaction=True)
