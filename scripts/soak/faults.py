@@ -95,12 +95,14 @@ class Faults(Processes):
             from jobs.services import job_publish
 
             live = list(AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).values_list("id", "job_type")[:50])
-            if live:
-                job_id, job_type = rng.choice(live)
+            # No job running at this moment: copies of the latest job's message, which must be dropped all the same.
+            ended = [] if live else list(AsyncJob.objects.order_by("-created_at").values_list("id", "job_type")[:1])
+            if live or ended:
+                job_id, job_type = rng.choice(live or ended)
                 copies = rng.randint(2, 5)
                 for _ in range(copies):
                     job_publish(job_id, job_type, delay=rng.choice((0, 0, 2, 5)))
-                self.record_fault(kind, f"{copies} copies")
+                self.record_fault(kind, f"{copies} copies" + ("" if live else " of an ended job"))
         elif kind == "SQS delay":
             from django.conf import settings
 
