@@ -122,6 +122,11 @@ class SemrushClient:
     def _call(self, client: _Session, method: str, url: str, *, what: str, **kwargs) -> dict:
         try:
             response = http.request(client, method, url, what=what, deadline=self._deadline, **kwargs)
+        except semrush_budget.OverBudget:
+            # Our own budget deferred the call (nothing sent): counted apart from Semrush's 429s, so a dashboard
+            # tells the fleet's budget binding (SemrushBudgetDeferred) from Semrush refusing (SemrushThrottled).
+            metrics.emit(SemrushBudgetDeferred=(1, metrics.COUNT))
+            raise
         except http.Throttled:
             # Back-pressure, not an outage: counted apart (SemrushThrottled), so a busy Semrush pages nobody.
             metrics.emit(SemrushThrottled=(1, metrics.COUNT))

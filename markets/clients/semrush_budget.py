@@ -7,7 +7,8 @@ database's clock (the one clock every process shares), so no two calls of the fl
 second of that clock holds more calls than the budget. The caller sleeps until its slot, holding no database
 connection and no transaction (the statement commits by itself), then sends. A slot further away than a short
 wait (WAIT_IN_PLACE_SECONDS, or what is left of the caller's deadline) is not taken: the call raises
-`Throttled` without sending, as a Semrush 429 would, and the worker hands its job back for later.
+`OverBudget` (a `Throttled`) without sending, as a Semrush 429 would, and the worker hands its job back for later;
+it is counted in `SemrushBudgetDeferred`, apart from Semrush's own 429s (`SemrushThrottled`).
 
 A Semrush 429 stores `paused_until_us` on the same row (its Retry-After, at most JOB_THROTTLE_MAX_DELAY_SECONDS;
 one second without one), so every process waits until then, not only the thread that was refused.
@@ -58,6 +59,14 @@ _PAUSE = (
 )
 
 
+class OverBudget(Throttled):
+    """The fleet's budget has no slot for this call within the wait allowed: nothing was sent. Semrush did not
+    refuse anything, so it carries no HTTP status; `retry_after` is the seconds until a slot would be free."""
+
+    def __init__(self, message: str, *, retry_after: float):
+        super().__init__(message, status=None, retry_after=retry_after)
+
+
 def enabled() -> bool:
     return settings.SEMRUSH_MAX_CALLS_PER_SECOND > 0 and connection.vendor == "postgresql"
 
@@ -70,7 +79,7 @@ def interval_us() -> int:
 def take_slot(pair: str, *, deadline: float | None = None, what: str = "semrush") -> None:
     """Wait for this call's slot in the fleet's budget of `pair`, then return (the caller sends at once).
 
-    Raises `Throttled` (its `retry_after` the seconds until a slot would be free) without taking a slot when
+    Raises `OverBudget` (its `retry_after` the seconds until a slot would be free) without taking a slot when
     the wait would be longer than WAIT_IN_PLACE_SECONDS or than what is left before `deadline`
     (`time.monotonic()`). One statement; a second only when the slot is not taken."""
     if not enabled():
@@ -86,7 +95,9 @@ def take_slot(pair: str, *, deadline: float | None = None, what: str = "semrush"
     release_pooled_connection()  # the wait and the call hold no database connection
     if row is None:
         retry_after = max(0.0, (waiting[0] if waiting else 0) / 1_000_000)
-        raise Throttled(f"{what}: over the fleet's Semrush rate budget for {retry_after:.1f}s", retry_after=retry_after)
+        raise OverBudget(
+            f"{what}: over the fleet's Semrush rate budget for {retry_after:.1f}s", retry_after=retry_after
+        )
     slot_us, now_us = row
     if slot_us > now_us:
         time.sleep((slot_us - now_us) / 1_000_000)

@@ -145,6 +145,7 @@ def test_a_429_pauses_every_caller_of_the_pair_in_this_process_and_another(recor
     with pytest.raises(Throttled) as first:
         call()
     assert first.value.retry_after == 60
+    assert not isinstance(first.value, semrush_budget.OverBudget)  # Semrush's own refusal, counted as such
 
     errors: list[Exception] = []
 
@@ -202,18 +203,21 @@ def test_a_short_pause_is_waited_out_and_every_caller_sends_only_after_it(record
     assert all(arrived >= paused_until for arrived, _b, status in recorder.calls if status == 200)
 
 
-def test_a_slot_further_than_the_wait_in_place_is_not_taken_and_nothing_is_sent(recorder):
+def test_a_slot_further_than_the_wait_in_place_is_not_taken_and_nothing_is_sent(recorder, metric_lines):
     """The pair is paused for a minute: a call raises Throttled at once, sends nothing, and takes no slot (the
-    row's next slot is where it was)."""
+    row's next slot is where it was). It is counted as the budget's deferral, not as a Semrush 429."""
     call()  # creates the row
     semrush_budget.pause("semrush", 60)
     before = SemrushRateBudget.objects.get(pair="semrush").next_slot_us
 
-    with pytest.raises(Throttled):
+    with pytest.raises(Throttled) as refused:
         call()
 
+    assert isinstance(refused.value, semrush_budget.OverBudget) and refused.value.status is None
     assert len(recorder.calls) == 1
     assert SemrushRateBudget.objects.get(pair="semrush").next_slot_us == before
+    assert [doc.get("SemrushBudgetDeferred") for doc in metric_lines if "SemrushBudgetDeferred" in doc] == [1]
+    assert not [doc for doc in metric_lines if "SemrushThrottled" in doc]
 
 
 def test_a_pause_is_never_longer_than_the_longest_throttle_delay(recorder, settings):
