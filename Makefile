@@ -35,7 +35,7 @@ test: lint
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest --create-db -n $(TEST_PROCESSES) $(PYTEST_ARGS)
 
 # Not part of `make test`: brings up the API, simulators, local SQS and a worker on PostgreSQL and measures them.
-# `make bench SCENARIOS="scale fairness"` runs only those (poll create activate worker scale fairness wait).
+# `make bench SCENARIOS="scale fairness"` runs only those (poll create activate worker scale fairness wait budgets scaleout).
 bench: $(STAMP)
 	$(BIN)/python -m scripts.bench $(SCENARIOS)
 

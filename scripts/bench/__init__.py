@@ -21,6 +21,12 @@ baseline taken in the same run, because absolute times on a shared machine are n
 7. wait: the waiting poll (`?wait=N`): a COMPLETED commit to a waiting client's answer over 200 jobs, the
    requests of a 10 s job waiting vs polling every 2 s, and 1,000 waits held while wrk measures an ordinary
    poll, with the API's PostgreSQL connections and memory.
+8. budgets: 2,000 jobs on four worker processes of 256 threads, DRS at 10 s, the DRS simulator admitting 200
+   invocations at once and DRS_MAX_IN_FLIGHT 200: DRS in flight at peak, throttling answers, attempts spent,
+   wall time vs the ideal; then the same jobs with the Semrush simulator admitting R calls a second and the
+   fleet's Semrush budget just under it: 429s and Semrush's throughput vs R.
+9. scaleout: 512 jobs at DRS 60 s on one worker process of 512 threads vs two of 256 (wall, connections, RSS
+   per process); and fairness across processes: A's 256 jobs and B's one on two processes of 32 threads.
 
 `make bench SCENARIOS="scale fairness"` (or `python -m scripts.bench scale fairness`) runs only the scenarios named;
 each scenario's table in docs/benchmarks.md is replaced by its own run and the others are kept. The table is

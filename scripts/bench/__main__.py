@@ -42,6 +42,8 @@ def main() -> int:
                 "scale": bench.scale,
                 "fairness": bench.fairness,
                 "wait": bench.wait,
+                "budgets": bench.budgets,
+                "scaleout": bench.scaleout,
             }[name]()
     except Failed as failure:
         print(f"\nmake bench: {failure}\n(logs in {bench.var})", flush=True)

@@ -41,6 +41,25 @@ class Sizes:
     wait_jobs: int = 200
     wait_job_s: float = 10.0
     wait_many: int = 1000
+    # Budgets: budget_jobs on budget_processes worker processes of budget_threads, DRS at budget_drs_ms, the DRS
+    # simulator admitting budget_drs_limit invocations at once and DRS_MAX_IN_FLIGHT the same; then the same jobs
+    # with the Semrush simulator admitting budget_semrush_rate calls a second per client pair.
+    budget_jobs: int = 2000
+    budget_processes: int = 4
+    budget_threads: int = 256
+    budget_drs_ms: int = 10_000
+    budget_drs_limit: int = 200
+    budget_semrush_rate: int = 40
+    # A worker process's pool while four share PostgreSQL's 100 connections with the simulators and the APIs.
+    budget_pool: int = 8
+    # Scale-out: scaleout_jobs at DRS scaleout_drs_ms on one process of scaleout_threads vs two of half as many;
+    # then organization A's crossfair_a_jobs and B's one on two processes of crossfair_threads, DRS crossfair_drs_ms.
+    scaleout_jobs: int = 512
+    scaleout_drs_ms: int = 60_000
+    scaleout_threads: int = 512
+    crossfair_threads: int = 32
+    crossfair_a_jobs: int = 256
+    crossfair_drs_ms: int = 10_000
     env: tuple[tuple[str, str], ...] = ()  # settings of every process of the stack
 
 
@@ -65,9 +84,23 @@ PROFILES = {
         wait_jobs=4,
         wait_job_s=1.0,
         wait_many=20,
+        budget_jobs=8,
+        budget_processes=2,
+        budget_threads=3,
+        budget_drs_ms=200,
+        budget_drs_limit=2,
+        budget_semrush_rate=20,
+        budget_pool=4,
+        scaleout_jobs=6,
+        scaleout_drs_ms=200,
+        scaleout_threads=6,
+        crossfair_threads=2,
+        crossfair_a_jobs=6,
+        crossfair_drs_ms=200,
         # A short long poll, so that each worker stop waits ~2 s rather than ~11; a share the small capacity
         # can hold B's job against.
-        env=(("SQS_WAIT_TIME_SECONDS", "1"), ("JOB_ORG_FAIR_SHARE", "2")),
+        # A held-back delivery comes back after 1 s rather than 10, so the budgets' hold-backs cost seconds.
+        env=(("SQS_WAIT_TIME_SECONDS", "1"), ("JOB_ORG_FAIR_SHARE", "2"), ("JOB_FAIR_HOLD_SECONDS", "1")),
     ),
 }
 PROFILE = os.environ.get("BENCH_PROFILE", "full")
@@ -80,7 +113,7 @@ ROWS_JSON = os.environ.get("BENCH_ROWS_JSON", "")
 # fits in; a larger one only widens the gap).
 LAMBDA_MEMORY_MB = 512
 WORKER_APP_NAME = "serenity-bench-worker"  # the worker's PostgreSQL connections carry it (PGAPPNAME)
-SCENARIOS = ("poll", "create", "activate", "worker", "scale", "fairness", "wait")
+SCENARIOS = ("poll", "create", "activate", "worker", "scale", "fairness", "wait", "budgets", "scaleout")
 TARGETS = {
     "poll": 0.5,
     "worker_wall": 1.5,
@@ -96,6 +129,10 @@ TARGETS = {
     "wait_p95_ms": 100,
     "wait_requests": 3,
     "wait_throughput": 0.8,
+    "budget_wall": 1.25,
+    "semrush_throughput": 0.9,
+    "scaleout_wall": 1.05,
+    "crossfair_wait": 2.5,
 }
 API_APP_NAME = "serenity-bench-api"  # the flag-on API's pooled PostgreSQL connections carry it (PGAPPNAME)
 POLL_EVERY_S = 2.0  # the plain poller the waiting poll is measured against

@@ -1,7 +1,6 @@
 """The `fairness` scenario of the bench (see the package's docstring)."""
 
 import math
-import time
 
 from scripts.bench.config import SIZE, TARGETS
 from scripts.bench.harness import Harness
@@ -28,24 +27,7 @@ class Fairness(Harness):
         countries = iter(geo.COUNTRY_CODES)
 
         def b_job_seconds() -> float:
-            status, body, _s = self.post(
-                self.markets_url(self.ports["api_on"], b),
-                b["token"],
-                {"market": next(countries), "languageCode": "en", "generatePrompts": True, **b["brandFields"]},
-            )
-            if status != 201:
-                raise Failed(f"create market for B answered {status}: {body}")
-            job_id = body["promptGeneration"]["jobId"]
-            deadline = time.monotonic() + 600
-            while (job := AsyncJob.objects.get(id=job_id)).status == JobStatus.IN_PROGRESS:
-                self.runner.check_children()
-                if time.monotonic() > deadline:
-                    raise Failed("B's job did not finish within 600 s")
-                time.sleep(0.2)
-            if job.status != JobStatus.COMPLETED:
-                raise Failed(f"B's job ended {job.status} {job.error_code}")
-            assert job.ended_at is not None
-            return (job.ended_at - job.created_at).total_seconds()
+            return self.one_job_seconds(b, next(countries))
 
         self.start_worker(self.var / "fair-meter.jsonl", threads=SIZE.fair_capacity)
         idle = min(b_job_seconds() for _sample in range(2))

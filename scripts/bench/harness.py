@@ -11,6 +11,7 @@ import time
 import timeit
 import urllib.request
 import uuid
+from collections import Counter
 from pathlib import Path
 
 from scripts.bench.config import API_APP_NAME, BIN, DATABASE_URL, SIZE, WORKER_APP_NAME
@@ -180,24 +181,57 @@ class Harness:
             },
         )
 
-    def stop(self, name: str) -> None:
-        """Stop one child (SIGTERM to its group, SIGKILL after 60 s) and forget it. After a worker, wait out
-        the long poll it left pending: the local SQS would hand the next message to that dead poll, hidden
-        for the whole visibility timeout."""
+    def start_workers(self, label: str, processes: int, threads: int, **env) -> dict[str, subprocess.Popen]:
+        """`processes` workers of `threads` each, as `start_worker` starts one: `worker-0`, `worker-1`, …, each
+        metering into `<label>-meter-<i>.jsonl` and naming its PostgreSQL connections `<WORKER_APP_NAME>-<i>`."""
+        return {
+            f"worker-{index}": self.start_worker(
+                self.var / f"{label}-meter-{index}.jsonl",
+                threads=threads,
+                name=f"worker-{index}",
+                PGAPPNAME=f"{WORKER_APP_NAME}-{index}",
+                **env,
+            )
+            for index in range(processes)
+        }
+
+    def meter_runs(self, label: str) -> list[dict]:
+        """The `jobs.run` deliveries metered by the workers of `start_workers(label, …)` (or `start_worker`)."""
+        runs = []
+        for path in sorted(self.var.glob(f"{label}-meter*.jsonl")):
+            runs += [json.loads(line) for line in path.read_text().splitlines()]
+        return [run for run in runs if run["task"] == "jobs.run"]
+
+    def worker_connections(self) -> dict[str, int]:
+        """Every worker's PostgreSQL connections now, by application_name (`start_worker` sets it)."""
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT application_name, count(*) FROM pg_stat_activity WHERE application_name LIKE %s "
+                "GROUP BY application_name",
+                [f"{WORKER_APP_NAME}%"],
+            )
+            return dict(cursor.fetchall())
+
+    def stop(self, *names: str) -> None:
+        """Stop the named children together (SIGTERM to each group, SIGKILL after 60 s) and forget them. After
+        a worker, wait out the long poll it left pending: the local SQS would hand the next message to that dead
+        poll, hidden for the whole visibility timeout."""
         from django.conf import settings
 
-        for child, proc in list(self.runner.children):
-            if child != name:
-                continue
+        stopping = [(child, proc) for child, proc in self.runner.children if child in names]
+        for _child, proc in stopping:
             run_local._signal_group(proc, signal.SIGTERM)
+        for child, proc in stopping:
             try:
                 proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 run_local._signal_group(proc, signal.SIGKILL)
                 proc.wait()
             self.runner.children.remove((child, proc))
-            if name.startswith("worker"):
-                time.sleep(settings.CELERY_BROKER_TRANSPORT_OPTIONS["wait_time_seconds"] + 1)
+        if any(child.startswith("worker") for child, _proc in stopping):
+            time.sleep(settings.CELERY_BROKER_TRANSPORT_OPTIONS["wait_time_seconds"] + 1)
 
     # --- data ------------------------------------------------------------------------------------------
     def brand(self, label: str, *, of: dict | None = None) -> dict:
@@ -320,6 +354,78 @@ class Harness:
             self.queue_jobs(b, min(200, count - index * 200))
         assert first is not None, "count must be positive"
         return first
+
+    def one_job_seconds(self, b: dict, market: str, timeout: float = 600) -> float:
+        """Create one market of brand `b` with generation and wait for its job: queued to completed, in s."""
+        from jobs.models import AsyncJob, JobStatus
+
+        status, body, _s = self.post(
+            self.markets_url(self.ports["api_on"], b),
+            b["token"],
+            {"market": market, "languageCode": "en", "generatePrompts": True, **b["brandFields"]},
+        )
+        if status != 201:
+            raise Failed(f"create market answered {status}: {body}")
+        job_id = body["promptGeneration"]["jobId"]
+        deadline = time.monotonic() + timeout
+        while (job := AsyncJob.objects.get(id=job_id)).status == JobStatus.IN_PROGRESS:
+            self.runner.check_children()
+            if time.monotonic() > deadline:
+                raise Failed(f"a single job did not finish within {timeout:.0f} s")
+            time.sleep(0.2)
+        if job.status != JobStatus.COMPLETED:
+            raise Failed(f"a single job ended {job.status} {job.error_code}")
+        assert job.ended_at is not None
+        return (job.ended_at - job.created_at).total_seconds()
+
+    def burst(self, label: str, jobs: int, processes: int, threads: int, **env) -> dict:
+        """Queue `jobs` for one organization, run them on `processes` workers of `threads` (`env` their settings)
+        until none is left, sampling the DRS simulator's invocations in flight and the workers' PostgreSQL
+        connections twice a second. Returns the wall time (first claim to last completion), the peaks, CPU per
+        process, each worker's peak RSS, attempts spent beyond each job's first, `throttled` events and the
+        deliveries' outcomes."""
+        from django.db.models import Max, Min
+        from django.utils import timezone
+
+        from jobs.models import AsyncJob, JobStatus
+        from serenity.sandbox.drs import controls as drs
+
+        if AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exists():
+            raise Failed(f"jobs are still IN_PROGRESS before the {label} run")
+        since = timezone.now()
+        self.queue_for_org(label, jobs)
+        queued = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, created_at__gte=since).count()
+        workers = self.start_workers(label, processes, threads, **env)
+        groups = {name: proc.pid for name, proc in self.runner.children if name in (*workers, "simulators", "sqs")}
+        self.wait_first_claim(since)
+        cpu_before = cpu_seconds(groups)
+        peak = {"drs": 0, "connections": 0}
+
+        def sample() -> None:
+            peak["drs"] = max(peak["drs"], drs.concurrency()["inFlight"])
+            peak["connections"] = max(peak["connections"], sum(self.worker_connections().values()))
+
+        self.wait_drained(label, 1800, sample)
+        cpu = {name: used - cpu_before[name] for name, used in cpu_seconds(groups).items()}
+        rss = {
+            name: int(proc_status_field(Path(f"/proc/{proc.pid}/status").read_text(), "VmHWM")) / 1024
+            for name, proc in workers.items()
+        }
+        self.stop(*workers)
+        ran = AsyncJob.objects.filter(created_at__gte=since)
+        span = ran.aggregate(first=Min("started_at"), last=Max("ended_at"))
+        outcomes = Counter(str(run["outcome"]) for run in self.meter_runs(label))
+        return {
+            "since": since,
+            "queued": queued,
+            "wall": (span["last"] - span["first"]).total_seconds(),
+            "peak": peak,
+            "cpu": cpu,
+            "rss": rss,
+            "attempts_spent": sum(max(0, attempts - 1) for attempts in ran.values_list("attempts", flat=True)),
+            "throttled_events": ran.filter(events__kind="throttled").count(),
+            "outcomes": outcomes,
+        }
 
     def wait_drained(self, what: str, timeout: float, sample=None) -> None:
         """Until no job is IN_PROGRESS; `sample()` is called twice a second meanwhile."""
