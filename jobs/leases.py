@@ -98,6 +98,15 @@ def in_flight_budget_reached(*, now: datetime | None = None) -> bool:
     return budget > 0 and running_jobs(now or timezone.now()).order_by()[budget - 1 : budget].exists()
 
 
+def in_flight_free(*, now: datetime | None = None) -> int | None:
+    """How many more generations the fleet's DRS budget admits now (0 at or over it); None when it is off."""
+    budget = int(settings.DRS_MAX_IN_FLIGHT)
+    if budget <= 0:
+        return None
+    running: int = running_jobs(now or timezone.now()).order_by()[:budget].count()
+    return max(0, budget - running)
+
+
 def crash_loop_at_claim_q(now: datetime) -> Q:
     """The job is crash-looping as a claim would find it: CRASH_LOOP_LOST_DELIVERIES lost in a row, counting the
     expired lease the claim would take over (`selectors.deliveries(job).crash_looping`)."""
