@@ -15,7 +15,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from jobs.models import AsyncJob
 from tests.jobs.conftest import KNOWN_TOKEN, plant, store_grant, waiting
-from tests.markets.test_worker import start_job, wait_terminal
+from tests.markets.generation.test_handler import start_job
+from tests.waits import wait_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

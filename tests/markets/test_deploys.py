@@ -12,8 +12,9 @@ from django.conf import settings as django_settings
 
 from serenity.celery import app
 from serenity.sandbox.drs import controls as drs_controls
-from tests.markets.test_worker import start_job, wait_terminal
+from tests.markets.generation.test_handler import start_job
 from tests.markets.test_worker_faults import wait_for_phase, worker_process
+from tests.waits import wait_terminal
 
 pytestmark = pytest.mark.worker
 
@@ -96,7 +97,7 @@ def receive_visible(queues) -> list[dict]:
 def wait_consuming(process) -> None:
     """Until the worker process wrote its heartbeat: its consumer loop turns."""
     from jobs.models import WorkerHeartbeat
-    from tests.markets.test_worker import wait_until
+    from tests.waits import wait_until
 
     wait_until(lambda: WorkerHeartbeat.objects.filter(worker__endswith=f":{process.pid}").exists(), timeout=30)
     time.sleep(1)  # a long poll is in flight

@@ -19,9 +19,10 @@ from serenity.sandbox.drs import state as drs
 from serenity.sandbox.semrush import controls as semrush_controls
 from serenity.sandbox.semrush import state as semrush
 from tests.jobs.conftest import dlq_job_ids, run
-from tests.markets.test_worker import start_job, wait_terminal, wait_until
+from tests.markets.generation.test_handler import start_job
 from tests.markets.test_worker_crash import KILLED_FAST, crash_worker
 from tests.markets.test_worker_faults import wait_for_phase, worker_process
+from tests.waits import wait_terminal, wait_until
 
 pytestmark = pytest.mark.worker
 

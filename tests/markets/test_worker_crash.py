@@ -13,7 +13,8 @@ from django.conf import settings as django_settings
 from serenity.celery import app
 from serenity.sandbox.drs import state as drs
 from serenity.sandbox.semrush import state as semrush
-from tests.markets.test_worker import start_job, wait_terminal
+from tests.markets.generation.test_handler import start_job
+from tests.waits import wait_terminal
 
 pytestmark = pytest.mark.worker
 
@@ -186,7 +187,7 @@ def test_a_job_whose_deliveries_are_killed_twice_is_parked_shown_and_run_again_o
 
 
 def wait_parked(job, timeout: float):
-    from tests.markets.test_worker import wait_until
+    from tests.waits import wait_until
 
     def parked():
         job.refresh_from_db()
