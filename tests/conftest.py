@@ -1,14 +1,23 @@
 """Shared fixtures: PostgreSQL only, the local SQS (moto server mode), the simulators over real HTTP,
-and a real Celery worker consuming the market-jobs queue."""
+a real Celery worker consuming the market-jobs queue, and a brand onboarded in the simulators (`world`)."""
+
+from __future__ import annotations
 
 import base64
 import json
 import logging
 import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pytest
 from django.conf import settings
 from django.db import connection
+
+if TYPE_CHECKING:
+    from rest_framework.test import APIClient
+
+    from markets.models import Brand, Organization
 
 
 def pytest_collection_modifyitems(config, items):
@@ -148,6 +157,58 @@ def bearer(sims):
         return issue_user_token(user_id=user_id, org_ids=list(org_ids), ttl=ttl, **kwargs)
 
     return make
+
+
+@dataclass
+class World:
+    """An organization and its active brand, whose Semrush workspace exists in the simulator, and a client
+    calling the API with the user's bearer: what the onboarding, worker, doctor and admin tests start from."""
+
+    org: Organization
+    brand: Brand
+    user_id: str
+    token: str
+    client: APIClient
+
+    def url(self, tail: str) -> str:
+        return f"/v2/orgs/{self.org.id}/brands/{self.brand.id}/serenity/{tail}"
+
+    @property
+    def brand_fields(self) -> dict:
+        """What the original's UI sends about the brand with every market: its domain and names."""
+        return {"brandDomain": self.brand.domain, "brandNames": [self.brand.name]}
+
+    def post(self, path: str, body: dict, **headers):
+        return self.client.post(
+            path, body, format="json", **{f"HTTP_{k.upper().replace('-', '_')}": v for k, v in headers.items()}
+        )
+
+
+@pytest.fixture
+def world(sims, bearer, queues) -> World:
+    from rest_framework.test import APIClient
+
+    from markets.clients.semrush import SemrushClient
+    from tests.markets.factories import BrandFactory, OrganizationFactory
+
+    org = OrganizationFactory(ims_org_id="0A1B2C3D4E5F60718293A4B5@AdobeOrg")
+    token = bearer(user_id="user-1", org_ids=[org.ims_org_id])
+    workspace = SemrushClient(token).create_workspace(name="Nordlicht Outdoor", parent_id="serenity")
+    brand = BrandFactory(
+        organization=org,
+        name="Nordlicht Outdoor",
+        domain="nordlicht-outdoor.example",
+        aliases=["Nordlicht", "Nordlicht Gear"],
+        semrush_workspace_id=workspace,
+    )
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return World(org=org, brand=brand, user_id="user-1", token=token, client=client)
+
+
+@pytest.fixture
+def async_on(settings):
+    settings.SERENITY_ASYNC_PROMPT_GEN = "TRUE"  # any case turns it on
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.markets.conftest import async_on, world  # noqa: F401  (fixtures of the generation tests)
 from tests.markets.test_traces import issued_tokens  # noqa: F401  (fixture)
 from tests.markets.test_worker_crash import short_timeouts  # noqa: F401  (fixture)
 

@@ -3,7 +3,7 @@ raises the no-worker alarm, a real generation's page draws its waterfall (every 
 included) with nothing clipped at the widths an operator's window has, the admin and the API docs work under their
 Content-Security-Policy, and no page shows a token or logs an error to the console."""
 
-import time
+import json
 from datetime import timedelta
 
 import pytest
@@ -15,7 +15,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from jobs.models import AsyncJob
 from tests.jobs.conftest import KNOWN_TOKEN, plant, store_grant, waiting
-from tests.markets.test_worker import start_job, wait_terminal
+from tests.markets.generation.test_handler import start_job
+from tests.waits import wait_terminal, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -77,6 +78,23 @@ def test_the_overview_draws_the_bars_of_a_known_set_of_jobs(operator, queues, wo
     assert operator.problems() == []
 
 
+def wait_delivery_span(span_file, job) -> None:
+    """Until the span of the delivery that ended `job` is in the span file: it ends just after the job's row says
+    COMPLETED (a killed delivery's never comes)."""
+
+    def exported() -> bool:
+        for line in span_file.read_text().splitlines() if span_file.exists() else []:
+            try:
+                attributes = json.loads(line)["attributes"]
+            except ValueError:
+                continue  # a line still being written
+            if attributes.get("job.id") == str(job.id) and "job.outcome" in attributes:
+                return True
+        return False
+
+    wait_until(exported, timeout=10, what="the delivery's span in the span file")
+
+
 @pytest.mark.worker
 def test_a_generations_page_draws_its_waterfall_from_its_spans(
     operator, span_file, issued_tokens, world, async_on, celery_worker
@@ -84,7 +102,7 @@ def test_a_generations_page_draws_its_waterfall_from_its_spans(
     job, _market = start_job(world)
     job = wait_terminal(job, timeout=45)
     assert job.status == "COMPLETED", job.error
-    time.sleep(0.5)  # the delivery's span ends just after the job's row says COMPLETED
+    wait_delivery_span(span_file, job)
 
     driver = operator.open(f"/admin/jobs/asyncjob/{job.id}/change/")
 
@@ -236,7 +254,7 @@ def test_a_job_whose_first_delivery_was_killed_and_whose_second_completed_draws_
     with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING"):
         job = wait_terminal(job, timeout=45)
     assert job.status == "COMPLETED" and job.attempts == 2, job.error
-    time.sleep(0.5)  # the delivery's span ends just after the job's row says COMPLETED
+    wait_delivery_span(span_file, job)
 
     for width in WIDTHS:
         operator.driver.set_window_size(width, 1000)

@@ -18,7 +18,7 @@ from jobs import selectors
 from jobs.heartbeats import HeartbeatWriter, heartbeats_forget_silent
 from jobs.models import WorkerHeartbeat
 from serenity.celery import app
-from tests.markets.test_worker import wait_until
+from tests.waits import wait_until
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 

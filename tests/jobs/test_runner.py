@@ -20,6 +20,7 @@ from jobs.services import runner
 from tests.failover import end_this_threads_backend
 from tests.jobs.conftest import store_grant
 from tests.jobs.factories import AsyncJobFactory
+from tests.waits import wait_until
 from tokens import services as grants
 from tokens.types import PromiseToken
 
@@ -134,9 +135,16 @@ def test_a_worker_whose_lease_was_taken_over_cannot_write_a_checkpoint_a_token_o
 def test_a_heartbeat_confirms_the_lease_without_stretching_it_past_the_message_visibility(transactional_db):
     job = AsyncJobFactory()
     run = JobContext(AsyncJob.objects.get(id=job.id), lease_claim(job.id))
-    claimed_until = AsyncJob.objects.get(id=job.id).lease_expires_at
+    claimed = AsyncJob.objects.get(id=job.id)
+    claimed_until = claimed.lease_expires_at
+
+    def beat_after(moment):
+        beat = AsyncJob.objects.get(id=job.id).updated_at
+        return beat if beat > moment else None
+
     with run.heartbeat(every=0.2):
-        time.sleep(0.7)
+        first = wait_until(lambda: beat_after(claimed.updated_at), timeout=10, what="a heartbeat")
+        wait_until(lambda: beat_after(first), timeout=10, what="a second heartbeat")
     job.refresh_from_db()
     # Never extended: a crashed worker's redelivered message (visibility 960 s > lease 930 s) must find
     # the lease expired, not dropped as held.

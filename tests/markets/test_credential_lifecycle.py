@@ -20,7 +20,8 @@ from serenity.sandbox.drs import controls as drs_controls
 from serenity.sandbox.ims import controls as ims_controls
 from serenity.sandbox.ims import ledger
 from serenity.sandbox.semrush import state as semrush
-from tests.markets.test_worker import start_job, wait_terminal, wait_until
+from tests.markets.generation.test_handler import start_job
+from tests.waits import wait_terminal, wait_until
 from tokens import services as grants
 from tokens.clients import ims as ims_client
 from tokens.models import PromiseGrant

@@ -9,8 +9,9 @@ import pytest
 from django.db import connection
 
 from serenity.celery import app
-from tests.markets.test_worker import start_job, wait_terminal, wait_until
+from tests.markets.generation.test_handler import start_job
 from tests.markets.test_worker_faults import terminate_every_other_backend
+from tests.waits import wait_terminal, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -4,6 +4,7 @@ stopping worker receives no new message, its running delivery finishes, and it e
 import base64
 import os
 import signal
+import threading
 import time
 import uuid
 
@@ -12,8 +13,9 @@ from django.conf import settings as django_settings
 
 from serenity.celery import app
 from serenity.sandbox.drs import controls as drs_controls
-from tests.markets.test_worker import start_job, wait_terminal
+from tests.markets.generation.test_handler import start_job
 from tests.markets.test_worker_faults import wait_for_phase, worker_process
+from tests.waits import wait_terminal, wait_until
 
 pytestmark = pytest.mark.worker
 
@@ -50,7 +52,7 @@ def test_a_worker_in_warm_shutdown_receives_no_new_message(world, async_on, queu
 
 
 @pytest.mark.parametrize("after", [0.3, 1.5])
-def test_an_idle_worker_stopping_during_a_long_poll_swallows_no_message(world, async_on, queues, after):
+def test_an_idle_worker_stopping_during_a_long_poll_swallows_no_message(world, async_on, queues, long_polls, after):
     """An idle worker stops on SIGTERM while a long poll is in flight. SQS hands that poll a message sent in
     its remaining seconds even though nobody else will run it: the stopping worker starts no other poll, waits
     for that one's answer and runs what it brought (jobs/polls.py). So the job sent after the signal is either
@@ -61,6 +63,7 @@ def test_an_idle_worker_stopping_during_a_long_poll_swallows_no_message(world, a
     stopping = worker_process({"SQS_WAIT_TIME_SECONDS": 5})
     try:
         wait_consuming(stopping)
+        wait_until(long_polls, timeout=30, what="a long poll in flight")
         os.kill(stopping.pid, signal.SIGTERM)
         time.sleep(after)
         job, _ = start_job(world)
@@ -96,7 +99,29 @@ def receive_visible(queues) -> list[dict]:
 def wait_consuming(process) -> None:
     """Until the worker process wrote its heartbeat: its consumer loop turns."""
     from jobs.models import WorkerHeartbeat
-    from tests.markets.test_worker import wait_until
 
     wait_until(lambda: WorkerHeartbeat.objects.filter(worker__endswith=f":{process.pid}").exists(), timeout=30)
-    time.sleep(1)  # a long poll is in flight
+
+
+@pytest.fixture
+def long_polls(monkeypatch):
+    """How many long polls of the job queue the local SQS is holding open now, as SQS itself sees them: the moto
+    server runs in this process, so its backend's receive is wrapped to count the receives still waiting."""
+    from moto.sqs.models import SQSBackend
+
+    receive, lock, waiting = SQSBackend.receive_message, threading.Lock(), [0]
+
+    def counted(self, queue_name, count, wait_seconds_timeout, *args, **kwargs):
+        long = queue_name == django_settings.MARKET_JOBS_QUEUE and bool(wait_seconds_timeout)
+        if long:
+            with lock:
+                waiting[0] += 1
+        try:
+            return receive(self, queue_name, count, wait_seconds_timeout, *args, **kwargs)
+        finally:
+            if long:
+                with lock:
+                    waiting[0] -= 1
+
+    monkeypatch.setattr(SQSBackend, "receive_message", counted)
+    return lambda: waiting[0]

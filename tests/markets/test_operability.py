@@ -5,11 +5,12 @@ retries. Each time the tools report what happened and never make it worse."""
 import json
 import os
 import signal
-import time
+from datetime import timedelta
 
 import pytest
 from celery.contrib.testing.worker import start_worker
 from django.urls import reverse
+from django.utils import timezone
 
 from jobs.models import AsyncJob
 from jobs.services import doctor
@@ -19,9 +20,10 @@ from serenity.sandbox.drs import state as drs
 from serenity.sandbox.semrush import controls as semrush_controls
 from serenity.sandbox.semrush import state as semrush
 from tests.jobs.conftest import dlq_job_ids, run
-from tests.markets.test_worker import start_job, wait_terminal, wait_until
+from tests.markets.generation.test_handler import start_job
 from tests.markets.test_worker_crash import KILLED_FAST, crash_worker
 from tests.markets.test_worker_faults import wait_for_phase, worker_process
+from tests.waits import wait_terminal, wait_until
 
 pytestmark = pytest.mark.worker
 
@@ -47,8 +49,15 @@ def test_a_crash_loop_job_in_the_dlq_is_never_re_sent_by_the_doctor_and_the_redr
     )
     for _ in range(2):  # each worker receives the message, claims the job and dies
         assert crash_worker("after_claim", timeouts=KILLED_FAST) == -9
-    time.sleep(4.5)  # the second receive's hold runs out; the next receive moves the message to the DLQ
-    assert queues.drain() == []
+
+    def dead_lettered_and_expired():
+        # Once the second receive's hold runs out, the next receive moves the message to the DLQ; the lease the
+        # second worker left runs out about then too.
+        assert queues.drain() == []
+        job.refresh_from_db()
+        return queues.sqs.approximate_counts(queues.dlq_url)["Visible"] == 1 and job.lease_state() == "expired"
+
+    wait_until(dead_lettered_and_expired, timeout=30, what="the message in the DLQ and the lease run out")
     job.refresh_from_db()
     assert job.lease_state() == "expired"  # both: its message is in the DLQ and its lease has run out
 
@@ -79,7 +88,14 @@ def test_a_worker_killed_mid_job_is_reported_presumed_dead_once_it_misses_three_
     worker = worker_process({"JOB_HEARTBEAT_SECONDS": 1})
     try:
         wait_for_phase(job, "generating", timeout=30)
-        time.sleep(3.5)  # longer than three heartbeats: a live worker keeps the job fresh
+        beating_since = job.updated_at
+
+        def beat_after_three_heartbeats():
+            # A beat more than three heartbeats into the DRS call: a live worker keeps the job fresh.
+            job.refresh_from_db()
+            return job.updated_at >= beating_since + timedelta(seconds=3.5)
+
+        wait_until(beat_after_three_heartbeats, timeout=20, what="a heartbeat three heartbeats into the call")
         assert not only(run("doctor"), doctor.WORKER_PRESUMED_DEAD)
         os.kill(worker.pid, signal.SIGKILL)
         found = wait_until(lambda: only(run("doctor"), doctor.WORKER_PRESUMED_DEAD), timeout=20)
@@ -100,7 +116,8 @@ def test_with_no_worker_alive_beat_still_reports_the_inactive_job(world, async_o
 
     settings.JOB_STUCK_AFTER_SECONDS = 2
     job, _ = start_job(world)  # its message waits: no worker runs anywhere
-    time.sleep(2.5)
+    quiet_since = timezone.now() - timedelta(seconds=3)  # longer ago than JOB_STUCK_AFTER_SECONDS
+    AsyncJob.objects.filter(id=job.id).update(updated_at=quiet_since, message_sent_at=quiet_since)
     scheduler = Scheduler(app=app, lazy=False)
 
     scheduler.apply_async(scheduler.schedule["probe-stuck-jobs"])

@@ -15,7 +15,8 @@ from serenity.sandbox.ims import ledger
 from serenity.sandbox.semrush import controls as semrush_controls
 from serenity.sandbox.semrush import state as semrush
 from tests.jobs.conftest import run
-from tests.markets.test_worker import start_job, wait_terminal
+from tests.markets.generation.test_handler import start_job
+from tests.waits import wait_terminal
 from tokens.models import PromiseGrant
 
 

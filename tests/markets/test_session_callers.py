@@ -14,7 +14,7 @@ from serenity.sandbox.ims import ledger
 from serenity.sandbox.ims.sessions import issue_session_token
 from serenity.sandbox.semrush import state as semrush
 from tests.markets.factories import MarketFactory
-from tests.markets.test_worker import wait_terminal
+from tests.waits import wait_terminal
 from tokens.clients import ims as ims_client
 from tokens.pairs import get_pair
 from tokens.services import grant_load

@@ -14,7 +14,8 @@ from jobs.services import job_publish
 from serenity.sandbox.drs import controls as drs_controls
 from serenity.sandbox.ims import controls as ims_controls
 from serenity.sandbox.semrush import controls as semrush_controls
-from tests.markets.test_worker import start_job, wait_terminal
+from tests.markets.generation.test_handler import start_job
+from tests.waits import wait_terminal
 from tokens.clients import ims as ims_client
 
 pytestmark = pytest.mark.worker

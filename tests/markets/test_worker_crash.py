@@ -13,7 +13,8 @@ from django.conf import settings as django_settings
 from serenity.celery import app
 from serenity.sandbox.drs import state as drs
 from serenity.sandbox.semrush import state as semrush
-from tests.markets.test_worker import start_job, wait_terminal
+from tests.markets.generation.test_handler import start_job
+from tests.waits import wait_terminal, wait_until
 
 pytestmark = pytest.mark.worker
 
@@ -124,11 +125,12 @@ def test_a_message_that_keeps_killing_workers_lands_in_the_dlq(world, async_on, 
     for _ in range(2):  # each worker receives the message, claims the job and dies
         assert crash_worker("after_claim", timeouts=KILLED_FAST) == -9
 
-    import time
+    def dead_lettered():
+        # Once the second receive's visibility runs out, the next receive moves the message to the DLQ.
+        assert queues.drain() == []
+        return queues.drain(queues.dlq_url)
 
-    time.sleep(4.5)  # the second receive's visibility runs out; the next receive moves it to the DLQ
-    assert queues.drain() == []
-    (dead,) = queues.drain(queues.dlq_url)
+    (dead,) = wait_until(dead_lettered, timeout=30, what="the message in the DLQ")
     assert dead["kwargs"] == {"jobId": str(job.id), "type": "generateSemrushMarket"}
     job.refresh_from_db()
     assert job.status == "IN_PROGRESS" and job.attempts == 2  # left for the operator's lease-aware redrive
@@ -186,8 +188,6 @@ def test_a_job_whose_deliveries_are_killed_twice_is_parked_shown_and_run_again_o
 
 
 def wait_parked(job, timeout: float):
-    from tests.markets.test_worker import wait_until
-
     def parked():
         job.refresh_from_db()
         return job if job.parked_at is not None else None

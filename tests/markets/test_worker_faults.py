@@ -21,7 +21,8 @@ from serenity.celery import app
 from serenity.sandbox.drs import controls as drs_controls
 from serenity.sandbox.drs import state as drs
 from serenity.sandbox.semrush import state as semrush
-from tests.markets.test_worker import start_job, wait_terminal, wait_until
+from tests.markets.generation.test_handler import start_job
+from tests.waits import wait_terminal, wait_until
 
 pytestmark = pytest.mark.worker
 

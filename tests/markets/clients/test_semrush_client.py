@@ -13,6 +13,7 @@ from markets.clients.semrush import SemrushClient
 from serenity.clients.http import PermanentError, ReauthRequired, TransientError
 from serenity.sandbox.ims import keys
 from serenity.sandbox.semrush import controls, state
+from tests.waits import wait_until
 
 WORKSPACE = "ws_client_tests"
 AT = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
@@ -394,16 +395,7 @@ def test_a_slow_answer_is_cut_off_at_the_deadline(token, project, settings):
     # TransientError is the cut-off, and it came no earlier than the deadline.
     assert time.monotonic() - started >= 0.35
     # The simulator still answers the abandoned attempt; wait for it so the test ends quiet.
-    _wait_for(lambda: statuses("/v1/ai-projects/") == [200])
-
-
-def _wait_for(condition, timeout=5.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
+    wait_until(lambda: statuses("/v1/ai-projects/") == [200], timeout=5.0, what="the abandoned attempt's answer")
 
 
 def test_a_past_deadline_sends_nothing(token):

@@ -76,7 +76,7 @@ def needs_reauth_fields() -> dict:
     }
 
 
-class World:
+class Tenants:
     """The caller belongs to CALLER_ORG only. `brand` (with a base site) and `bare_brand` (none) are
     the caller's; `other_brand` lives in OTHER_ORG; `third_site` in THIRD_ORG, which the caller cannot see."""
 
@@ -96,8 +96,8 @@ class World:
 
 
 @pytest.fixture
-def world(sims) -> World:
-    return World()
+def tenants(sims) -> Tenants:
+    return Tenants()
 
 
 @pytest.fixture

@@ -16,10 +16,10 @@ def iso(dt) -> str:
     return dt.isoformat().replace("+00:00", "Z")
 
 
-def test_an_in_progress_job_is_shown_without_result_or_error(world, api):
-    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="queued")
+def test_an_in_progress_job_is_shown_without_result_or_error(tenants, api):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, phase="queued")
 
-    response = api.poll(world.org.id, world.brand.id, job.id)
+    response = api.poll(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.status_code == 200
     assert response["Content-Type"] == "application/json"
@@ -36,17 +36,17 @@ def test_an_in_progress_job_is_shown_without_result_or_error(world, api):
     assert response["Cache-Control"] == "private, no-cache"
 
 
-def test_a_completed_job_shows_only_the_allow_listed_result(world, api):
+def test_a_completed_job_shows_only_the_allow_listed_result(tenants, api):
     job = make_job(
-        org=world.org,
-        brand=world.brand,
-        site=world.site,
+        org=tenants.org,
+        brand=tenants.brand,
+        site=tenants.site,
         status=JobStatus.COMPLETED,
         phase="published",
         result={"promptCount": 42, "projectId": "p-1", "published": True, "verdict": "ship", "internal": SECRET},
     )
 
-    response = api.poll(world.org.id, world.brand.id, job.id)
+    response = api.poll(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.status_code == 200
     assert response.json() == {
@@ -62,10 +62,10 @@ def test_a_completed_job_shows_only_the_allow_listed_result(world, api):
     assert "Retry-After" not in response
 
 
-def test_a_job_awaiting_reauthorisation_shows_needs_reauth_with_the_public_message(world, api):
-    job = make_job(org=world.org, brand=world.brand, site=world.site, **needs_reauth_fields())
+def test_a_job_awaiting_reauthorisation_shows_needs_reauth_with_the_public_message(tenants, api):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, **needs_reauth_fields())
 
-    response = api.poll(world.org.id, world.brand.id, job.id)
+    response = api.poll(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.status_code == 200
     assert response.json() == {
@@ -86,11 +86,11 @@ def test_a_job_awaiting_reauthorisation_shows_needs_reauth_with_the_public_messa
     assert "Retry-After" not in response
 
 
-def test_a_held_job_shows_its_code_with_the_public_message_not_the_internal_one(world, api):
+def test_a_held_job_shows_its_code_with_the_public_message_not_the_internal_one(tenants, api):
     job = make_job(
-        org=world.org,
-        brand=world.brand,
-        site=world.site,
+        org=tenants.org,
+        brand=tenants.brand,
+        site=tenants.site,
         status=JobStatus.FAILED,
         error_code=PROMPT_GENERATION_HELD,
         error={
@@ -101,7 +101,7 @@ def test_a_held_job_shows_its_code_with_the_public_message_not_the_internal_one(
         },
     )
 
-    response = api.poll(world.org.id, world.brand.id, job.id)
+    response = api.poll(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.json()["error"] == {
         "code": "PROMPT_GENERATION_HELD",
@@ -111,11 +111,11 @@ def test_a_held_job_shows_its_code_with_the_public_message_not_the_internal_one(
     }
 
 
-def test_an_error_code_without_its_own_sentence_gets_the_generic_public_message(world, api):
+def test_an_error_code_without_its_own_sentence_gets_the_generic_public_message(tenants, api):
     job = make_job(
-        org=world.org,
-        brand=world.brand,
-        site=world.site,
+        org=tenants.org,
+        brand=tenants.brand,
+        site=tenants.site,
         status=JobStatus.FAILED,
         error_code="CUSTOM_OPERATOR_CODE",
         error={
@@ -126,7 +126,7 @@ def test_an_error_code_without_its_own_sentence_gets_the_generic_public_message(
         },
     )
 
-    response = api.poll(world.org.id, world.brand.id, job.id)
+    response = api.poll(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.json()["error"] == {
         "code": "CUSTOM_OPERATOR_CODE",
@@ -146,30 +146,30 @@ def test_an_error_code_without_its_own_sentence_gets_the_generic_public_message(
         ("written", "2"),
     ],
 )
-def test_retry_after_is_longer_while_generating_than_while_writing(world, api, phase, seconds):
-    job = make_job(org=world.org, brand=world.brand, site=world.site, phase=phase)
+def test_retry_after_is_longer_while_generating_than_while_writing(tenants, api, phase, seconds):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, phase=phase)
 
-    response = api.poll(world.org.id, world.brand.id, job.id)
+    response = api.poll(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.status_code == 200
     assert response["Retry-After"] == seconds
 
 
 @pytest.mark.parametrize("status", [JobStatus.IN_PROGRESS, JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED])
-def test_every_poll_answer_carries_a_quoted_etag(world, api, status):
-    job = make_job(org=world.org, brand=world.brand, site=world.site, status=status)
+def test_every_poll_answer_carries_a_quoted_etag(tenants, api, status):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, status=status)
 
-    response = api.poll(world.org.id, world.brand.id, job.id)
+    response = api.poll(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.status_code == 200
     assert response["ETag"].startswith('"') and response["ETag"].endswith('"') and len(response["ETag"]) == 34
 
 
-def test_if_none_match_with_the_current_etag_answers_304_without_a_body(world, api):
-    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="generating")
-    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+def test_if_none_match_with_the_current_etag_answers_304_without_a_body(tenants, api):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, phase="generating")
+    etag = api.poll(tenants.org.id, tenants.brand.id, job.id)["ETag"]
 
-    response = api.poll(world.org.id, world.brand.id, job.id, **{"If-None-Match": etag})
+    response = api.poll(tenants.org.id, tenants.brand.id, job.id, **{"If-None-Match": etag})
 
     assert response.status_code == 304
     assert response.content == b""
@@ -178,40 +178,40 @@ def test_if_none_match_with_the_current_etag_answers_304_without_a_body(world, a
 
 
 @pytest.mark.parametrize("header", ['"other", {etag}', "W/{etag}", "*"])
-def test_if_none_match_uses_weak_comparison_over_a_list(world, api, header):
-    job = make_job(org=world.org, brand=world.brand, site=world.site)
-    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+def test_if_none_match_uses_weak_comparison_over_a_list(tenants, api, header):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site)
+    etag = api.poll(tenants.org.id, tenants.brand.id, job.id)["ETag"]
 
-    response = api.poll(world.org.id, world.brand.id, job.id, **{"If-None-Match": header.format(etag=etag)})
+    response = api.poll(tenants.org.id, tenants.brand.id, job.id, **{"If-None-Match": header.format(etag=etag)})
 
     assert response.status_code == 304
 
 
-def test_a_changed_job_answers_200_with_a_new_etag_despite_the_old_one(world, api):
-    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="generating")
-    old = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+def test_a_changed_job_answers_200_with_a_new_etag_despite_the_old_one(tenants, api):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, phase="generating")
+    old = api.poll(tenants.org.id, tenants.brand.id, job.id)["ETag"]
     AsyncJob.objects.filter(id=job.id).update(phase="writing", updated_at=timezone.now())
 
-    response = api.poll(world.org.id, world.brand.id, job.id, **{"If-None-Match": old})
+    response = api.poll(tenants.org.id, tenants.brand.id, job.id, **{"If-None-Match": old})
 
     assert response.status_code == 200
     assert response["ETag"] != old
     assert response["Retry-After"] == "3"
 
 
-def test_a_poll_costs_one_sql_query(world, api, django_assert_max_num_queries):
-    job = make_job(org=world.org, brand=world.brand, site=world.site)
-    api.poll(world.org.id, world.brand.id, job.id)  # the bearer's key set is fetched and cached
+def test_a_poll_costs_one_sql_query(tenants, api, django_assert_max_num_queries):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site)
+    api.poll(tenants.org.id, tenants.brand.id, job.id)  # the bearer's key set is fetched and cached
 
     with django_assert_max_num_queries(1):
-        response = api.poll(world.org.id, world.brand.id, job.id)
+        response = api.poll(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.status_code == 200
 
 
 @pytest.mark.parametrize("which", ["orgId", "brandId", "jobId"])
-def test_a_non_uuid_id_answers_400(world, api, which):
-    ids = {"orgId": world.org.id, "brandId": world.brand.id, "jobId": uuid.uuid4()}
+def test_a_non_uuid_id_answers_400(tenants, api, which):
+    ids = {"orgId": tenants.org.id, "brandId": tenants.brand.id, "jobId": uuid.uuid4()}
     ids[which] = "not-a-uuid"
 
     response = api.poll(ids["orgId"], ids["brandId"], ids["jobId"])
@@ -231,8 +231,8 @@ def test_a_non_uuid_id_answers_400(world, api, which):
     }
 
 
-def test_a_poll_without_a_bearer_answers_401(world, client):
-    response = client.get(job_path(world.org.id, world.brand.id, uuid.uuid4()))
+def test_a_poll_without_a_bearer_answers_401(tenants, client):
+    response = client.get(job_path(tenants.org.id, tenants.brand.id, uuid.uuid4()))
 
     assert response.status_code == 401
     assert response["Content-Type"] == "application/problem+json"
@@ -259,20 +259,20 @@ def test_every_error_code_the_product_sets_has_its_own_public_sentence():
     assert product_codes - retryable_only - set(codes.PUBLIC_MESSAGES) == set()
 
 
-def test_progress_shows_the_phase_its_place_and_the_deliveries_so_far(world, api):
-    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="writing", attempts=2)
+def test_progress_shows_the_phase_its_place_and_the_deliveries_so_far(tenants, api):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, phase="writing", attempts=2)
 
-    response = api.poll(world.org.id, world.brand.id, job.id)
+    response = api.poll(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.json()["progress"] == {"phase": "writing", "step": 4, "steps": 6, "attempt": 2}
 
 
-def test_a_new_phase_changes_the_etag(world, api):
-    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="generating")
-    before = api.poll(world.org.id, world.brand.id, job.id)
+def test_a_new_phase_changes_the_etag(tenants, api):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, phase="generating")
+    before = api.poll(tenants.org.id, tenants.brand.id, job.id)
     AsyncJob.objects.filter(id=job.id).update(phase="generated")
 
-    after = api.poll(world.org.id, world.brand.id, job.id, **{"If-None-Match": before["ETag"]})
+    after = api.poll(tenants.org.id, tenants.brand.id, job.id, **{"If-None-Match": before["ETag"]})
 
     assert after.status_code == 200
     assert after.json()["progress"]["phase"] == "generated"

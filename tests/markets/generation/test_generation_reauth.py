@@ -35,8 +35,8 @@ def problem(status: int, code: str, title: str, detail: str) -> dict:
     }
 
 
-def awaiting_job(world, **fields):
-    return make_job(org=world.org, brand=world.brand, site=world.site, **{**needs_reauth_fields(), **fields})
+def awaiting_job(tenants, **fields):
+    return make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, **{**needs_reauth_fields(), **fields})
 
 
 def assert_still_awaiting_reauth(job):
@@ -53,10 +53,10 @@ def browser_token(bearer_value: str, pair: str = "semrush") -> tuple[str, str]:
     return json.dumps(token.as_dict()), token.promise_token
 
 
-def test_the_requester_reauthorises_and_the_same_job_is_queued_again(world, api, ims, queues):
-    job = awaiting_job(world, attempts=3)
+def test_the_requester_reauthorises_and_the_same_job_is_queued_again(tenants, api, ims, queues):
+    job = awaiting_job(tenants, attempts=3)
 
-    response = api.reauth(world.org.id, world.brand.id, job.id)
+    response = api.reauth(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.status_code == 202
     assert response.json() == {"jobId": str(job.id), "jobType": "generateSemrushMarket", "status": "IN_PROGRESS"}
@@ -70,12 +70,12 @@ def test_the_requester_reauthorises_and_the_same_job_is_queued_again(world, api,
 
 
 @pytest.mark.parametrize("form", ["typed", "bare"])
-def test_a_forwarded_promise_token_is_exchanged_and_the_job_gets_the_rotated_one(world, api, ims, queues, form):
-    job = awaiting_job(world)
+def test_a_forwarded_promise_token_is_exchanged_and_the_job_gets_the_rotated_one(tenants, api, ims, queues, form):
+    job = awaiting_job(tenants)
     forwarded, value = browser_token(api.token)
     header = forwarded if form == "typed" else quote(value, safe="")
 
-    response = api.reauth(world.org.id, world.brand.id, job.id, **{"x-promise-token": header})
+    response = api.reauth(tenants.org.id, tenants.brand.id, job.id, **{"x-promise-token": header})
 
     assert response.status_code == 202
     assert response.json() == {"jobId": str(job.id), "jobType": "generateSemrushMarket", "status": "IN_PROGRESS"}
@@ -86,12 +86,12 @@ def test_a_forwarded_promise_token_is_exchanged_and_the_job_gets_the_rotated_one
 
 
 @pytest.mark.parametrize("owner", ["same org", "another org"])
-def test_a_forwarded_token_of_another_user_is_refused_and_nothing_is_stored(world, api, bearer, ims, queues, owner):
-    job = awaiting_job(world)
+def test_a_forwarded_token_of_another_user_is_refused_and_nothing_is_stored(tenants, api, bearer, ims, queues, owner):
+    job = awaiting_job(tenants)
     someone_else = bearer(user_id="someone-else", org_ids=[CALLER_ORG if owner == "same org" else OTHER_ORG])
     forwarded, _value = browser_token(someone_else)
 
-    response = api.reauth(world.org.id, world.brand.id, job.id, **{"x-promise-token": forwarded})
+    response = api.reauth(tenants.org.id, tenants.brand.id, job.id, **{"x-promise-token": forwarded})
 
     assert response.status_code == 401
     assert response.json() == problem(
@@ -103,11 +103,11 @@ def test_a_forwarded_token_of_another_user_is_refused_and_nothing_is_stored(worl
     assert queues.drain() == []
 
 
-def test_a_forwarded_token_of_the_default_pair_is_refused(world, api, ims, queues):
-    job = awaiting_job(world)
+def test_a_forwarded_token_of_the_default_pair_is_refused(tenants, api, ims, queues):
+    job = awaiting_job(tenants)
     forwarded, _value = browser_token(api.token, pair="default")
 
-    response = api.reauth(world.org.id, world.brand.id, job.id, **{"x-promise-token": forwarded})
+    response = api.reauth(tenants.org.id, tenants.brand.id, job.id, **{"x-promise-token": forwarded})
 
     assert response.status_code == 401
     assert response.json()["message"] == "Invalid or expired promise token"
@@ -115,11 +115,11 @@ def test_a_forwarded_token_of_the_default_pair_is_refused(world, api, ims, queue
 
 
 @pytest.mark.parametrize("expires_in", ["1e20", "1000000000000", '"100000000000000000000000000000"'])
-def test_a_forwarded_token_claiming_an_absurd_lifetime_is_refused(world, api, ims, queues, expires_in):
-    job = awaiting_job(world)
+def test_a_forwarded_token_claiming_an_absurd_lifetime_is_refused(tenants, api, ims, queues, expires_in):
+    job = awaiting_job(tenants)
     forwarded = f'{{"promise_token": "some-value", "token_type": "promise_token", "expires_in": {expires_in}}}'
 
-    response = api.reauth(world.org.id, world.brand.id, job.id, **{"x-promise-token": forwarded})
+    response = api.reauth(tenants.org.id, tenants.brand.id, job.id, **{"x-promise-token": forwarded})
 
     assert response.status_code == 400
     assert response.json()["code"] == "invalid_promise_token"
@@ -127,11 +127,11 @@ def test_a_forwarded_token_claiming_an_absurd_lifetime_is_refused(world, api, im
     assert ims.events() == []
 
 
-def test_reauth_by_another_user_is_forbidden(world, bearer, ims, queues):
-    job = awaiting_job(world)
-    other = Api(bearer(user_id="someone-else", org_ids=[world.org.ims_org_id]))
+def test_reauth_by_another_user_is_forbidden(tenants, bearer, ims, queues):
+    job = awaiting_job(tenants)
+    other = Api(bearer(user_id="someone-else", org_ids=[tenants.org.ims_org_id]))
 
-    response = other.reauth(world.org.id, world.brand.id, job.id)
+    response = other.reauth(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.status_code == 403
     assert response["Content-Type"] == "application/problem+json"
@@ -146,10 +146,10 @@ def test_reauth_by_another_user_is_forbidden(world, bearer, ims, queues):
     assert queues.drain() == []
 
 
-def test_reauth_of_a_job_without_a_recorded_user_is_forbidden(world, api, ims, queues):
-    job = awaiting_job(world, user_id=None)
+def test_reauth_of_a_job_without_a_recorded_user_is_forbidden(tenants, api, ims, queues):
+    job = awaiting_job(tenants, user_id=None)
 
-    response = api.reauth(world.org.id, world.brand.id, job.id)
+    response = api.reauth(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.status_code == 403
     assert response.json()["code"] == "not_job_requester"
@@ -170,10 +170,10 @@ def test_reauth_of_a_job_without_a_recorded_user_is_forbidden(world, api, ims, q
     ],
     ids=["completed", "in progress", "failed for another reason"],
 )
-def test_reauth_of_a_job_not_awaiting_it_is_a_conflict(world, api, ims, queues, state):
-    job = make_job(org=world.org, brand=world.brand, site=world.site, **state)
+def test_reauth_of_a_job_not_awaiting_it_is_a_conflict(tenants, api, ims, queues, state):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, **state)
 
-    response = api.reauth(world.org.id, world.brand.id, job.id)
+    response = api.reauth(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.status_code == 409
     assert response.json() == problem(
@@ -185,10 +185,10 @@ def test_reauth_of_a_job_not_awaiting_it_is_a_conflict(world, api, ims, queues, 
     assert queues.drain() == []
 
 
-def test_reauth_without_the_semrush_audience_is_refused(world, api, ims):
-    job = awaiting_job(world)
+def test_reauth_without_the_semrush_audience_is_refused(tenants, api, ims):
+    job = awaiting_job(tenants)
 
-    response = api.reauth(world.org.id, world.brand.id, job.id, audience=None)
+    response = api.reauth(tenants.org.id, tenants.brand.id, job.id, audience=None)
 
     assert response.status_code == 400
     assert response.json() == problem(
@@ -201,10 +201,10 @@ def test_reauth_without_the_semrush_audience_is_refused(world, api, ims):
     assert ims.count("minted") == 0
 
 
-def test_reauth_with_an_unknown_audience_is_refused(world, api, ims):
-    job = awaiting_job(world)
+def test_reauth_with_an_unknown_audience_is_refused(tenants, api, ims):
+    job = awaiting_job(tenants)
 
-    response = api.reauth(world.org.id, world.brand.id, job.id, audience="marketo")
+    response = api.reauth(tenants.org.id, tenants.brand.id, job.id, audience="marketo")
 
     assert response.status_code == 400
     assert response.json() == problem(
@@ -213,21 +213,21 @@ def test_reauth_with_an_unknown_audience_is_refused(world, api, ims):
     assert_still_awaiting_reauth(job)
 
 
-def test_the_semrush_audience_is_trimmed_and_case_insensitive(world, api, ims, queues):
-    job = awaiting_job(world)
+def test_the_semrush_audience_is_trimmed_and_case_insensitive(tenants, api, ims, queues):
+    job = awaiting_job(tenants)
 
-    response = api.reauth(world.org.id, world.brand.id, job.id, audience="  SemRush ")
+    response = api.reauth(tenants.org.id, tenants.brand.id, job.id, audience="  SemRush ")
 
     assert response.status_code == 202
 
 
-def test_an_ims_mint_failure_answers_502_and_the_job_still_awaits_reauth(world, api, ims, queues):
+def test_an_ims_mint_failure_answers_502_and_the_job_still_awaits_reauth(tenants, api, ims, queues):
     from serenity.sandbox.ims import controls
 
-    job = awaiting_job(world)
+    job = awaiting_job(tenants)
     controls.fail_next_mints(1, 503)  # a mint is not retried after an answer that may follow a mint
 
-    response = api.reauth(world.org.id, world.brand.id, job.id)
+    response = api.reauth(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.status_code == 502
     assert response["Content-Type"] == "application/problem+json"
@@ -243,14 +243,16 @@ def test_an_ims_mint_failure_answers_502_and_the_job_still_awaits_reauth(world, 
     assert queues.drain() == []
 
 
-def test_a_claim_left_by_a_dead_request_expires_and_the_next_reauthorisation_wins(world, api, ims, queues):
+def test_a_claim_left_by_a_dead_request_expires_and_the_next_reauthorisation_wins(tenants, api, ims, queues):
     import uuid as _uuid
 
-    job = awaiting_job(world, reopen_lock=_uuid.uuid4(), reopen_lock_expires_at=timezone.now() + timedelta(seconds=30))
-    assert api.reauth(world.org.id, world.brand.id, job.id).status_code == 409
+    job = awaiting_job(
+        tenants, reopen_lock=_uuid.uuid4(), reopen_lock_expires_at=timezone.now() + timedelta(seconds=30)
+    )
+    assert api.reauth(tenants.org.id, tenants.brand.id, job.id).status_code == 409
 
     AsyncJob.objects.filter(id=job.id).update(reopen_lock_expires_at=timezone.now() - timedelta(seconds=1))
-    response = api.reauth(world.org.id, world.brand.id, job.id)
+    response = api.reauth(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.status_code == 202
     job.refresh_from_db()
@@ -258,12 +260,12 @@ def test_a_claim_left_by_a_dead_request_expires_and_the_next_reauthorisation_win
 
 
 def test_a_credential_obtained_after_the_claim_was_lost_is_invalidated_and_the_job_left_alone(
-    world, api, ims, queues, monkeypatch
+    tenants, api, ims, queues, monkeypatch
 ):
     from jobs import services as job_services
     from jobs.exceptions import NotAwaitingReauth
 
-    job = awaiting_job(world)
+    job = awaiting_job(tenants)
     real_mint = ims_client.mint
 
     def slow_mint(**kwargs):
@@ -290,12 +292,12 @@ def test_a_credential_obtained_after_the_claim_was_lost_is_invalidated_and_the_j
     assert queues.drain() == []
 
 
-def test_a_malformed_forwarded_token_is_refused_and_the_job_still_awaits_reauth(world, api, ims, queues):
-    job = awaiting_job(world)
+def test_a_malformed_forwarded_token_is_refused_and_the_job_still_awaits_reauth(tenants, api, ims, queues):
+    job = awaiting_job(tenants)
 
     response = api.reauth(
-        world.org.id,
-        world.brand.id,
+        tenants.org.id,
+        tenants.brand.id,
         job.id,
         **{"x-promise-token": '{"promise_token": "", "token_type": "promise_token"}'},
     )
@@ -311,8 +313,8 @@ def test_a_malformed_forwarded_token_is_refused_and_the_job_still_awaits_reauth(
     assert queues.drain() == []
 
 
-def test_reauth_with_a_non_uuid_job_id_answers_400(world, api):
-    response = api.reauth(world.org.id, world.brand.id, "12345")
+def test_reauth_with_a_non_uuid_job_id_answers_400(tenants, api):
+    response = api.reauth(tenants.org.id, tenants.brand.id, "12345")
 
     assert response.status_code == 400
     assert response.json()["errors"] == [
@@ -320,24 +322,24 @@ def test_reauth_with_a_non_uuid_job_id_answers_400(world, api):
     ]
 
 
-def test_reauth_of_a_missing_job_answers_the_same_404_as_polling_it(world, api):
+def test_reauth_of_a_missing_job_answers_the_same_404_as_polling_it(tenants, api):
     missing = uuid.uuid4()
 
-    response = api.reauth(world.org.id, world.brand.id, missing)
+    response = api.reauth(tenants.org.id, tenants.brand.id, missing)
 
     assert response.status_code == 404
-    assert response.content == api.poll(world.org.id, world.brand.id, missing).content
+    assert response.content == api.poll(tenants.org.id, tenants.brand.id, missing).content
 
 
 def test_of_twenty_four_concurrent_reauthorisations_one_wins_and_the_losers_never_wait_for_its_mint(
-    world, caller_token, ims, queues, sims
+    tenants, caller_token, ims, queues, sims
 ):
     from serenity.sandbox.ims import controls
 
     # A slow IMS: the winner's mint takes seconds. Each loser notes how many tokens IMS had minted when its
     # answer came back: none, if it never waited for the winner.
     controls.set_latency(5000)
-    job = awaiting_job(world)
+    job = awaiting_job(tenants)
     start = threading.Barrier(24)
     answers: list[tuple[int, int]] = []  # (status, tokens minted when it answered), in the order they came
     answers_lock = threading.Lock()
@@ -347,7 +349,7 @@ def test_of_twenty_four_concurrent_reauthorisations_one_wins_and_the_losers_neve
     def reauthorise():
         try:
             start.wait(timeout=30)
-            status = Api(caller_token, Client()).reauth(world.org.id, world.brand.id, job.id).status_code
+            status = Api(caller_token, Client()).reauth(tenants.org.id, tenants.brand.id, job.id).status_code
             minted = ims.count("minted")
             with answers_lock:
                 answers.append((status, minted))
@@ -380,19 +382,19 @@ def test_of_twenty_four_concurrent_reauthorisations_one_wins_and_the_losers_neve
     assert [m["kwargs"] for m in queues.drain()] == [{"jobId": str(job.id), "type": "generateSemrushMarket"}]
 
 
-def test_reauth_is_recorded_in_the_job_history_under_the_requester(world, api, ims, queues):
-    job = awaiting_job(world)
+def test_reauth_is_recorded_in_the_job_history_under_the_requester(tenants, api, ims, queues):
+    job = awaiting_job(tenants)
 
-    api.reauth(world.org.id, world.brand.id, job.id)
+    api.reauth(tenants.org.id, tenants.brand.id, job.id)
 
     assert list(job.events.values_list("kind", "actor")) == [("reauthorized", REQUESTER), ("message_sent", "")]
 
 
-def test_reauthorisations_past_the_users_limit_get_a_429(world, caller_token, throttle_rates):
+def test_reauthorisations_past_the_users_limit_get_a_429(tenants, caller_token, throttle_rates):
     throttle_rates(reauth="2/min")
-    job = make_job(org=world.org, brand=world.brand, site=world.site, status="COMPLETED")
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, status="COMPLETED")
     api = Api(caller_token)
 
-    statuses = [api.reauth(world.org.id, world.brand.id, job.id).status_code for _ in range(3)]
+    statuses = [api.reauth(tenants.org.id, tenants.brand.id, job.id).status_code for _ in range(3)]
 
     assert statuses == [409, 409, 429]

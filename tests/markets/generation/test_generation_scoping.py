@@ -26,20 +26,20 @@ VISIBLE = {
 }
 
 
-def place_job(world, org_case, brand_case, site_case, type_case, **fields):
-    """A job whose ownership differs from the requested path (world.org / world.brand) as the cell says."""
-    org = world.org if org_case == "same org" else world.other_org
+def place_job(tenants, org_case, brand_case, site_case, type_case, **fields):
+    """A job whose ownership differs from the requested path (tenants.org / tenants.brand) as the cell says."""
+    org = tenants.org if org_case == "same org" else tenants.other_org
     if brand_case == "same brand":
-        brand = world.brand
+        brand = tenants.brand
     else:
-        brand = world.sibling_brand if org_case == "same org" else world.other_brand
-    site = {"accessible site": world.site, "inaccessible site": world.third_site, "no site": None}[site_case]
+        brand = tenants.sibling_brand if org_case == "same org" else tenants.other_brand
+    site = {"accessible site": tenants.site, "inaccessible site": tenants.third_site, "no site": None}[site_case]
     job_type = "generateSemrushMarket" if type_case == "allowed type" else "refreshSemrushMarket"
     return make_job(org=org, brand=brand, site=site, job_type=job_type, **fields)
 
 
-def missing_job_404(api, world) -> bytes:
-    response = api.poll(world.org.id, world.brand.id, uuid.uuid4())
+def missing_job_404(api, tenants) -> bytes:
+    response = api.poll(tenants.org.id, tenants.brand.id, uuid.uuid4())
     assert response.status_code == 404
     assert response["Content-Type"] == "application/problem+json"
     assert response.json() == {
@@ -59,39 +59,39 @@ def missing_job_404(api, world) -> bytes:
     ("org_case", "brand_case", "site_case", "type_case", "id_case"), MATRIX, ids=[" / ".join(cell) for cell in MATRIX]
 )
 def test_a_job_is_visible_only_in_its_own_org_brand_and_accessible_site(
-    world, api, org_case, brand_case, site_case, type_case, id_case
+    tenants, api, org_case, brand_case, site_case, type_case, id_case
 ):
-    job = place_job(world, org_case, brand_case, site_case, type_case)
+    job = place_job(tenants, org_case, brand_case, site_case, type_case)
     job_id = job.id if id_case == "existing id" else uuid.uuid4()
 
-    response = api.poll(world.org.id, world.brand.id, job_id)
+    response = api.poll(tenants.org.id, tenants.brand.id, job_id)
 
     if (org_case, brand_case, site_case, type_case, id_case) in VISIBLE:
         assert response.status_code == 200
         assert response.json()["jobId"] == str(job.id)
     else:
         assert response.status_code == 404
-        assert response.content == missing_job_404(api, world)
+        assert response.content == missing_job_404(api, tenants)
 
 
-def test_a_job_without_a_site_is_decided_by_org_and_brand_ownership_alone(world, api):
-    job = make_job(org=world.org, brand=world.bare_brand, site=None)
+def test_a_job_without_a_site_is_decided_by_org_and_brand_ownership_alone(tenants, api):
+    job = make_job(org=tenants.org, brand=tenants.bare_brand, site=None)
 
-    response = api.poll(world.org.id, world.bare_brand.id, job.id)
+    response = api.poll(tenants.org.id, tenants.bare_brand.id, job.id)
 
     assert response.status_code == 200
     assert response.json()["jobId"] == str(job.id)
 
 
-def test_a_job_whose_site_no_longer_exists_is_denied(world, api):
-    gone = SiteFactory(organization=world.org, base_url="https://gone.example")
-    job = make_job(org=world.org, brand=world.brand, site=gone)
+def test_a_job_whose_site_no_longer_exists_is_denied(tenants, api):
+    gone = SiteFactory(organization=tenants.org, base_url="https://gone.example")
+    job = make_job(org=tenants.org, brand=tenants.brand, site=gone)
     gone.delete()
 
-    response = api.poll(world.org.id, world.brand.id, job.id)
+    response = api.poll(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.status_code == 404
-    assert response.content == missing_job_404(api, world)
+    assert response.content == missing_job_404(api, tenants)
 
 
 @pytest.mark.parametrize(
@@ -103,37 +103,37 @@ def test_a_job_whose_site_no_longer_exists_is_denied(world, api):
         "brand that does not exist",
     ],
 )
-def test_a_path_the_caller_may_not_use_answers_the_missing_job_404(world, api, case):
+def test_a_path_the_caller_may_not_use_answers_the_missing_job_404(tenants, api, case):
     if case == "unknown org":
-        job = make_job(org=world.org, brand=world.brand, site=world.site)
-        org_id, brand_id = uuid.uuid4(), world.brand.id
+        job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site)
+        org_id, brand_id = uuid.uuid4(), tenants.brand.id
     elif case == "org the caller is not a member of":
-        job = make_job(org=world.other_org, brand=world.other_brand, site=world.other_brand.base_site)
-        org_id, brand_id = world.other_org.id, world.other_brand.id
+        job = make_job(org=tenants.other_org, brand=tenants.other_brand, site=tenants.other_brand.base_site)
+        org_id, brand_id = tenants.other_org.id, tenants.other_brand.id
     elif case == "brand of another org under the caller's org":
         # A job row claiming the caller's org for a brand that belongs elsewhere.
-        job = make_job(org=world.org, brand=world.other_brand, site=world.site)
-        org_id, brand_id = world.org.id, world.other_brand.id
+        job = make_job(org=tenants.org, brand=tenants.other_brand, site=tenants.site)
+        org_id, brand_id = tenants.org.id, tenants.other_brand.id
     else:
-        job = make_job(org=world.org, brand=world.brand, site=world.site, brand_id=uuid.uuid4())
-        org_id, brand_id = world.org.id, job.brand_id
+        job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, brand_id=uuid.uuid4())
+        org_id, brand_id = tenants.org.id, job.brand_id
 
     response = api.poll(org_id, brand_id, job.id)
 
     assert response.status_code == 404
-    assert response.content == missing_job_404(api, world)
+    assert response.content == missing_job_404(api, tenants)
 
 
-def test_a_caller_without_any_organization_sees_nothing(world, bearer):
+def test_a_caller_without_any_organization_sees_nothing(tenants, bearer):
     from tests.markets.generation.conftest import Api
 
-    job = make_job(org=world.org, brand=world.brand, site=world.site)
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site)
     stranger = Api(bearer(user_id=REQUESTER, org_ids=[]))
 
-    response = stranger.poll(world.org.id, world.brand.id, job.id)
+    response = stranger.poll(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.status_code == 404
-    assert response.content == missing_job_404(stranger, world)
+    assert response.content == missing_job_404(stranger, tenants)
 
 
 @pytest.mark.parametrize(
@@ -145,27 +145,27 @@ def test_a_caller_without_any_organization_sees_nothing(world, bearer):
         ("same org", "same brand", "accessible site", "other type"),
     ],
 )
-def test_reauthorisation_denies_exactly_like_polling(world, api, ims, org_case, brand_case, site_case, type_case):
-    job = place_job(world, org_case, brand_case, site_case, type_case, **needs_reauth_fields())
+def test_reauthorisation_denies_exactly_like_polling(tenants, api, ims, org_case, brand_case, site_case, type_case):
+    job = place_job(tenants, org_case, brand_case, site_case, type_case, **needs_reauth_fields())
 
-    response = api.reauth(world.org.id, world.brand.id, job.id)
+    response = api.reauth(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.status_code == 404
-    assert response.content == missing_job_404(api, world)
+    assert response.content == missing_job_404(api, tenants)
     job.refresh_from_db()
     assert (job.status, job.error_code) == ("FAILED", "NEEDS_REAUTH")
     assert ims.count("minted") == 0
 
 
-def test_the_selector_raises_the_same_error_for_every_denial(world):
+def test_the_selector_raises_the_same_error_for_every_denial(tenants):
     caller = Caller(user_id=REQUESTER, org_ids=frozenset({CALLER_ORG}), bearer="unused")
-    foreign = make_job(org=world.other_org, brand=world.other_brand, site=None)
+    foreign = make_job(org=tenants.other_org, brand=tenants.other_brand, site=None)
 
     raised = []
     for job_id, allowed in ((foreign.id, ("generateSemrushMarket",)), (uuid.uuid4(), ("generateSemrushMarket",))):
         with pytest.raises(JobNotFound) as denied:
             job_get_for_caller(
-                caller=caller, org_id=world.org.id, brand_id=world.brand.id, job_id=job_id, allowed_types=allowed
+                caller=caller, org_id=tenants.org.id, brand_id=tenants.brand.id, job_id=job_id, allowed_types=allowed
             )
         raised.append((type(denied.value), denied.value.detail, denied.value.errors))
 

@@ -59,15 +59,15 @@ STATES = {
 
 
 @pytest.mark.parametrize("state", list(STATES), ids=list(STATES))
-def test_a_poll_shows_only_the_allow_listed_fields_and_no_token(world, api, caller_token, state):
-    job = make_job(org=world.org, brand=world.brand, site=world.site, **STATES[state])
+def test_a_poll_shows_only_the_allow_listed_fields_and_no_token(tenants, api, caller_token, state):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, **STATES[state])
     grant_store(
         job_id=job.id,
         pair=get_pair("semrush"),
         token=PromiseToken(promise_token=STORED_GRANT, token_type="promise_token", expires_in=3600),
     )
 
-    response = api.poll(world.org.id, world.brand.id, job.id)
+    response = api.poll(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.status_code == 200
     body = json.loads(response.content)
@@ -77,44 +77,44 @@ def test_a_poll_shows_only_the_allow_listed_fields_and_no_token(world, api, call
     assert_leaks_nothing(response, caller_token)
 
 
-def test_a_winning_reauth_answers_without_the_minted_token(world, api, caller_token, ims, queues):
-    job = make_job(org=world.org, brand=world.brand, site=world.site, **needs_reauth_fields())
+def test_a_winning_reauth_answers_without_the_minted_token(tenants, api, caller_token, ims, queues):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, **needs_reauth_fields())
 
-    response = api.reauth(world.org.id, world.brand.id, job.id)
+    response = api.reauth(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.status_code == 202
     assert_leaks_nothing(response, caller_token, grant_load(job.id).token.promise_token)
 
 
-def test_a_reauth_with_a_forwarded_token_answers_without_it(world, api, caller_token, ims, queues):
-    job = make_job(org=world.org, brand=world.brand, site=world.site, **needs_reauth_fields())
+def test_a_reauth_with_a_forwarded_token_answers_without_it(tenants, api, caller_token, ims, queues):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, **needs_reauth_fields())
 
     forwarded = ims_client.mint(bearer=caller_token, pair=get_pair("semrush"))
     typed = json.dumps(forwarded.as_dict())
-    response = api.reauth(world.org.id, world.brand.id, job.id, **{"x-promise-token": typed})
+    response = api.reauth(tenants.org.id, tenants.brand.id, job.id, **{"x-promise-token": typed})
 
     assert response.status_code == 202
     assert_leaks_nothing(response, caller_token, forwarded.promise_token)
 
 
 @pytest.mark.parametrize("case", ["another user", "not awaiting", "no audience", "mint fails", "bad token"])
-def test_a_refused_reauth_answers_without_any_token(world, bearer, caller_token, ims, queues, case):
+def test_a_refused_reauth_answers_without_any_token(tenants, bearer, caller_token, ims, queues, case):
     from serenity.sandbox.ims import controls
 
     fields = needs_reauth_fields() if case != "not awaiting" else {"status": JobStatus.COMPLETED}
-    job = make_job(org=world.org, brand=world.brand, site=world.site, **fields)
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, **fields)
     grant_store(
         job_id=job.id,
         pair=get_pair("semrush"),
         token=PromiseToken(promise_token=STORED_GRANT, token_type="promise_token", expires_in=3600),
     )
-    token = bearer(user_id="someone-else", org_ids=[world.org.ims_org_id]) if case == "another user" else caller_token
+    token = bearer(user_id="someone-else", org_ids=[tenants.org.ims_org_id]) if case == "another user" else caller_token
     headers = {"x-promise-token": '{"promise_token": "' + FORWARDED + '"}'} if case == "bad token" else {}
     if case == "mint fails":
         controls.fail_next_mints(1, 503)
 
     response = Api(token).reauth(
-        world.org.id, world.brand.id, job.id, audience=None if case == "no audience" else "semrush", **headers
+        tenants.org.id, tenants.brand.id, job.id, audience=None if case == "no audience" else "semrush", **headers
     )
 
     assert response.status_code in (400, 403, 409, 502)

@@ -30,19 +30,19 @@ from tests.markets.generation.test_generation_scoping import MATRIX, place_job
     ],
     ids=["in progress", "completed", "needs reauth", "held"],
 )
-def test_the_hand_built_dto_is_the_documented_serializer_s_output(world, fields):
-    job = make_job(org=world.org, brand=world.brand, site=world.site, **fields)
+def test_the_hand_built_dto_is_the_documented_serializer_s_output(tenants, fields):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, **fields)
     job.refresh_from_db()
 
     assert job_dto(job) == GenerationJobSerializer(job).data
 
 
-def test_a_poll_reads_the_dto_columns_alone_in_one_query(world, api):
-    job = make_job(org=world.org, brand=world.brand, site=world.site)
-    api.poll(world.org.id, world.brand.id, job.id)  # the bearer's key set is fetched and cached
+def test_a_poll_reads_the_dto_columns_alone_in_one_query(tenants, api):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site)
+    api.poll(tenants.org.id, tenants.brand.id, job.id)  # the bearer's key set is fetched and cached
 
     with CaptureQueriesContext(connection) as queries:
-        response = api.poll(world.org.id, world.brand.id, job.id)
+        response = api.poll(tenants.org.id, tenants.brand.id, job.id)
 
     assert response.status_code == 200
     (query,) = queries.captured_queries
@@ -51,12 +51,12 @@ def test_a_poll_reads_the_dto_columns_alone_in_one_query(world, api):
     assert not any(f'"{name}"' in selected for name in ("params", "checkpoints", "lease_token", "user_id"))
 
 
-def test_the_etag_is_the_hash_of_the_bytes_served(world, api):
+def test_the_etag_is_the_hash_of_the_bytes_served(tenants, api):
     import hashlib
 
-    job = make_job(org=world.org, brand=world.brand, site=world.site)
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site)
 
-    response = api.poll(world.org.id, world.brand.id, job.id)
+    response = api.poll(tenants.org.id, tenants.brand.id, job.id)
 
     assert response["ETag"] == '"' + hashlib.sha256(response.content).hexdigest()[:32] + '"'
 
@@ -74,9 +74,9 @@ CALLERS = {
     list(itertools.product(MATRIX, CALLERS)),
     ids=[" / ".join((*cell, who)) for cell, who in itertools.product(MATRIX, CALLERS)],
 )
-def test_the_prepared_query_decides_exactly_as_the_orm_query(world, cell, caller):
+def test_the_prepared_query_decides_exactly_as_the_orm_query(tenants, cell, caller):
     org_case, brand_case, site_case, type_case, id_case = cell
-    job = place_job(world, org_case, brand_case, site_case, type_case)
+    job = place_job(tenants, org_case, brand_case, site_case, type_case)
     job_id = job.id if id_case == "existing id" else uuid.uuid4()
     who = Caller(user_id=REQUESTER, org_ids=CALLERS[caller], bearer="unused")
 
@@ -84,8 +84,8 @@ def test_the_prepared_query_decides_exactly_as_the_orm_query(world, cell, caller
         try:
             found = job_get_for_caller(
                 caller=who,
-                org_id=world.org.id,
-                brand_id=world.brand.id,
+                org_id=tenants.org.id,
+                brand_id=tenants.brand.id,
                 job_id=job_id,
                 allowed_types=("generateSemrushMarket",),
                 fields=fields,

@@ -61,9 +61,9 @@ class Changer:
 class Waiter(threading.Thread):
     """One waiting poll in a thread of its own (its own database connection), as a gunicorn thread serves it."""
 
-    def __init__(self, api: Api, world, job, *, wait: int, etag: str | None, events: list | None = None):
+    def __init__(self, api: Api, tenants, job, *, wait: int, etag: str | None, events: list | None = None):
         super().__init__(daemon=True)
-        self.args = (world.org.id, world.brand.id, job.id)
+        self.args = (tenants.org.id, tenants.brand.id, job.id)
         self.api, self.wait, self.etag, self.events = Api(api.token, Client()), wait, etag, events
         self.response = None
 
@@ -116,16 +116,16 @@ def listening(transactional_db):
     return listener
 
 
-def wait_poll(api, world, job, *, wait, etag=None):
+def wait_poll(api, tenants, job, *, wait, etag=None):
     headers = {"If-None-Match": etag} if etag else {}
-    path = apis_path(world.org.id, world.brand.id, job.id) + f"?wait={wait}"
+    path = apis_path(tenants.org.id, tenants.brand.id, job.id) + f"?wait={wait}"
     return api.client.get(path, headers={"Authorization": f"Bearer {api.token}", **headers})
 
 
-def test_a_wait_without_an_etag_answers_the_job_at_once(world, api, looks):
-    job = make_job(org=world.org, brand=world.brand, site=world.site)
+def test_a_wait_without_an_etag_answers_the_job_at_once(tenants, api, looks):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site)
 
-    response = wait_poll(api, world, job, wait=25)
+    response = wait_poll(api, tenants, job, wait=25)
 
     assert response.status_code == 200
     assert response.json()["status"] == "IN_PROGRESS"
@@ -133,15 +133,15 @@ def test_a_wait_without_an_etag_answers_the_job_at_once(world, api, looks):
     assert listener.connects == 0  # nothing waited, so nothing listened
 
 
-def test_a_wait_with_an_older_etag_answers_the_new_body_at_once(world, api, looks):
-    job = make_job(org=world.org, brand=world.brand, site=world.site)
-    first = api.poll(world.org.id, world.brand.id, job.id)
+def test_a_wait_with_an_older_etag_answers_the_new_body_at_once(tenants, api, looks):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site)
+    first = api.poll(tenants.org.id, tenants.brand.id, job.id)
     job.phase = "generating"
     job.status = "COMPLETED"
     job.result = {"promptCount": 1, "projectId": "p", "published": True, "verdict": "ship"}
     job.save()
 
-    response = wait_poll(api, world, job, wait=25, etag=first["ETag"])
+    response = wait_poll(api, tenants, job, wait=25, etag=first["ETag"])
 
     assert response.status_code == 200
     assert response.json()["status"] == "COMPLETED"
@@ -149,11 +149,11 @@ def test_a_wait_with_an_older_etag_answers_the_new_body_at_once(world, api, look
     assert len(looks) == 2  # the plain poll, and the waiting poll's one look
 
 
-def test_a_wait_that_ends_unchanged_answers_304_with_the_same_etag_and_retry_after(world, api, looks, listening):
-    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="generating")
-    first = api.poll(world.org.id, world.brand.id, job.id)
+def test_a_wait_that_ends_unchanged_answers_304_with_the_same_etag_and_retry_after(tenants, api, looks, listening):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, phase="generating")
+    first = api.poll(tenants.org.id, tenants.brand.id, job.id)
 
-    response = wait_poll(api, world, job, wait=1, etag=first["ETag"])
+    response = wait_poll(api, tenants, job, wait=1, etag=first["ETag"])
 
     assert response.status_code == 304
     assert response.content == b""
@@ -163,28 +163,28 @@ def test_a_wait_that_ends_unchanged_answers_304_with_the_same_etag_and_retry_aft
     assert len(looks) == 3  # the plain poll; the wait's first look, and its last when the wait ended
 
 
-def test_a_caller_who_may_not_see_the_job_gets_the_same_404_at_once_without_waiting(world, api, bearer, looks):
-    job = make_job(org=world.org, brand=world.brand, site=world.site)
-    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+def test_a_caller_who_may_not_see_the_job_gets_the_same_404_at_once_without_waiting(tenants, api, bearer, looks):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site)
+    etag = api.poll(tenants.org.id, tenants.brand.id, job.id)["ETag"]
     stranger = Api(bearer(user_id="stranger", org_ids=["OTHER00000000000000000@AdobeOrg"]))
     absent = type("Absent", (), {"id": uuid.uuid4()})
     looks.clear()
 
-    foreign = wait_poll(stranger, world, job, wait=25, etag=etag)
-    missing = wait_poll(api, world, absent, wait=25, etag=etag)
+    foreign = wait_poll(stranger, tenants, job, wait=25, etag=etag)
+    missing = wait_poll(api, tenants, absent, wait=25, etag=etag)
 
     assert foreign.status_code == missing.status_code == 404
-    assert foreign.content == missing.content == missing_job_404(api, world)
+    assert foreign.content == missing.content == missing_job_404(api, tenants)
     assert len(looks) == 3  # one look each, then the answer: no wait, no re-read
     assert listener.waiters() == 0
 
 
 @pytest.mark.parametrize("wait", ["26", "-1", "1.5", "soon", "²", "1" + "0" * 4400])
-def test_a_wait_out_of_range_is_a_400_naming_the_parameter(world, api, wait):
-    job = make_job(org=world.org, brand=world.brand, site=world.site)
+def test_a_wait_out_of_range_is_a_400_naming_the_parameter(tenants, api, wait):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site)
 
     response = api.client.get(
-        apis_path(world.org.id, world.brand.id, job.id) + f"?wait={wait}",
+        apis_path(tenants.org.id, tenants.brand.id, job.id) + f"?wait={wait}",
         headers={"Authorization": f"Bearer {api.token}"},
     )
 
@@ -200,14 +200,14 @@ def test_a_wait_out_of_range_is_a_400_naming_the_parameter(world, api, wait):
 
 
 def test_without_a_listener_a_waiting_poll_re_reads_at_an_interval_and_sees_the_change(
-    world, api, settings, monkeypatch
+    tenants, api, settings, monkeypatch
 ):
     # What `make run` does on SQLite: nothing notifies, the wait re-reads every POLL_WAIT_INTERVAL_SECONDS.
     monkeypatch.setattr(type(listener), "enabled", property(lambda self: False))
     settings.POLL_WAIT_INTERVAL_SECONDS = 0.05
-    job = make_job(org=world.org, brand=world.brand, site=world.site)
-    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
-    waiter = Waiter(api, world, job, wait=25, etag=etag)
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site)
+    etag = api.poll(tenants.org.id, tenants.brand.id, job.id)["ETag"]
+    waiter = Waiter(api, tenants, job, wait=25, etag=etag)
     waiter.start()
     until(lambda: listener.waiters() == 1, "the poll waits")
 
@@ -220,12 +220,12 @@ def test_without_a_listener_a_waiting_poll_re_reads_at_an_interval_and_sees_the_
 
 
 def test_a_waiter_is_woken_by_a_change_another_process_commits_and_never_before_the_commit(
-    world, api, looks, listening
+    tenants, api, looks, listening
 ):
-    job = make_job(org=world.org, brand=world.brand, site=world.site)
-    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site)
+    etag = api.poll(tenants.org.id, tenants.brand.id, job.id)["ETag"]
     events: list[str] = []
-    waiter = Waiter(api, world, job, wait=25, etag=etag, events=events)
+    waiter = Waiter(api, tenants, job, wait=25, etag=etag, events=events)
     waiter.start()
     until(lambda: listener.waiters() == 1 and len(looks) == 2, "the poll waits")
     notified = listener.notifications
@@ -249,10 +249,10 @@ def test_a_waiter_is_woken_by_a_change_another_process_commits_and_never_before_
     assert listener.notifications == notified + 1
 
 
-def test_many_waiters_on_one_job_are_all_woken_by_one_commit(world, api, looks, listening):
-    job = make_job(org=world.org, brand=world.brand, site=world.site)
-    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
-    waiters = [Waiter(api, world, job, wait=25, etag=etag) for _ in range(5)]
+def test_many_waiters_on_one_job_are_all_woken_by_one_commit(tenants, api, looks, listening):
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site)
+    etag = api.poll(tenants.org.id, tenants.brand.id, job.id)["ETag"]
+    waiters = [Waiter(api, tenants, job, wait=25, etag=etag) for _ in range(5)]
     for waiter in waiters:
         waiter.start()
     until(lambda: listener.waiters() == 5 and len(looks) == 6, "the polls wait")
@@ -266,12 +266,12 @@ def test_many_waiters_on_one_job_are_all_woken_by_one_commit(world, api, looks, 
     assert len(looks) == 11
 
 
-def test_a_dropped_listener_connection_loses_no_wake_up(world, api, settings, looks, monkeypatch, listening):
+def test_a_dropped_listener_connection_loses_no_wake_up(tenants, api, settings, looks, monkeypatch, listening):
     # No interval re-read to fall back on: only the reconnect's wake-up can deliver the change.
     settings.POLL_WAIT_INTERVAL_SECONDS = 600
-    job = make_job(org=world.org, brand=world.brand, site=world.site)
-    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
-    waiter = Waiter(api, world, job, wait=25, etag=etag)
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site)
+    etag = api.poll(tenants.org.id, tenants.brand.id, job.id)["ETag"]
+    waiter = Waiter(api, tenants, job, wait=25, etag=etag)
     waiter.start()
     until(lambda: listener.waiters() == 1 and len(looks) == 2, "the poll waits")
     reconnecting, release = threading.Event(), threading.Event()
@@ -310,11 +310,11 @@ def phase_change(job_id, phase: str) -> None:
         conn.execute("UPDATE async_jobs SET phase = %s, updated_at = now() WHERE id = %s", (phase, str(job_id)))
 
 
-def test_a_change_of_progress_alone_answers_after_the_settle_with_the_new_phase(world, api, settings, listening):
+def test_a_change_of_progress_alone_answers_after_the_settle_with_the_new_phase(tenants, api, settings, listening):
     settings.POLL_WAIT_SETTLE_SECONDS = 0.05
-    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="queued")
-    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
-    waiter = Waiter(api, world, job, wait=25, etag=etag)
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, phase="queued")
+    etag = api.poll(tenants.org.id, tenants.brand.id, job.id)["ETag"]
+    waiter = Waiter(api, tenants, job, wait=25, etag=etag)
     waiter.start()
     until(lambda: listener.waiters() == 1, "the poll waits")
 
@@ -326,12 +326,12 @@ def test_a_change_of_progress_alone_answers_after_the_settle_with_the_new_phase(
     assert (body["status"], body["progress"]["phase"]) == ("IN_PROGRESS", "generating")
 
 
-def test_the_last_phases_and_the_end_reach_a_waiting_poll_as_one_answer(world, api, settings, looks, listening):
+def test_the_last_phases_and_the_end_reach_a_waiting_poll_as_one_answer(tenants, api, settings, looks, listening):
     # However long the settle, the end answers at once: the phases before it ride in the same answer.
     settings.POLL_WAIT_SETTLE_SECONDS = 600
-    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="generated")
-    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
-    waiter = Waiter(api, world, job, wait=25, etag=etag)
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, phase="generated")
+    etag = api.poll(tenants.org.id, tenants.brand.id, job.id)["ETag"]
+    waiter = Waiter(api, tenants, job, wait=25, etag=etag)
     waiter.start()
     until(lambda: listener.waiters() == 1 and len(looks) == 2, "the poll waits")
 
@@ -357,12 +357,12 @@ def test_each_api_process_has_a_thread_for_every_waiter_it_may_hold_beside_the_o
     assert gunicorn.workers * settings.POLL_WAIT_MAX_WAITERS >= 1000
 
 
-def test_a_waiter_beyond_the_process_s_share_answers_at_once(world, api, settings, looks):
+def test_a_waiter_beyond_the_process_s_share_answers_at_once(tenants, api, settings, looks):
     settings.POLL_WAIT_MAX_WAITERS = 0
-    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="generating")
-    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, phase="generating")
+    etag = api.poll(tenants.org.id, tenants.brand.id, job.id)["ETag"]
 
-    response = wait_poll(api, world, job, wait=25, etag=etag)
+    response = wait_poll(api, tenants, job, wait=25, etag=etag)
 
     assert response.status_code == 304
     assert response["Retry-After"] == "15"
@@ -370,7 +370,7 @@ def test_a_waiter_beyond_the_process_s_share_answers_at_once(world, api, setting
     assert listener.connects == 0
 
 
-def test_a_waiting_poll_holds_no_database_connection_while_it_sleeps(world, api, settings, monkeypatch, listening):
+def test_a_waiting_poll_holds_no_database_connection_while_it_sleeps(tenants, api, settings, monkeypatch, listening):
     from jobs.watch import Watch
 
     held: list[bool] = []
@@ -381,9 +381,9 @@ def test_a_waiting_poll_holds_no_database_connection_while_it_sleeps(world, api,
         return sleep(self, timeout)
 
     monkeypatch.setattr(Watch, "wait", observed)
-    job = make_job(org=world.org, brand=world.brand, site=world.site)
-    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
-    waiter = Waiter(api, world, job, wait=25, etag=etag)
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site)
+    etag = api.poll(tenants.org.id, tenants.brand.id, job.id)["ETag"]
+    waiter = Waiter(api, tenants, job, wait=25, etag=etag)
     waiter.start()
     until(lambda: len(held) == 1, "the poll sleeps")
 
@@ -404,11 +404,11 @@ def stopped():
 
 
 def test_a_waiting_poll_answers_what_it_last_read_when_the_process_is_told_to_stop(
-    world, api, looks, listening, stopped
+    tenants, api, looks, listening, stopped
 ):
-    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="generating")
-    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
-    waiter = Waiter(api, world, job, wait=25, etag=etag)
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, phase="generating")
+    etag = api.poll(tenants.org.id, tenants.brand.id, job.id)["ETag"]
+    waiter = Waiter(api, tenants, job, wait=25, etag=etag)
     waiter.start()
     until(lambda: listener.waiters() == 1 and len(looks) == 2, "the poll waits")
 
@@ -423,13 +423,13 @@ def test_a_waiting_poll_answers_what_it_last_read_when_the_process_is_told_to_st
 
 
 def test_a_waiting_poll_that_arrives_while_the_process_stops_answers_at_once_as_a_plain_poll(
-    world, api, looks, stopped
+    tenants, api, looks, stopped
 ):
-    job = make_job(org=world.org, brand=world.brand, site=world.site, phase="generating")
-    etag = api.poll(world.org.id, world.brand.id, job.id)["ETag"]
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, phase="generating")
+    etag = api.poll(tenants.org.id, tenants.brand.id, job.id)["ETag"]
     stopped()
 
-    response = wait_poll(api, world, job, wait=25, etag=etag)
+    response = wait_poll(api, tenants, job, wait=25, etag=etag)
 
     assert response.status_code == 304 and response["ETag"] == etag
     assert len(looks) == 2  # one look each: it never waited

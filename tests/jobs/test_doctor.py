@@ -1,6 +1,6 @@
 """The doctor, against a planted case of each inconsistency it knows: it names each one, a dry run
 changes nothing, and --apply leaves a state a second run reports clean. A worker is alive (its heartbeat row)
-unless a test says otherwise; tests/markets/test_doctor_cases.py runs the table of cases with real workers."""
+unless a test says otherwise; tests/jobs/test_doctor_cases.py runs the table of cases with real workers."""
 
 import uuid
 from datetime import timedelta

@@ -30,9 +30,10 @@ from serenity.celery import app
 from serenity.sandbox.drs import controls as drs_controls
 from serenity.sandbox.drs import state as drs
 from tests.jobs.conftest import celery_body, run
-from tests.markets.test_worker import start_job, wait_terminal, wait_until
+from tests.markets.generation.test_handler import start_job
 from tests.markets.test_worker_crash import KILLED_FAST, crash_worker
 from tests.markets.test_worker_faults import wait_for_phase
+from tests.waits import wait_terminal, wait_until
 
 pytestmark = pytest.mark.worker
 

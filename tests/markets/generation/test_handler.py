@@ -1,8 +1,6 @@
 """The market-generation worker end to end: entry point -> SQS -> a real Celery worker -> DRS -> Semrush
 (SPEC §5, §6): the happy path, every outcome, retries, duplicate delivery and fencing."""
 
-import time
-
 import pytest
 
 from jobs.models import AsyncJob
@@ -13,6 +11,7 @@ from serenity.sandbox.ims import controls as ims_controls
 from serenity.sandbox.ims import ledger
 from serenity.sandbox.semrush import controls as semrush_controls
 from serenity.sandbox.semrush import state as semrush
+from tests.waits import wait_terminal, wait_until
 from tokens.models import PromiseGrant
 
 pytestmark = pytest.mark.worker
@@ -27,24 +26,6 @@ def start_job(world, market="DE", language="de"):
     assert response.status_code == 201, response.content
     handle = response.json()["promptGeneration"]
     return AsyncJob.objects.get(id=handle["jobId"]), Market.objects.get(id=response.json()["id"])
-
-
-def wait_until(predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("condition not reached in time")
-
-
-def wait_terminal(job, timeout=30.0) -> AsyncJob:
-    def done():
-        job.refresh_from_db()
-        return job if job.status != "IN_PROGRESS" else None
-
-    return wait_until(done, timeout)
 
 
 def emf(lines, name):

@@ -12,7 +12,7 @@ from jobs.models import AsyncJob
 from markets.generation.handler import MarketGenerationHandler
 from serenity.sandbox.ims import ledger
 from serenity.sandbox.semrush import state as semrush
-from tests.markets.test_worker import start_job
+from tests.markets.generation.test_handler import start_job
 
 
 @pytest.fixture
