@@ -59,6 +59,7 @@ def first_line(
     tiles = [
         _workers(fleet, alarm=bool(alarm), now=now),
         _oldest_waiting(oldest, alarm=bool(alarm), now=now),
+        _drs_budget(live.in_flight, jobs_url),
         Tile(
             "stuck",
             "stuck",
@@ -89,6 +90,28 @@ def first_line(
         _maintenance(queues, fleet),
     ]
     return FirstLine(tiles=tiles, alarm=alarm)
+
+
+def _drs_budget(in_flight: int, jobs_url: str) -> Tile:
+    """The fleet's DRS budget (DRS_MAX_IN_FLIGHT): generations under a live lease of the budget. Full, new
+    generations wait unreceived in the queue (jobs/intake.py) and `oldest waiting` grows; it is back-pressure,
+    not a fault, so it warns and never alarms."""
+    budget = settings.DRS_MAX_IN_FLIGHT
+    if budget <= 0:
+        return Tile("drs-budget", "DRS in flight", str(in_flight), OK, "", "no fleet budget (DRS_MAX_IN_FLIGHT=0)")
+    free = max(0, budget - in_flight)
+    if free == 0:
+        detail = "the budget is full: new generations wait in the queue, unreceived"
+    else:
+        detail = f"of the fleet's budget (DRS_MAX_IN_FLIGHT), {free} free"
+    return Tile(
+        "drs-budget",
+        "DRS in flight",
+        f"{in_flight} of {budget}",
+        WARN if free == 0 else OK,
+        f"{jobs_url}?state=running",
+        detail,
+    )
 
 
 def _workers(fleet: selectors.Fleet, *, alarm: bool, now: datetime) -> Tile:

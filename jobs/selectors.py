@@ -312,6 +312,7 @@ class LiveWork:
     states: dict[str, int]
     crash_looping: int
     parked: int = 0  # of those, the ones a delivery parked (`parked_q`)
+    in_flight: int = 0  # IN_PROGRESS under a live lease, stuck or not: what the fleet's DRS budget counts
 
     @property
     def in_progress(self) -> int:
@@ -326,11 +327,13 @@ def live_work(*, now: datetime | None = None) -> LiveWork:
         **{state: Count("id", filter=job_state_q(state, now=now)) for state in JOB_STATES},
         crash_looping=Count("id", filter=crash_loop_q(now=now)),
         parked=Count("id", filter=parked_q()),
+        in_flight=Count("id", filter=Q(status=JobStatus.IN_PROGRESS) & lease_live_q(now=now)),
     )
     return LiveWork(
         states={state: counts[state] for state in JOB_STATES},
         crash_looping=counts["crash_looping"],
         parked=counts["parked"],
+        in_flight=counts["in_flight"],
     )
 
 

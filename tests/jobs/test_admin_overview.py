@@ -91,6 +91,7 @@ def test_the_overview_charts_each_hours_outcomes_and_counts_live_work_in_a_few_q
     assert tiles(html) == {
         "workers": ("1", "ok"),
         "oldest-waiting": ("3h", "ok"),  # the stuck one: it waits for a worker too
+        "drs-budget": (f"1 of {settings.DRS_MAX_IN_FLIGHT}", "ok"),  # the running job's live lease
         "stuck": ("1", "warn"),
         "crash-looping": ("0", "ok"),
         "parked": ("0", "ok"),
@@ -422,3 +423,17 @@ def test_with_spans_kept_the_waterfall_shows_the_request_queue_deliveries_and_ex
         ("publish", "500 ms"),
     ]
     assert 'data-label="delivery 1" data-duration="5.00 s" data-note="completed, 1 SQL"' in html
+
+
+def test_the_drs_budget_tile_counts_the_live_leases_and_warns_when_the_budget_is_full(admin_client, queues, settings):
+    settings.DRS_MAX_IN_FLIGHT = 2
+    leased(expires_in=timedelta(minutes=10), quiet=timedelta(seconds=5), organization_id=ORG_A)
+    leased(expires_in=-timedelta(seconds=5), quiet=timedelta(seconds=5), organization_id=ORG_A)  # expired: free
+
+    assert tiles(admin_client.get(OVERVIEW).content.decode())["drs-budget"] == ("1 of 2", "ok")
+    leased(expires_in=timedelta(minutes=10), quiet=timedelta(seconds=5), organization_id=ORG_B)
+    html = admin_client.get(OVERVIEW).content.decode()
+    assert tiles(html)["drs-budget"] == ("2 of 2", "warn")
+    assert "the budget is full: new generations wait in the queue, unreceived" in html
+    settings.DRS_MAX_IN_FLIGHT = 0
+    assert tiles(admin_client.get(OVERVIEW).content.decode())["drs-budget"] == ("2", "ok")
