@@ -7,12 +7,14 @@ receive, a claim taking the fleet-wide budget lock, a delete and a send, all for
 that lock and on the database pool, and the deliveries that could run wait behind them.
 
 So each worker process also reads, twice a second on a thread of its own, how many places the budget has free
-(`leases.in_flight_free`, one COUNT bounded by the budget), and its receive loop asks SQS for at most that many
-job messages, and for none while there is no place (kombu's own "cannot consume" path: the loop looks again
+(`leases.in_flight_free`, one COUNT bounded by the budget) and its share of them (divided by the live workers on
+the job queue, from their heartbeats, rounded up), and its receive loop asks SQS for at most that many job
+messages, and for none while there is no place (kombu's own "cannot consume" path: the loop looks again
 after SQS_POLLING_INTERVAL). Messages not asked for stay in SQS, unreceived: no receive counts towards the
 DLQ, nothing is sent again. Each receive's count is taken off the reading until the next one.
 
-The reading is a hint, never the rule: processes that read the same free places may together receive more,
+The reading is a hint, never the rule: processes whose shares round up, or read between two claims, may together
+receive more,
 which the claim then holds back as before. When it cannot be read (the database unreachable) or is older than
 STALE_AFTER_SECONDS, and whenever the budget is off or the database is not PostgreSQL (the embedded run, one
 process), the loop receives as it always did. The maintenance queue is never gated.
@@ -22,6 +24,7 @@ receive loop decides how many messages to ask for (kombu is pinned in requiremen
 """
 
 import logging
+import math
 import threading
 import time
 from typing import Any
@@ -33,6 +36,7 @@ from kombu.transport import SQS
 from vine import ensure_promise
 
 from jobs.leases import in_flight_free
+from jobs.selectors import workers_alive
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +77,8 @@ class BudgetReading:
     def read(self) -> None:
         try:
             free = in_flight_free()
+            if free:  # this process's share: the live workers on the job queue read the same places
+                free = math.ceil(free / max(1, workers_alive(settings.MARKET_JOBS_QUEUE)))
         except Exception as exc:  # the database unreachable: receive as usual until it answers again
             if self._free is not None:
                 log.warning("DRS budget not read; receiving without its limit", extra={"reason": type(exc).__name__})

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from jobs import intake
 from jobs import services as job_services
+from jobs.heartbeats import heartbeat_write
 from jobs.leases import in_flight_free
 from jobs.models import AsyncJob
 from tests.jobs.factories import AsyncJobFactory
@@ -58,6 +59,12 @@ def test_a_reading_limits_what_a_receive_asks_for_until_the_next_one(transaction
     assert reading.allowance() == 0
     read_on_its_own_thread(reading)
     assert reading.allowance() == 2
+    # Three live workers on the job queue share the places: this one asks for its third, rounded up.
+    for worker in ("w1:1", "w2:1", "w3:1"):
+        heartbeat_write(worker, [settings.MARKET_JOBS_QUEUE], started_at=timezone.now())
+    settings.DRS_MAX_IN_FLIGHT = 10
+    read_on_its_own_thread(reading)
+    assert reading.allowance() == 3  # ceil(7 / 3)
     settings.DRS_MAX_IN_FLIGHT = 0
     read_on_its_own_thread(reading)
     assert reading.allowance() is None  # the budget off: no limit
