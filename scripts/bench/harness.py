@@ -132,7 +132,7 @@ class Harness:
     def start(self) -> None:
         self.stack.start_infrastructure()
         # Enough threads to hold every DRS call of the scale scenario at once (a waiting call holds no
-        # database connection: serenity/sandbox/drs/views.py).
+        # database connection: sandbox/drs/views.py).
         self.stack.gunicorn(
             "simulators",
             "sim",
@@ -206,8 +206,8 @@ class Harness:
         from django.conf import settings
 
         from markets.models import Brand, Organization, Site
-        from serenity.sandbox.ims.keys import issue_user_token
-        from serenity.sandbox.semrush import services
+        from sandbox.ims.keys import issue_user_token
+        from sandbox.semrush import services
 
         if of is not None:
             org = Organization.objects.get(id=of["org"])

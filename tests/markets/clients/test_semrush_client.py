@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from markets.clients.semrush import SemrushClient
+from sandbox.ims import keys
+from sandbox.semrush import controls, state
 from serenity.clients.http import PermanentError, ReauthRequired, TransientError
-from serenity.sandbox.ims import keys
-from serenity.sandbox.semrush import controls, state
 
 WORKSPACE = "ws_client_tests"
 AT = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
@@ -187,7 +187,7 @@ def test_concurrent_duplicate_tag_creates_end_with_one_tag_and_the_same_ids(toke
 
 
 def test_concurrent_duplicate_tag_value_creates_end_with_one_value_and_the_same_ids(token):
-    from serenity.sandbox.semrush import services
+    from sandbox.semrush import services
 
     services.tag_root_create(workspace_id=WORKSPACE, name="origin")
 
@@ -288,7 +288,7 @@ def test_list_prompts_reads_every_page(semrush, project):
 
 
 def _seq_after(listed, n):
-    from serenity.sandbox.semrush.models import Prompt
+    from sandbox.semrush.models import Prompt
 
     return Prompt.objects.get(prompt_id=listed[n - 1]["id"]).seq
 
