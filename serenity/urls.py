@@ -34,7 +34,7 @@ urlpatterns = [
     path("api/docs", SpectacularSwaggerSplitView.as_view(url_name="schema", **DOCS_ACCESS), name="swagger-ui"),
 ]
 if settings.SANDBOX_ENABLED:
-    urlpatterns.append(path("sandbox/", include("serenity.sandbox.urls")))
+    urlpatterns.append(path("sandbox/", include("sandbox.urls")))
 
 handler400 = "serenity.problems.handler400"
 handler403 = "serenity.problems.handler403"

@@ -151,7 +151,7 @@ def celery_worker(transactional_db, queues):
 @pytest.fixture
 def bearer(sims):
     """Mint IMS-simulator user tokens: `bearer(user_id="u1", org_ids=["X@AdobeOrg"], ttl=3600)`."""
-    from serenity.sandbox.ims.keys import issue_user_token
+    from sandbox.ims.keys import issue_user_token
 
     def make(user_id="user-1", org_ids=("ORG1@AdobeOrg",), ttl=3600, **kwargs):
         return issue_user_token(user_id=user_id, org_ids=list(org_ids), ttl=ttl, **kwargs)

@@ -14,8 +14,8 @@ class Budgets(Harness):
         answer, no attempt spent, wall time vs the ideal 2,000 / 200 × 10 s. Then the same jobs with the Semrush
         simulator admitting R calls a second per client pair and the fleet's budget just under it: no 429, and
         Semrush's throughput while jobs write vs R."""
-        from serenity.sandbox.drs import controls as drs
-        from serenity.sandbox.semrush import controls as semrush
+        from sandbox.drs import controls as drs
+        from sandbox.semrush import controls as semrush
 
         drs.reset()
         drs.set_latency(SIZE.budget_drs_ms)
@@ -52,7 +52,7 @@ class Budgets(Harness):
         )
 
     def _drs_budget(self) -> None:
-        from serenity.sandbox.drs.models import DrsCall
+        from sandbox.drs.models import DrsCall
 
         run = self._burst("budgetdrs")
         limit, drs_s = SIZE.budget_drs_limit, SIZE.budget_drs_ms / 1000
@@ -83,7 +83,7 @@ class Budgets(Harness):
     def _semrush_budget(self, rate: int) -> None:
         from django.db.models import Max, Min
 
-        from serenity.sandbox.semrush.models import Call
+        from sandbox.semrush.models import Call
 
         budget = rate - max(1, rate // 20)  # just under the limit, as the production default is (8 of 10)
         run = self._burst("budgetsemrush", SEMRUSH_MAX_CALLS_PER_SECOND=str(budget))

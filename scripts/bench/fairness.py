@@ -17,7 +17,7 @@ class Fairness(Harness):
 
         from jobs.models import AsyncJob, JobStatus
         from markets import geo
-        from serenity.sandbox.drs import controls
+        from sandbox.drs import controls
 
         if AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exists():
             raise Failed("jobs are still IN_PROGRESS before the fairness scenario")

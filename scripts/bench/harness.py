@@ -133,7 +133,7 @@ class Harness:
     def start(self) -> None:
         self.stack.start_infrastructure()
         # Enough threads to hold every DRS call of the scale scenario at once (a waiting call holds no
-        # database connection: serenity/sandbox/drs/views.py).
+        # database connection: sandbox/drs/views.py).
         self.stack.gunicorn(
             "simulators",
             "sim",
@@ -240,8 +240,8 @@ class Harness:
         from django.conf import settings
 
         from markets.models import Brand, Organization, Site
-        from serenity.sandbox.ims.keys import issue_user_token
-        from serenity.sandbox.semrush import services
+        from sandbox.ims.keys import issue_user_token
+        from sandbox.semrush import services
 
         if of is not None:
             org = Organization.objects.get(id=of["org"])
@@ -388,7 +388,7 @@ class Harness:
         from django.utils import timezone
 
         from jobs.models import AsyncJob, JobStatus
-        from serenity.sandbox.drs import controls as drs
+        from sandbox.drs import controls as drs
 
         if AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exists():
             raise Failed(f"jobs are still IN_PROGRESS before the {label} run")

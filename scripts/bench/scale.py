@@ -19,7 +19,7 @@ class Scale(Harness):
         from django.utils import timezone
 
         from jobs.models import AsyncJob, JobStatus
-        from serenity.sandbox.drs import controls
+        from sandbox.drs import controls
 
         if AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exists():
             raise Failed("jobs are still IN_PROGRESS before the scale scenario")

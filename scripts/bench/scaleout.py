@@ -15,7 +15,7 @@ class Scaleout(Harness):
         from django.conf import settings
 
         from jobs.models import AsyncJob, JobStatus
-        from serenity.sandbox.drs import controls
+        from sandbox.drs import controls
 
         if AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exists():
             raise Failed("jobs are still IN_PROGRESS before the scaleout scenario")
@@ -63,7 +63,7 @@ class Scaleout(Harness):
         from django.conf import settings
 
         from markets import geo
-        from serenity.sandbox.drs import controls
+        from sandbox.drs import controls
 
         controls.set_latency(SIZE.crossfair_drs_ms)
         b = self.brand("crossfairB")

@@ -16,7 +16,7 @@ class Worker(Harness):
         from django.db.models import Max, Min
 
         from jobs.models import AsyncJob, JobStatus
-        from serenity.sandbox.drs import controls
+        from sandbox.drs import controls
 
         if not AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exists():  # run alone: queue its own
             self.queue_jobs(self.brand("worker"), SIZE.create_samples + SIZE.activate_markets)

@@ -17,7 +17,7 @@ Exit code: 0 when every invariant holds, 1 when one is broken (it is named), 2 w
 could not run. The report goes to docs/soak.md (`--no-report` skips it); `--json PATH` also writes the result
 as JSON (tests/test_soak.py reads it). `make soak` runs `python -m scripts.soak` from the repository root.
 
-Faults are injected only from outside the product: the simulators' switches (serenity/sandbox/), signals to
+Faults are injected only from outside the product: the simulators' switches (sandbox/), signals to
 processes, PostgreSQL's pg_terminate_backend and messages sent to or held in the queue.
 """
 

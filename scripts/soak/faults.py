@@ -67,8 +67,8 @@ class Faults(Processes):
 
     def inject(self, kind: str, rng: random.Random) -> None:
         from jobs.clients import sqs
-        from serenity.sandbox.ims import controls as ims
-        from serenity.sandbox.semrush import controls as semrush
+        from sandbox.ims import controls as ims
+        from sandbox.semrush import controls as semrush
 
         if kind in ("worker SIGKILL", "worker SIGTERM"):
             name = rng.choice(WORKERS)
@@ -160,8 +160,8 @@ class Faults(Processes):
         """The simulators' limits on for THROTTLE_SECONDS, then off (by a timer, so the schedule goes on and other
         faults overlap the window). A second throttling fault within the window extends it: only the latest
         timer turns the limits off (under the lock, so an earlier timer never turns off a window just opened)."""
-        from serenity.sandbox.drs import controls as drs
-        from serenity.sandbox.semrush import controls as semrush
+        from sandbox.drs import controls as drs
+        from sandbox.semrush import controls as semrush
 
         timer = threading.Timer(THROTTLE_SECONDS, self.throttling_off)
         timer.daemon = True
@@ -176,8 +176,8 @@ class Faults(Processes):
     def throttling_off(self) -> None:
         from django.db import connection
 
-        from serenity.sandbox.drs import controls as drs
-        from serenity.sandbox.semrush import controls as semrush
+        from sandbox.drs import controls as drs
+        from sandbox.semrush import controls as semrush
 
         try:
             with self.lock:
@@ -205,7 +205,7 @@ class Faults(Processes):
         has met yet."""
         from django.db import connection
 
-        from serenity.sandbox.ims.models import Switch
+        from sandbox.ims.models import Switch
 
         deadline = time.monotonic() + EXCHANGE_SWITCH_WAIT
         try:
@@ -267,7 +267,7 @@ class Faults(Processes):
         return len(chosen)
 
     def arm_drs(self, g: Generation) -> None:
-        from serenity.sandbox.drs import controls as drs
+        from sandbox.drs import controls as drs
 
         if g.drs_fault == "DRS slow":
             drs.set_latency(DRS_SLOW_MS, brand=g.brand_name, remaining=1)

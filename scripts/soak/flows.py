@@ -48,8 +48,8 @@ class Flows(Invariants):
         from django.conf import settings
 
         from markets.models import Brand, Organization, Site
-        from serenity.sandbox.ims.keys import issue_user_token
-        from serenity.sandbox.semrush import services
+        from sandbox.ims.keys import issue_user_token
+        from sandbox.semrush import services
 
         tag = f"{g.index:04d}{uuid.uuid4().hex[:6].upper()}"
         ims_org, g.user = f"SOAK{tag}{'0' * 14}@AdobeOrg", f"SOAK{tag}USER@AdobeID"

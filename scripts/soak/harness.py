@@ -77,9 +77,9 @@ class Soak(Flows):
     def quiesce(self) -> None:
         """Faults off: every switch reset (the throttling limits included), both workers and the API up (a fault's
         restart may be pending)."""
-        from serenity.sandbox.drs import controls as drs
-        from serenity.sandbox.ims import controls as ims
-        from serenity.sandbox.semrush import controls as semrush
+        from sandbox.drs import controls as drs
+        from sandbox.ims import controls as ims
+        from sandbox.semrush import controls as semrush
 
         with self.lock:
             if self.throttling is not None:

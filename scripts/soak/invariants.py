@@ -27,9 +27,9 @@ class Invariants(Faults):
         from django.db import connection
 
         from jobs.models import AsyncJob, JobEvent, JobStatus
-        from serenity.sandbox.drs.models import DrsCall
-        from serenity.sandbox.ims import ledger
-        from serenity.sandbox.semrush.models import Call, Project, Prompt
+        from sandbox.drs.models import DrsCall
+        from sandbox.ims import ledger
+        from sandbox.semrush.models import Call, Project, Prompt
         from tokens.models import PromiseGrant
 
         out: list[Invariant] = []
@@ -316,8 +316,8 @@ class Invariants(Faults):
         best-effort invalidation runs after the end is committed), or the product logged that IMS did not
         confirm its invalidation. It expires at IMS. Any other is an orphan."""
         from jobs.models import AsyncJob
-        from serenity.sandbox.ims import ledger
-        from serenity.sandbox.ims.models import LedgerEvent, PromiseRecord, PromiseState
+        from sandbox.ims import ledger
+        from sandbox.ims.models import LedgerEvent, PromiseRecord, PromiseState
 
         lost = set(LedgerEvent.objects.filter(kind=ledger.ANSWER_LOST).values_list("fingerprint", flat=True))
         offset = time.time() - time.monotonic()

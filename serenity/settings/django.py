@@ -122,7 +122,7 @@ INSTALLED_APPS = [
     "markets",
 ]
 if SANDBOX_ENABLED:
-    INSTALLED_APPS += ["serenity.sandbox.ims", "serenity.sandbox.semrush", "serenity.sandbox.drs"]
+    INSTALLED_APPS += ["sandbox.ims", "sandbox.semrush", "sandbox.drs"]
 
 MIDDLEWARE = [
     "serenity.middleware.RequestIdMiddleware",

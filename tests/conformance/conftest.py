@@ -22,8 +22,8 @@ import pytest
 from jobs.models import AsyncJob
 from markets.clients.semrush import SemrushClient
 from markets.models import Brand, Organization
-from serenity.sandbox.ims.keys import issue_user_token
-from serenity.sandbox.ims.sessions import issue_session_token
+from sandbox.ims.keys import issue_user_token
+from sandbox.ims.sessions import issue_session_token
 from tests.conformance import answers
 from tests.markets.factories import BrandFactory, GenerationJobFactory, OrganizationFactory
 from tokens.clients import ims as ims_client

@@ -7,7 +7,7 @@ import pytest
 
 from jobs.models import AsyncJob, JobStatus
 from markets import codes
-from serenity.sandbox.semrush import controls as semrush_controls
+from sandbox.semrush import controls as semrush_controls
 from tests.conformance.conftest import SECRET
 from tests.markets.factories import SiteFactory
 

@@ -5,8 +5,8 @@ without Serenity, its validation, and its Semrush failures."""
 import pytest
 
 from markets.models import Brand, Market
-from serenity.sandbox.semrush import controls as semrush_controls
-from serenity.sandbox.semrush import state as semrush
+from sandbox.semrush import controls as semrush_controls
+from sandbox.semrush import state as semrush
 from tests.conformance.conftest import OTHER_IMS_ID, problem
 from tests.markets.factories import SiteFactory
 

@@ -3,7 +3,7 @@ over HTTP against the running service: polling a generation job and re-authorisi
 
 from jobs.models import JobStatus
 from markets import codes
-from serenity.sandbox.ims import ledger
+from sandbox.ims import ledger
 from tests.conformance.conftest import OTHER_IMS_ID, SECRET, problem
 from tests.markets.factories import BrandFactory, OrganizationFactory
 from tokens.services import grant_load

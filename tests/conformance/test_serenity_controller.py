@@ -7,9 +7,9 @@ original's case is about a route this service does not have (listPrompts), it is
 """
 
 from markets.models import Brand, Market
-from serenity.sandbox.ims import ledger
-from serenity.sandbox.semrush import controls as semrush_controls
-from serenity.sandbox.semrush import state as semrush
+from sandbox.ims import ledger
+from sandbox.semrush import controls as semrush_controls
+from sandbox.semrush import state as semrush
 from tests.conformance.conftest import OTHER_IMS_ID, problem
 from tests.markets.factories import BrandFactory, OrganizationFactory, SiteFactory
 

@@ -26,9 +26,9 @@ from jobs.clients import sqs
 from jobs.dlq import queue_counts, total
 from jobs.models import AsyncJob
 from jobs.services import doctor, producer
+from sandbox.drs import controls as drs_controls
+from sandbox.drs import state as drs
 from serenity.celery import app
-from serenity.sandbox.drs import controls as drs_controls
-from serenity.sandbox.drs import state as drs
 from tests.jobs.conftest import celery_body, run
 from tests.markets.generation.test_handler import start_job
 from tests.markets.test_worker_crash import KILLED_FAST, crash_worker

@@ -16,10 +16,10 @@ from jobs.models import AsyncJob
 from markets.generation import handler as handler_module
 from markets.generation.handler import MarketGenerationHandler
 from markets.models import Market
-from serenity.sandbox.drs import controls as drs_controls
-from serenity.sandbox.ims import controls as ims_controls
-from serenity.sandbox.ims import ledger
-from serenity.sandbox.semrush import state as semrush
+from sandbox.drs import controls as drs_controls
+from sandbox.ims import controls as ims_controls
+from sandbox.ims import ledger
+from sandbox.semrush import state as semrush
 from tests.markets.generation.test_handler import start_job
 from tests.waits import wait_terminal, wait_until
 from tokens import services as grants

@@ -11,8 +11,8 @@ import uuid
 import pytest
 from django.conf import settings as django_settings
 
+from sandbox.drs import controls as drs_controls
 from serenity.celery import app
-from serenity.sandbox.drs import controls as drs_controls
 from tests.markets.generation.test_handler import start_job
 from tests.markets.test_worker_faults import wait_for_phase, worker_process
 from tests.waits import wait_terminal, wait_until

@@ -41,7 +41,7 @@ def test_an_activation_reports_markets_it_had_no_time_for_as_retryable_and_creat
     world, settings, gate, async_on
 ):
     from markets.models import Market
-    from serenity.sandbox.semrush import controls as semrush_controls
+    from sandbox.semrush import controls as semrush_controls
 
     settings.REQUEST_DEADLINE_SECONDS = 4
     settings.MARKET_PROVISION_CONCURRENCY = 1  # one at a time: the later markets start past the budget

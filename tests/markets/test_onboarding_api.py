@@ -9,8 +9,8 @@ from django.test.utils import CaptureQueriesContext
 from jobs.models import AsyncJob
 from markets import geo
 from markets.models import Brand, Market, Site
-from serenity.sandbox.semrush import controls as semrush_controls
-from serenity.sandbox.semrush import state as semrush
+from sandbox.semrush import controls as semrush_controls
+from sandbox.semrush import state as semrush
 from tests.markets.factories import BrandFactory, SiteFactory
 from tokens.models import PromiseGrant
 

@@ -7,9 +7,9 @@ import pytest
 from jobs.models import AsyncJob
 from markets.generation.jobid import generation_job_id
 from markets.models import Brand, Market
-from serenity.sandbox.ims import ledger
-from serenity.sandbox.semrush import controls as semrush_controls
-from serenity.sandbox.semrush import state as semrush
+from sandbox.ims import ledger
+from sandbox.semrush import controls as semrush_controls
+from sandbox.semrush import state as semrush
 from tokens.models import PromiseGrant
 
 ENTRY_POINTS = ["create_market", "activate", "create_brand"]

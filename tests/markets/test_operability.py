@@ -14,11 +14,11 @@ from django.utils import timezone
 
 from jobs.models import AsyncJob
 from jobs.services import doctor
+from sandbox.drs import controls as drs_controls
+from sandbox.drs import state as drs
+from sandbox.semrush import controls as semrush_controls
+from sandbox.semrush import state as semrush
 from serenity.celery import app
-from serenity.sandbox.drs import controls as drs_controls
-from serenity.sandbox.drs import state as drs
-from serenity.sandbox.semrush import controls as semrush_controls
-from serenity.sandbox.semrush import state as semrush
 from tests.jobs.conftest import dlq_job_ids, run
 from tests.markets.generation.test_handler import start_job
 from tests.markets.test_worker_crash import KILLED_FAST, crash_worker

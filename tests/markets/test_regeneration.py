@@ -9,11 +9,11 @@ from rest_framework.test import APIClient
 
 from jobs.models import AsyncJob
 from markets.generation.jobid import generation_job_id
-from serenity.sandbox.drs import controls as drs_controls
-from serenity.sandbox.drs import state as drs
-from serenity.sandbox.ims import ledger
-from serenity.sandbox.semrush import controls as semrush_controls
-from serenity.sandbox.semrush import state as semrush
+from sandbox.drs import controls as drs_controls
+from sandbox.drs import state as drs
+from sandbox.ims import ledger
+from sandbox.semrush import controls as semrush_controls
+from sandbox.semrush import state as semrush
 from tests.jobs.conftest import run
 from tests.markets.generation.test_handler import start_job
 from tests.waits import wait_terminal

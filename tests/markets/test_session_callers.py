@@ -10,9 +10,9 @@ from django.db import connection
 
 from jobs.models import AsyncJob
 from markets.models import Brand, Market
-from serenity.sandbox.ims import ledger
-from serenity.sandbox.ims.sessions import issue_session_token
-from serenity.sandbox.semrush import state as semrush
+from sandbox.ims import ledger
+from sandbox.ims.sessions import issue_session_token
+from sandbox.semrush import state as semrush
 from tests.markets.factories import MarketFactory
 from tests.waits import wait_terminal
 from tokens.clients import ims as ims_client
@@ -43,7 +43,7 @@ def promise(world):
 @pytest.fixture
 def all_logs(caplog):
     caplog.set_level(logging.DEBUG)
-    for name in ("serenity", "tokens", "markets", "jobs", "django", "httpx", "httpcore"):
+    for name in ("sandbox", "serenity", "tokens", "markets", "jobs", "django", "httpx", "httpcore"):
         caplog.set_level(logging.DEBUG, logger=name)
     return caplog
 

@@ -11,9 +11,9 @@ from django.conf import settings
 
 from jobs.models import JobEvent
 from jobs.services import job_publish
-from serenity.sandbox.drs import controls as drs_controls
-from serenity.sandbox.ims import controls as ims_controls
-from serenity.sandbox.semrush import controls as semrush_controls
+from sandbox.drs import controls as drs_controls
+from sandbox.ims import controls as ims_controls
+from sandbox.semrush import controls as semrush_controls
 from tests.markets.generation.test_handler import start_job
 from tests.waits import wait_terminal
 from tokens.clients import ims as ims_client

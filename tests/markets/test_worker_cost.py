@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from jobs.outcomes import COMPLETED
 from jobs.services.runner import job_run
-from serenity.sandbox.semrush import state as semrush
+from sandbox.semrush import state as semrush
 from tests.markets.generation.test_handler import start_job
 
 # docs/benchmarks.md: the target per job, beyond external calls. `make bench` measures the same in a worker.

@@ -10,9 +10,9 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 from django.conf import settings as django_settings
 
+from sandbox.drs import state as drs
+from sandbox.semrush import state as semrush
 from serenity.celery import app
-from serenity.sandbox.drs import state as drs
-from serenity.sandbox.semrush import state as semrush
 from tests.markets.generation.test_handler import start_job
 from tests.waits import wait_terminal, wait_until
 

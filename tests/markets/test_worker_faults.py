@@ -17,10 +17,10 @@ from django.conf import settings as django_settings
 from django.db import connection
 
 from jobs.models import AsyncJob
+from sandbox.drs import controls as drs_controls
+from sandbox.drs import state as drs
+from sandbox.semrush import state as semrush
 from serenity.celery import app
-from serenity.sandbox.drs import controls as drs_controls
-from serenity.sandbox.drs import state as drs
-from serenity.sandbox.semrush import state as semrush
 from tests.markets.generation.test_handler import start_job
 from tests.waits import wait_terminal, wait_until
 

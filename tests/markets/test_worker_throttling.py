@@ -10,10 +10,10 @@ import httpx
 import pytest
 
 from markets.clients import semrush as semrush_client
-from serenity.sandbox.drs import controls as drs_controls
-from serenity.sandbox.drs import state as drs
-from serenity.sandbox.semrush import controls as semrush_controls
-from serenity.sandbox.semrush import state as semrush
+from sandbox.drs import controls as drs_controls
+from sandbox.drs import state as drs
+from sandbox.semrush import controls as semrush_controls
+from sandbox.semrush import state as semrush
 from tests.markets.generation.test_handler import emf, start_job
 from tests.waits import wait_terminal, wait_until
 

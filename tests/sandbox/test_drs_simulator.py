@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from serenity.sandbox.drs import controls, state
+from sandbox.drs import controls, state
 
 INVOKE = "/sandbox/drs/invoke"
 CONTROL = "/sandbox/drs/_control"

@@ -4,8 +4,8 @@ import httpx
 import pytest
 from django.conf import settings
 
+from sandbox.ims import controls, ledger
 from serenity.auth import verify_bearer
-from serenity.sandbox.ims import controls, ledger
 from tokens.clients import ims
 from tokens.pairs import get_pair
 

@@ -4,8 +4,8 @@ import httpx
 from cryptography.hazmat.primitives import serialization
 from django.conf import settings
 
-from serenity.sandbox.ims import keys
-from serenity.sandbox.ims.models import SigningKey
+from sandbox.ims import keys
+from sandbox.ims.models import SigningKey
 
 
 def get_jwks():

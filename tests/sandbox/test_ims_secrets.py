@@ -6,8 +6,8 @@ import httpx
 import pytest
 from django.conf import settings
 
-from serenity.sandbox.ims import ledger
-from serenity.sandbox.ims.models import PromiseRecord
+from sandbox.ims import ledger
+from sandbox.ims.models import PromiseRecord
 from tokens.clients import ims
 from tokens.exceptions import NeedsReauth
 from tokens.pairs import get_pair
@@ -33,7 +33,7 @@ def token_life(sims, bearer):
 @pytest.fixture
 def all_logs(caplog):
     caplog.set_level(logging.DEBUG)
-    for name in ("serenity", "tokens", "django", "httpx", "httpcore"):
+    for name in ("sandbox", "serenity", "tokens", "django", "httpx", "httpcore"):
         caplog.set_level(logging.DEBUG, logger=name)
     return caplog
 
@@ -59,7 +59,7 @@ def test_no_token_value_reaches_a_log_record(sims, bearer, all_logs):
     token_life = live_a_token_life(bearer)
 
     records = all_logs.records
-    assert any(r.name == "serenity.sandbox.ims" for r in records)
+    assert any(r.name == "sandbox.ims" for r in records)
     rendered = all_logs.text + "\n".join(repr(vars(r)) for r in records)
     assert [value for value in token_life if value in rendered] == []
 

@@ -5,9 +5,9 @@ import jwt
 import pytest
 from django.conf import settings
 
+from sandbox.ims import controls, keys, ledger
+from sandbox.ims.models import PromiseRecord
 from serenity.logging import redact
-from serenity.sandbox.ims import controls, keys, ledger
-from serenity.sandbox.ims.models import PromiseRecord
 
 
 def pair(name="semrush"):

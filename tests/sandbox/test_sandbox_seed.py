@@ -9,9 +9,9 @@ from django.core.management import call_command
 
 from markets.clients.semrush import SemrushClient
 from markets.models import Brand, Organization, Site
-from serenity.sandbox.ims import keys
-from serenity.sandbox.semrush import controls, state
-from serenity.sandbox.semrush.models import CatalogueOverride
+from sandbox.ims import keys
+from sandbox.semrush import controls, state
+from sandbox.semrush.models import CatalogueOverride
 
 
 def seed(*args) -> tuple[dict, str]:

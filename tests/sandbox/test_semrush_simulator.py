@@ -6,8 +6,8 @@ import threading
 import httpx
 import pytest
 
-from serenity.sandbox.semrush import catalogue, controls, state
-from serenity.sandbox.semrush.models import Project
+from sandbox.semrush import catalogue, controls, state
+from sandbox.semrush.models import Project
 
 STAMP = "2025-01-02T03:04:05+00:00"
 
@@ -157,7 +157,7 @@ def test_an_expired_bearer_is_401(anonymous, bearer):
 
 
 def test_an_exchanged_access_token_is_accepted(anonymous):
-    from serenity.sandbox.ims import keys
+    from sandbox.ims import keys
 
     token = keys.issue_access_token(
         user_id="user-7",
@@ -174,7 +174,7 @@ def test_an_exchanged_access_token_is_accepted(anonymous):
 
 
 def test_an_access_token_without_a_semrush_scope_is_403(anonymous):
-    from serenity.sandbox.ims import keys
+    from sandbox.ims import keys
 
     token = keys.issue_access_token(
         user_id="user-7", org_ids=["ORG1@AdobeOrg"], client_id="ims-default-consumer", scope="openid,AdobeID"
@@ -191,7 +191,7 @@ def test_an_access_token_without_a_semrush_scope_is_403(anonymous):
 
 
 def test_a_promise_token_is_not_accepted_as_a_bearer(anonymous):
-    from serenity.sandbox.ims import keys
+    from sandbox.ims import keys
 
     promise = keys.issue_promise_token(user_id="user-7", client_id="semrush-emitter", ttl=600)
 
@@ -399,7 +399,7 @@ def test_the_control_endpoint_arms_a_lost_answer_and_a_stall(anonymous):
     refused = anonymous.post("/_control", json={"action": "fail", "stallMs": -1})
 
     assert lost.status_code == stall.status_code == 200 and refused.status_code == 400
-    from serenity.sandbox.semrush.models import FailureRule
+    from sandbox.semrush.models import FailureRule
 
     rules = [(r.status, r.path_contains, r.lose_answer, r.stall_ms) for r in FailureRule.objects.order_by("id")]
     assert rules == [(504, "/prompts", True, 0), (503, "/tags", False, 2000)]
@@ -470,7 +470,7 @@ def test_state_lists_projects_with_prompts_tags_and_switches_without_any_bearer(
 
 
 def test_calls_above_the_rate_limit_of_a_pair_get_429_with_retry_after_and_other_pairs_do_not(anonymous):
-    from serenity.sandbox.ims import keys
+    from sandbox.ims import keys
 
     def token(client_id):
         return keys.issue_access_token(

@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from serenity.sandbox.ims import keys
+from sandbox.ims import keys
 from tests.markets.generation.conftest import CALLER_ORG, Api, make_brand, make_org
 from tests.serenity.test_settings import manage, production_env
 from tests.servers import gunicorn
@@ -236,7 +236,7 @@ def test_tokens_sent_in_any_part_of_a_request_to_any_route_reach_no_log_line(tmp
     gunicorn writes (its access log, Django's request warnings, the product's own lines) is scrubbed."""
     from urllib.parse import quote
 
-    from serenity.sandbox.ims.sessions import issue_session_token
+    from sandbox.ims.sessions import issue_session_token
     from tests.markets.generation.conftest import make_job
     from tokens.clients import ims as ims_client
     from tokens.pairs import get_pair

@@ -4,7 +4,7 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from serenity.sandbox.ims.keys import new_rsa_key
+from sandbox.ims.keys import new_rsa_key
 from tests.markets.factories import OrganizationFactory
 
 PROBLEM = "application/problem+json"

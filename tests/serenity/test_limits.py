@@ -200,7 +200,7 @@ def test_re_authorisations_are_limited_per_organization_too(tenant):
 def test_a_caller_who_may_read_but_not_act_spends_no_organization_budget(tenant):
     """A read-only admin and another user of the organization see the job but may not re-authorise it (403):
     their calls leave the organization's budget whole for its requester."""
-    from serenity.sandbox.ims.sessions import issue_session_token
+    from sandbox.ims.sessions import issue_session_token
 
     tenant["rates"](org_reauth="2/day")
     url = reauth_job(tenant)

@@ -14,9 +14,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.conf import settings
 
+from sandbox.ims import keys
+from sandbox.ims.sessions import issue_session_token
 from serenity.auth import IMS, SESSION, Caller, InvalidBearer, verify_bearer
-from serenity.sandbox.ims import keys
-from serenity.sandbox.ims.sessions import issue_session_token
 
 
 def claims(**overrides):

@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
+from sandbox.ims import controls, keys, ledger
 from serenity.clients.http import ReauthRequired, TransientError
-from serenity.sandbox.ims import controls, keys, ledger
 from tokens import services
 from tokens.clients import ims
 from tokens.exceptions import NeedsReauth

@@ -7,7 +7,7 @@ import hypothesis
 import pytest
 from hypothesis import strategies
 
-from serenity.sandbox.ims import ledger
+from sandbox.ims import ledger
 from tokens import services
 from tokens.clients import ims
 from tokens.delegation import PROMISE_TOKEN_PATTERN, forwarded_promise

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from markets.clients import drs
-from serenity.sandbox.drs import controls, state
+from sandbox.drs import controls, state
 
 ARN = "arn:aws:lambda:us-east-1:123456789012:function:drs-prompt-generation"
 PARAMS = {

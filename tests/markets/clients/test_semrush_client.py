@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from markets.clients.semrush import SemrushClient
+from sandbox.ims import keys
+from sandbox.semrush import controls, state
 from serenity.clients.http import PermanentError, ReauthRequired, TransientError
-from serenity.sandbox.ims import keys
-from serenity.sandbox.semrush import controls, state
 from tests.waits import wait_until
 
 WORKSPACE = "ws_client_tests"
@@ -188,7 +188,7 @@ def test_concurrent_duplicate_tag_creates_end_with_one_tag_and_the_same_ids(toke
 
 
 def test_concurrent_duplicate_tag_value_creates_end_with_one_value_and_the_same_ids(token):
-    from serenity.sandbox.semrush import services
+    from sandbox.semrush import services
 
     services.tag_root_create(workspace_id=WORKSPACE, name="origin")
 
@@ -289,7 +289,7 @@ def test_list_prompts_reads_every_page(semrush, project):
 
 
 def _seq_after(listed, n):
-    from serenity.sandbox.semrush.models import Prompt
+    from sandbox.semrush.models import Prompt
 
     return Prompt.objects.get(prompt_id=listed[n - 1]["id"]).seq
 

@@ -136,7 +136,7 @@ def api(caller_token) -> Api:
 @pytest.fixture
 def ims(sims):
     """The IMS simulator's ledger and switches, clean for the test."""
-    from serenity.sandbox.ims import controls, ledger
+    from sandbox.ims import controls, ledger
 
     controls.reset()
     ledger.clear()

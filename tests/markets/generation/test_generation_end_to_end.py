@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from markets.models import Market
-from serenity.sandbox.semrush import state as semrush
+from sandbox.semrush import state as semrush
 from tests.markets.generation.conftest import CALLER_ORG, REQUESTER, Api, make_brand, make_org
 
 
@@ -24,7 +24,7 @@ def poll_until(api: Api, org_id, brand_id, job_id, *, status: str, timeout: floa
 def test_a_job_needing_reauth_completes_under_the_same_id_after_the_requester_reauthorises(
     sims, bearer, ims, celery_worker, settings
 ):
-    from serenity.sandbox.ims import controls
+    from sandbox.ims import controls
 
     settings.SERENITY_ASYNC_PROMPT_GEN = "true"
     token = bearer(user_id=REQUESTER, org_ids=[CALLER_ORG])

@@ -222,7 +222,7 @@ def test_the_semrush_audience_is_trimmed_and_case_insensitive(tenants, api, ims,
 
 
 def test_an_ims_mint_failure_answers_502_and_the_job_still_awaits_reauth(tenants, api, ims, queues):
-    from serenity.sandbox.ims import controls
+    from sandbox.ims import controls
 
     job = awaiting_job(tenants)
     controls.fail_next_mints(1, 503)  # a mint is not retried after an answer that may follow a mint
@@ -334,7 +334,7 @@ def test_reauth_of_a_missing_job_answers_the_same_404_as_polling_it(tenants, api
 def test_of_twenty_four_concurrent_reauthorisations_one_wins_and_the_losers_never_wait_for_its_mint(
     tenants, caller_token, ims, queues, sims
 ):
-    from serenity.sandbox.ims import controls
+    from sandbox.ims import controls
 
     # A slow IMS: the winner's mint takes seconds. Each loser notes how many tokens IMS had minted when its
     # answer came back: none, if it never waited for the winner.

@@ -99,7 +99,7 @@ def test_a_reauth_with_a_forwarded_token_answers_without_it(tenants, api, caller
 
 @pytest.mark.parametrize("case", ["another user", "not awaiting", "no audience", "mint fails", "bad token"])
 def test_a_refused_reauth_answers_without_any_token(tenants, bearer, caller_token, ims, queues, case):
-    from serenity.sandbox.ims import controls
+    from sandbox.ims import controls
 
     fields = needs_reauth_fields() if case != "not awaiting" else {"status": JobStatus.COMPLETED}
     job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, **fields)

@@ -5,12 +5,12 @@ import pytest
 
 from jobs.models import AsyncJob
 from markets.models import Market
-from serenity.sandbox.drs import controls as drs_controls
-from serenity.sandbox.drs import state as drs
-from serenity.sandbox.ims import controls as ims_controls
-from serenity.sandbox.ims import ledger
-from serenity.sandbox.semrush import controls as semrush_controls
-from serenity.sandbox.semrush import state as semrush
+from sandbox.drs import controls as drs_controls
+from sandbox.drs import state as drs
+from sandbox.ims import controls as ims_controls
+from sandbox.ims import ledger
+from sandbox.semrush import controls as semrush_controls
+from sandbox.semrush import state as semrush
 from tests.waits import wait_terminal, wait_until
 from tokens.models import PromiseGrant
 
@@ -162,7 +162,7 @@ def test_a_missing_semrush_project_is_retryable(world, async_on, celery_worker, 
     settings.JOB_RETRY_BASE_SECONDS = 1
     settings.JOB_MAX_ATTEMPTS = 2
     job, market = start_job(world)
-    from serenity.sandbox.semrush.models import Project
+    from sandbox.semrush.models import Project
 
     Project.objects.filter(id=market.semrush_project_id).update(geo_target_id=2999)  # the project "vanished"
     job = wait_terminal(job, timeout=45)

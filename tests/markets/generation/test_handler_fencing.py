@@ -10,8 +10,8 @@ from jobs.exceptions import LeaseLost
 from jobs.leases import lease_claim
 from jobs.models import AsyncJob
 from markets.generation.handler import MarketGenerationHandler
-from serenity.sandbox.ims import ledger
-from serenity.sandbox.semrush import state as semrush
+from sandbox.ims import ledger
+from sandbox.semrush import state as semrush
 from tests.markets.generation.test_handler import start_job
 
 

@@ -9,8 +9,8 @@ from django.db import connection
 from jobs.models import AsyncJob
 from markets.generation.jobid import generation_job_id
 from markets.generation.producer import Generation, market_generation_enqueue
+from sandbox.ims import ledger
 from serenity.auth import verify_bearer
-from serenity.sandbox.ims import ledger
 from tests.markets.factories import MarketFactory
 from tokens import crypto
 from tokens.clients import ims as ims_client
@@ -111,7 +111,7 @@ def test_a_token_another_job_holds_is_never_stored_twice_nor_invalidated(world, 
 
 
 def test_an_ims_mint_failure_leaves_no_job_and_is_logged(world, market, queues, caplog):
-    from serenity.sandbox.ims import controls
+    from sandbox.ims import controls
 
     controls.fail_next_mints(count=5, status=503)
     assert enqueue(world, market) is None

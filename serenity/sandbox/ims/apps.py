@@ -1,9 +1,0 @@
-"""Local ims simulator (mounted only when SANDBOX_ENABLED; never in production settings)."""
-
-from django.apps import AppConfig
-
-
-class Config(AppConfig):
-    name = "serenity.sandbox.ims"
-    label = "sandbox_ims"
-    default = True

@@ -1,9 +1,0 @@
-"""Local semrush simulator (mounted only when SANDBOX_ENABLED; never in production settings)."""
-
-from django.apps import AppConfig
-
-
-class Config(AppConfig):
-    name = "serenity.sandbox.semrush"
-    label = "sandbox_semrush"
-    default = True
