@@ -16,6 +16,8 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 # A stopping worker waits for the SQS receive it has in flight, so no message is swallowed by it (jobs/polls.py).
 app.steps["worker"].add("jobs.polls:FinishPolls")
+# An SQS 5xx or timeout on a receive ends the whole worker inside kombu; it polls again instead (jobs/receives.py).
+app.steps["worker"].add("jobs.receives:ReceiveErrors")
 
 
 @signals.worker_init.connect
