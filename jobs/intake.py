@@ -30,13 +30,16 @@ import time
 from typing import Any
 
 from celery import bootsteps
+from celery.worker import state as worker_state
 from django.conf import settings
 from django.db import connection
 from kombu.transport import SQS
 from vine import ensure_promise
 
 from jobs.leases import in_flight_free
+from jobs.messages import RUN_TASK
 from jobs.selectors import workers_alive
+from jobs.services.runner import active_deliveries
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,9 @@ class BudgetReading:
         self._thread = threading.Thread(target=self._run, name="drs-budget-reading", daemon=True)
 
     def start(self) -> None:
+        """Read once before the receive loop's first receive (which would otherwise ask for a whole batch per
+        free thread), then twice a second on the reading's own thread."""
+        self.read()
         self._thread.start()
 
     def stop(self) -> None:
@@ -63,11 +69,12 @@ class BudgetReading:
         self._thread.join(timeout=5)
 
     def allowance(self) -> int | None:
-        """How many job messages a receive may ask for now; None: no limit."""
+        """How many job messages a receive may ask for now; None: no limit. The deliveries this process has
+        received and not yet claimed count against it: they will take places the reading still saw free."""
         with self._lock:
             if self._free is None or time.monotonic() - self._read_at > STALE_AFTER_SECONDS:
                 return None
-            return self._free
+            return max(0, self._free - unclaimed_deliveries())
 
     def took(self, count: int) -> None:
         with self._lock:
@@ -89,9 +96,14 @@ class BudgetReading:
             self._free, self._read_at = free, time.monotonic()
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self._stop.wait(READ_EVERY_SECONDS):
             self.read()
-            self._stop.wait(READ_EVERY_SECONDS)
+
+
+def unclaimed_deliveries() -> int:
+    """Job deliveries this process holds (received, queued or running) that have no claim yet."""
+    received = sum(1 for request in list(worker_state.reserved_requests) if request.name == RUN_TASK)
+    return max(0, received - len(active_deliveries()))
 
 
 _reading: BudgetReading | None = None
