@@ -22,11 +22,10 @@ from rest_framework.views import APIView
 from jobs.models import JobStatus
 from jobs.watch import listener
 from markets import constants
+from markets.credentials import read_promise_token_header, require_semrush_credential, semrush_generation, semrush_pair
 from markets.generation import schemas, services
 from markets.generation.dto import JOB_DTO_FIELDS, job_dto, reauth_accepted, regeneration_accepted
-from markets.generation.producer import semrush_generation
 from markets.generation.selectors import job_get_for_caller
-from markets.headers import read_promise_token_header, require_semrush_credential, semrush_pair
 from markets.paths import parse_ids
 from markets.selectors import serenity_brand_get_for_caller
 from serenity import limits, stopping

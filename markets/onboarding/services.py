@@ -19,6 +19,7 @@ from django.utils import timezone
 from jobs.models import AsyncJob
 from markets import geo
 from markets.clients.semrush import SemrushClient
+from markets.credentials import Generation
 from markets.deadlines import in_parallel, request_deadline
 from markets.exceptions import (
     BrandDemotionRefused,
@@ -34,7 +35,7 @@ from markets.exceptions import (
     semrush_failed,
 )
 from markets.generation.jobid import generation_job_id
-from markets.generation.producer import Generation, market_generation_enqueue
+from markets.generation.producer import market_generation_enqueue
 from markets.models import Brand, Market, Organization, Site
 from markets.onboarding.inputs import (
     UUID,
