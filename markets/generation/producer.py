@@ -12,11 +12,11 @@ from django.conf import settings
 
 from jobs import readiness
 from jobs import services as job_services
+from markets.catalogue import seeds_from_catalogue
 from markets.clients.semrush import SemrushClient
 from markets.constants import MARKET_GENERATION_JOB_TYPE
 from markets.credentials import Generation
 from markets.generation.jobid import generation_job_id
-from markets.generation.seeds import seeds_from_catalogue
 from markets.models import Brand, Market
 from serenity.auth import Caller
 from serenity.clients.http import ClientError
