@@ -14,9 +14,8 @@ from jobs import readiness
 from jobs import services as job_services
 from markets.catalogue import seeds_from_catalogue
 from markets.clients.semrush import SemrushClient
-from markets.constants import MARKET_GENERATION_JOB_TYPE
 from markets.credentials import Generation
-from markets.generation.jobid import generation_job_id
+from markets.generation.jobtype import MARKET_GENERATION_JOB_TYPE, generation_job_id
 from markets.models import Brand, Market
 from serenity.auth import Caller
 from serenity.clients.http import ClientError

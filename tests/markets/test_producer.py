@@ -8,7 +8,7 @@ from django.db import connection
 
 from jobs.models import AsyncJob
 from markets.credentials import Generation
-from markets.generation.jobid import generation_job_id
+from markets.generation.jobtype import generation_job_id
 from markets.generation.producer import market_generation_enqueue
 from serenity.auth import verify_bearer
 from serenity.sandbox.ims import ledger
