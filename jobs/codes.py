@@ -1,7 +1,7 @@
 """Error codes the job core itself sets, and the one public sentence each shows callers.
 
 Imports nothing from `jobs`: the API, the admin and the runbooks all read codes from here (and each job
-type's own codes from its app, e.g. markets/codes.py).
+type's own codes from its app, e.g. markets/generation/jobtype.py).
 """
 
 import re

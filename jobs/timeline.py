@@ -146,14 +146,15 @@ def _placed(source: str, items: list[_Item], trace_ids: list[str]) -> Timeline:
 
 # --- from the history ---------------------------------------------------------------------------------------
 
-# Checkpoint phases (markets/constants.py) that end a step, and the step they end.
+# Checkpoint phases (markets/generation/jobtype.py) that end a step, and the step they end.
 _PHASE_STEPS = {
     "generated": ("drs", "DRS: generate prompts"),
     "writing": ("ims", "IMS exchange, Semrush project"),
     "written": ("semrush", "Semrush: write prompts"),
     "published": ("publish", "publish"),
 }
-# Every checkpoint phase a delivery records (markets/constants.py): the only checkpoint details the chart repeats.
+# Every checkpoint phase a delivery records (markets/generation/jobtype.py): the only checkpoint details the chart
+# repeats.
 _PHASES = frozenset({"queued", "generating", *_PHASE_STEPS})
 # What starts a request that puts the job (back) to work, and how its bar is labelled.
 _REQUESTS = {

@@ -25,20 +25,23 @@ from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError,
 from botocore.exceptions import ReadTimeoutError as BotoReadTimeoutError
 from django.conf import settings
 
-from markets.codes import (
-    DRS_GENERATION_TERMINAL,
-    DRS_INVALID_TARGET,
-    DRS_THROTTLED,
-    DRS_TRANSIENT,
-    PROMPT_GENERATION_GATE_ERROR,
-    PROMPT_GENERATION_GATE_RETRYABLE,
-    PROMPT_GENERATION_HELD,
-)
 from serenity import metrics, tracing
 from serenity.clients.guard import guard_boto3_client, outside_transaction
 from serenity.clients.http import pooled_client
 
 log = logging.getLogger(__name__)
+
+# The generation job's error codes for what DRS answers (their public sentences: markets/generation/jobtype.py).
+# Terminal:
+PROMPT_GENERATION_HELD = "PROMPT_GENERATION_HELD"
+PROMPT_GENERATION_GATE_ERROR = "PROMPT_GENERATION_GATE_ERROR"
+DRS_GENERATION_TERMINAL = "DRS_GENERATION_TERMINAL"
+DRS_INVALID_TARGET = "DRS_INVALID_TARGET"
+# Retryable:
+DRS_TRANSIENT = "DRS_TRANSIENT"
+PROMPT_GENERATION_GATE_RETRYABLE = "PROMPT_GENERATION_GATE_RETRYABLE"
+# Back-pressure:
+DRS_THROTTLED = "DRS_THROTTLED"  # Lambda throttling (TooManyRequestsException)
 
 # The job parameter names this client reads (the contract's "job" object). `audience` is optional.
 JOB_PARAM_KEYS = (

@@ -21,12 +21,10 @@ from rest_framework.views import APIView
 
 from jobs.models import JobStatus
 from jobs.watch import listener
-from markets import constants
-from markets.generation import schemas, services
+from markets.credentials import read_promise_token_header, require_semrush_credential, semrush_generation, semrush_pair
+from markets.generation import jobtype, schemas, services
 from markets.generation.dto import JOB_DTO_FIELDS, job_dto, reauth_accepted, regeneration_accepted
-from markets.generation.producer import semrush_generation
 from markets.generation.selectors import job_get_for_caller
-from markets.headers import read_promise_token_header, require_semrush_credential, semrush_pair
 from markets.paths import parse_ids
 from markets.selectors import serenity_brand_get_for_caller
 from serenity import limits, stopping
@@ -34,18 +32,18 @@ from serenity.db import release_connection
 from serenity.problems import InvalidInput
 from tokens.delegation import require_promise_token
 
-GENERATION_JOB_TYPES = (constants.MARKET_GENERATION_JOB_TYPE,)
+GENERATION_JOB_TYPES = (jobtype.MARKET_GENERATION_JOB_TYPE,)
 
 # How long a poller should wait before asking again, by the phase the job last reached. Generation is one
 # DRS call of up to DRS_TIMEOUT_SECONDS, so polling it every other second only burns requests; writing and publishing
 # take seconds, so the UI should notice the end quickly.
 RETRY_AFTER_SECONDS = {
-    constants.PHASE_QUEUED: 10,
-    constants.PHASE_GENERATING: 15,
-    constants.PHASE_GENERATED: 5,
-    constants.PHASE_WRITING: 3,
-    constants.PHASE_WRITTEN: 2,
-    constants.PHASE_PUBLISHED: 2,
+    jobtype.PHASE_QUEUED: 10,
+    jobtype.PHASE_GENERATING: 15,
+    jobtype.PHASE_GENERATED: 5,
+    jobtype.PHASE_WRITING: 3,
+    jobtype.PHASE_WRITTEN: 2,
+    jobtype.PHASE_PUBLISHED: 2,
 }
 DEFAULT_RETRY_AFTER_SECONDS = 5
 

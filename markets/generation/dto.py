@@ -1,5 +1,5 @@
 """What callers may see of a generation job: the poll's token-safe DTO (its public error sentences come from
-markets/codes.py), and the 202 bodies of re-authorisation and regeneration.
+markets/generation/jobtype.py), and the 202 bodies of re-authorisation and regeneration.
 
 Everything here is an explicit allow-list. A field is shown because it is named below, never because it is
 stored: the job's parameters, checkpoints, lease and internal error text stay in the database, the logs and
@@ -10,9 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs.models import AsyncJob, JobStatus
-from markets import codes
-from markets import constants as c
-from markets.constants import MARKET_GENERATION_JOB_TYPE
+from markets.generation import jobtype
 
 # The keys of a completed job's result that callers may see (SPEC §5: the outcome of a shipped market).
 PUBLIC_RESULT_KEYS = ("promptCount", "projectId", "published", "verdict")
@@ -34,14 +32,21 @@ def public_error(job: AsyncJob) -> dict | None:
     code = job.error_code or stored.get("code") or "FAILED"
     return {
         "code": code,
-        "message": codes.public_message(code),
+        "message": jobtype.public_message(code),
         "retryable": stored.get("retryable") is True,
-        "needsReauth": stored.get("needsReauth") is True or code == codes.NEEDS_REAUTH,
+        "needsReauth": stored.get("needsReauth") is True or code == jobtype.NEEDS_REAUTH,
     }
 
 
-# The phases of a market generation in order (markets/constants.py): `progress.step` is a phase's place here.
-PHASES = (c.PHASE_QUEUED, c.PHASE_GENERATING, c.PHASE_GENERATED, c.PHASE_WRITING, c.PHASE_WRITTEN, c.PHASE_PUBLISHED)
+# The phases of a market generation in order (markets/generation/jobtype.py): `progress.step` is a phase's place here.
+PHASES = (
+    jobtype.PHASE_QUEUED,
+    jobtype.PHASE_GENERATING,
+    jobtype.PHASE_GENERATED,
+    jobtype.PHASE_WRITING,
+    jobtype.PHASE_WRITTEN,
+    jobtype.PHASE_PUBLISHED,
+)
 
 
 def public_progress(job: AsyncJob) -> dict:
@@ -157,7 +162,7 @@ class RegenerationAcceptedSerializer(serializers.Serializer):
     """The 202 of a regeneration: the market's generation job, queued (or already running: `reused`)."""
 
     jobId = serializers.UUIDField()
-    jobType = serializers.ChoiceField(choices=[MARKET_GENERATION_JOB_TYPE])
+    jobType = serializers.ChoiceField(choices=[jobtype.MARKET_GENERATION_JOB_TYPE])
     status = serializers.ChoiceField(choices=[JobStatus.IN_PROGRESS.value])
     reused = serializers.BooleanField(
         help_text="True when a job of this market was already running: nothing new was queued, poll that job."
@@ -168,7 +173,7 @@ def regeneration_accepted(handle: dict) -> dict:
     """The 202 body of a regeneration, from the producer's handle `{jobId, status, reused}`."""
     return {
         "jobId": handle["jobId"],
-        "jobType": MARKET_GENERATION_JOB_TYPE,
+        "jobType": jobtype.MARKET_GENERATION_JOB_TYPE,
         "status": JobStatus.IN_PROGRESS.value,
         "reused": handle["reused"],
     }

@@ -23,10 +23,9 @@ from jobs.context import JobContext
 from jobs.exceptions import JobFailed, RetryLater, Throttled
 from jobs.handlers import Progress
 from jobs.models import AsyncJob
-from markets import codes
-from markets import constants as c
 from markets.clients import drs
 from markets.clients.semrush import SemrushClient
+from markets.generation import jobtype
 from serenity import tracing
 from serenity.clients import http
 from serenity.clients.http import ClientError, PermanentError, ReauthRequired, TransientError
@@ -101,7 +100,7 @@ class MarketGenerationHandler:
             batch = self.generate(ctx)
         prompts = usable_prompts(batch)
         if not prompts:
-            raise JobFailed(codes.PROMPT_GENERATION_EMPTY, "DRS shipped no usable prompt.")
+            raise JobFailed(jobtype.PROMPT_GENERATION_EMPTY, "DRS shipped no usable prompt.")
         # A redelivery after a crash between publish and COMPLETED has nothing left to do in Semrush: it
         # completes without IMS. With `written` only, the exchange happens for the publish alone.
         semrush = SemrushSession(self, ctx)
@@ -125,7 +124,7 @@ class MarketGenerationHandler:
 
     # -- phase 1 --------------------------------------------------------------------------------------
     def generate(self, ctx: JobContext) -> dict:
-        ctx.checkpoint(phase=c.PHASE_GENERATING)
+        ctx.checkpoint(phase=jobtype.PHASE_GENERATING)
         release_connection()  # no connection held idle while DRS works
         try:
             with ctx.heartbeat(), tracing.span("drs.generate"):
@@ -140,7 +139,7 @@ class MarketGenerationHandler:
         batch = {"prompts": ship.prompts, "summary": ship.summary}
         # Written on a connection opened now (the call ran with none held), so a database restart or failover
         # during the call cannot lose the batch.
-        ctx.checkpoint(phase=c.PHASE_GENERATED, batch=batch, batchSize=len(ship.prompts))
+        ctx.checkpoint(phase=jobtype.PHASE_GENERATED, batch=batch, batchSize=len(ship.prompts))
         return batch
 
     # -- phase 2 --------------------------------------------------------------------------------------
@@ -176,9 +175,9 @@ class MarketGenerationHandler:
         except TransientError as exc:
             if exc.maybe_processed:
                 ctx.checkpoint(**{EXCHANGE_IN_DOUBT: loaded.fingerprint})
-            raise RetryLater(codes.IMS_UNAVAILABLE, f"exchange failed: {exc}") from None
+            raise RetryLater(jobtype.IMS_UNAVAILABLE, f"exchange failed: {exc}") from None
         except ClientError as exc:
-            raise JobFailed(codes.IMS_EXCHANGE_REJECTED, f"exchange refused: {exc}") from None
+            raise JobFailed(jobtype.IMS_EXCHANGE_REJECTED, f"exchange refused: {exc}") from None
         if exchanged.user_id != ctx.job.user_id:
             grants.promise_invalidate_quietly(pair=loaded.pair, token=exchanged.rotated, job_id=ctx.job.id)
             raise self.needs_reauth("The promise token belongs to another user than the job's requester.")
@@ -198,8 +197,8 @@ class MarketGenerationHandler:
                 language_code=params["languageCode"],
             )
             if project is None:
-                raise RetryLater(codes.SEMRUSH_PROJECT_MISSING, "The market's Semrush project does not exist yet.")
-            ctx.checkpoint(phase=c.PHASE_WRITING, projectId=project["id"])
+                raise RetryLater(jobtype.SEMRUSH_PROJECT_MISSING, "The market's Semrush project does not exist yet.")
+            ctx.checkpoint(phase=jobtype.PHASE_WRITING, projectId=project["id"])
             tags = semrush.ensure_tags(
                 workspace_id=params["workspaceId"], wanted={"source": ["semrush"], "origin": ["ai"]}
             )
@@ -213,14 +212,16 @@ class MarketGenerationHandler:
                     prompts=[{"text": text, "tagIds": [tags[SOURCE_TAG], tags[ORIGIN_TAG]]} for text in missing],
                 )
         except http.Throttled as exc:
-            raise Throttled(codes.SEMRUSH_THROTTLED, f"Semrush throttled: {exc}", retry_after=exc.retry_after) from None
+            raise Throttled(
+                jobtype.SEMRUSH_THROTTLED, f"Semrush throttled: {exc}", retry_after=exc.retry_after
+            ) from None
         except TransientError as exc:
-            raise RetryLater(codes.SEMRUSH_UNAVAILABLE, f"Semrush failed: {exc}") from None
+            raise RetryLater(jobtype.SEMRUSH_UNAVAILABLE, f"Semrush failed: {exc}") from None
         except ReauthRequired:
             raise self.needs_reauth("Semrush refused the access token.") from None
         except PermanentError as exc:
-            raise JobFailed(codes.SEMRUSH_REJECTED, f"Semrush refused the write: HTTP {exc.status}") from None
-        ctx.checkpoint(phase=c.PHASE_WRITTEN, written=len(prompts), writtenNew=len(missing))
+            raise JobFailed(jobtype.SEMRUSH_REJECTED, f"Semrush refused the write: HTTP {exc.status}") from None
+        ctx.checkpoint(phase=jobtype.PHASE_WRITTEN, written=len(prompts), writtenNew=len(missing))
 
     # -- phase 3 --------------------------------------------------------------------------------------
     def publish(self, ctx: JobContext, semrush: SemrushClient, project_id: str) -> None:
@@ -228,16 +229,18 @@ class MarketGenerationHandler:
         try:
             semrush.publish(project_id=project_id)
         except http.Throttled as exc:
-            raise Throttled(codes.SEMRUSH_THROTTLED, f"Semrush throttled: {exc}", retry_after=exc.retry_after) from None
+            raise Throttled(
+                jobtype.SEMRUSH_THROTTLED, f"Semrush throttled: {exc}", retry_after=exc.retry_after
+            ) from None
         except (TransientError, PermanentError) as exc:
-            raise RetryLater(codes.SEMRUSH_PUBLISH_FAILED, f"publish failed: {exc}") from None
+            raise RetryLater(jobtype.SEMRUSH_PUBLISH_FAILED, f"publish failed: {exc}") from None
         except ReauthRequired:
             raise self.needs_reauth("Semrush refused the access token at publish.") from None
-        ctx.checkpoint(phase=c.PHASE_PUBLISHED, published=True)
+        ctx.checkpoint(phase=jobtype.PHASE_PUBLISHED, published=True)
 
     @staticmethod
     def needs_reauth(message: str) -> JobFailed:
-        return JobFailed(codes.NEEDS_REAUTH, message, needs_reauth=True)
+        return JobFailed(jobtype.NEEDS_REAUTH, message, needs_reauth=True)
 
 
-handlers.register(c.MARKET_GENERATION_JOB_TYPE, MarketGenerationHandler())
+handlers.register(jobtype.MARKET_GENERATION_JOB_TYPE, MarketGenerationHandler())

@@ -1,5 +1,5 @@
-"""The one producer of market-generation jobs, shared by the three entry points and regeneration (SPEC §4), and
-what a request acts with in Semrush (`semrush_generation`).
+"""The one producer of market-generation jobs, shared by the three entry points and regeneration (SPEC §4); what a
+request acts with in Semrush (`Generation`) is markets/credentials.py.
 
 It never fails the entry point: every refusal or failure is logged with its reason and answered with
 `None` (no handle for that market).
@@ -7,44 +7,23 @@ It never fails the entry point: every refusal or failure is logged with its reas
 
 import enum
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 
 from django.conf import settings
 
 from jobs import readiness
 from jobs import services as job_services
-from markets import headers
+from markets.catalogue import seeds_from_catalogue
 from markets.clients.semrush import SemrushClient
-from markets.constants import MARKET_GENERATION_JOB_TYPE
-from markets.generation.jobid import generation_job_id
-from markets.generation.seeds import seeds_from_catalogue
+from markets.credentials import Generation
+from markets.generation.jobtype import MARKET_GENERATION_JOB_TYPE, generation_job_id
 from markets.models import Brand, Market
 from serenity.auth import Caller
 from serenity.clients.http import ClientError
 from tokens import pairs
-from tokens.delegation import RequestCredential, request_credential
 from tokens.services import TokenAlreadyGranted, promise_mint
 from tokens.types import InvalidPromiseToken
 
 log = logging.getLogger(__name__)
-
-
-def async_generation_enabled() -> bool:
-    """SERENITY_ASYNC_PROMPT_GEN: `true` in any case turns the producer on."""
-    return str(settings.SERENITY_ASYNC_PROMPT_GEN).strip().lower() == "true"
-
-
-@dataclass
-class Generation:
-    """How a request wants prompts: the async producer (flag on + generatePrompts) or the old path, and what it
-    acts with (`credential`: the request's Semrush bearer, what it mints from, and the promise token IMS rotated
-    for it, which serves at most one new job of the request: a token has one owner)."""
-
-    use_async: bool
-    credential: RequestCredential
-    pair: pairs.ClientPair | None = None
 
 
 def job_params(*, brand: Brand, market: Market, seeds: list[dict]) -> dict:
@@ -167,20 +146,3 @@ def market_generation_enqueue(
         level = logging.INFO if refused.reason == NotEnqueued.CONSUMER_NOT_READY else logging.WARNING
         log.log(level, "prompt generation not enqueued", extra=extra)
         return None
-
-
-@contextmanager
-def semrush_generation(
-    request, *, generate_prompts: bool, pair: pairs.ClientPair | None = None, use_async: bool | None = None
-) -> Iterator[Generation]:
-    """What the request acts with in Semrush (the exchanged `x-promise-token`, else the caller's IMS bearer) and
-    how it wants prompts: the producer with the flag on and `generatePrompts: true`, else the old path. When
-    the request ends, a promise token IMS rotated for it that no job took is invalidated."""
-    pair = pair or headers.promise_pair(request)
-    credential = request_credential(caller=request.user, header=headers.read_promise_token_header(request), pair=pair)
-    if use_async is None:
-        use_async = async_generation_enabled() and generate_prompts
-    try:
-        yield Generation(use_async=use_async, credential=credential, pair=pair)
-    finally:
-        credential.release()

@@ -5,6 +5,7 @@ import logging
 
 from jobs import services as job_services
 from jobs.models import AsyncJob
+from markets.credentials import Generation, async_generation_enabled
 from markets.deadlines import request_deadline
 from markets.exceptions import (
     BrandNotActive,
@@ -15,13 +16,7 @@ from markets.exceptions import (
     NoCatalogueSeeds,
     SemrushUnavailable,
 )
-from markets.generation.producer import (
-    Generation,
-    NotEnqueued,
-    ProducerRefused,
-    async_generation_enabled,
-    market_generation_produce,
-)
+from markets.generation.producer import NotEnqueued, ProducerRefused, market_generation_produce
 from markets.models import Brand, Market
 from serenity import limits
 from serenity.auth import Caller

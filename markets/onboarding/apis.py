@@ -11,8 +11,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from markets.generation.producer import semrush_generation
-from markets.headers import require_semrush_credential
+from markets.credentials import require_semrush_credential, semrush_generation
 from markets.models import Brand
 from markets.onboarding import schemas, services
 from markets.onboarding.inputs import activate_request, brand_request, market_request

@@ -16,9 +16,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs.models import AsyncJob
 from markets import geo
 from markets.clients.semrush import SemrushClient
+from markets.credentials import Generation
 from markets.deadlines import in_parallel, request_deadline
 from markets.exceptions import (
     BrandDemotionRefused,
@@ -33,8 +33,8 @@ from markets.exceptions import (
     UnknownLanguage,
     semrush_failed,
 )
-from markets.generation.jobid import generation_job_id
-from markets.generation.producer import Generation, market_generation_enqueue
+from markets.generation.producer import market_generation_enqueue
+from markets.generation.selectors import market_generation_job
 from markets.models import Brand, Market, Organization, Site
 from markets.onboarding.inputs import (
     UUID,
@@ -408,10 +408,9 @@ def existing_market_handle(brand: Brand, country: str, language_code: str) -> di
     if market is None:
         return {}
     handle: dict[str, Any] = {"marketId": str(market.id)}
-    job_id = generation_job_id(brand.id, market.geo_target_id, market.language_code)
-    status = AsyncJob.objects.filter(id=job_id).values_list("status", flat=True).first()
-    if status is not None:
-        handle["promptGeneration"] = {"jobId": str(job_id), "status": status}
+    job = market_generation_job(brand=brand, market=market)
+    if job is not None:
+        handle["promptGeneration"] = job
     return handle
 
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from markets.catalogue import example_prompts, rank_topics
 from markets.clients.semrush import SemrushClient
-from markets.generation.seeds import example_prompts, rank_topics
 from markets.models import Brand, Market
 from markets.onboarding.intent import IntentClassifier, KeywordIntentClassifier, brand_needles, prompt_type
 from serenity.auth import Caller

@@ -16,7 +16,7 @@ class Poll(Harness):
         from django.test import Client
 
         from jobs.models import AsyncJob, JobStatus
-        from markets.constants import MARKET_GENERATION_JOB_TYPE
+        from markets.generation.jobtype import MARKET_GENERATION_JOB_TYPE
 
         b = self.brand("poll")
         batch = {"prompts": [{"prompt": f"best espresso machine for a small office, take {i}"} for i in range(50)]}

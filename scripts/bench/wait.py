@@ -27,7 +27,7 @@ class Wait(Harness):
 
         from jobs import states
         from jobs.models import AsyncJob, JobStatus
-        from markets.constants import MARKET_GENERATION_JOB_TYPE
+        from markets.generation.jobtype import MARKET_GENERATION_JOB_TYPE
 
         b = self.brand("wait")
         port = self.ports["api_on"]

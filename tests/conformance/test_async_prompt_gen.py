@@ -6,7 +6,7 @@ createMarket's `promptGeneration`, the job the producer leaves, the poll and re-
 import pytest
 
 from jobs.models import AsyncJob, JobStatus
-from markets import codes
+from markets.generation import jobtype
 from sandbox.semrush import controls as semrush_controls
 from tests.conformance.conftest import SECRET
 from tests.markets.factories import SiteFactory
@@ -57,10 +57,10 @@ def test_reads_only_user_id_never_sub_or_email(world, async_on):
 
 def test_permits_only_a_matching_resolvable_pair_of_ids(world):
     """async-prompt-gen.test.js: 'permits only a matching, resolvable pair of ids'"""
-    error = {"code": codes.NEEDS_REAUTH, "message": "dead token", "retryable": False, "needsReauth": True}
-    theirs = world.job(status=JobStatus.FAILED, error_code=codes.NEEDS_REAUTH, error=error, user_id="U2")
-    nobodys = world.job(status=JobStatus.FAILED, error_code=codes.NEEDS_REAUTH, error=error, user_id="")
-    mine = world.job(status=JobStatus.FAILED, error_code=codes.NEEDS_REAUTH, error=error)
+    error = {"code": jobtype.NEEDS_REAUTH, "message": "dead token", "retryable": False, "needsReauth": True}
+    theirs = world.job(status=JobStatus.FAILED, error_code=jobtype.NEEDS_REAUTH, error=error, user_id="U2")
+    nobodys = world.job(status=JobStatus.FAILED, error_code=jobtype.NEEDS_REAUTH, error=error, user_id="")
+    mine = world.job(status=JobStatus.FAILED, error_code=jobtype.NEEDS_REAUTH, error=error)
 
     answers = [world.api.post(world.job_path(job.id) + "/reauth", None).status_code for job in (theirs, nobodys, mine)]
 
@@ -102,8 +102,8 @@ def test_surfaces_a_needs_reauth_flag_on_a_needs_reauth_failure(world):
     on a failed job's message)."""
     job = world.job(
         status=JobStatus.FAILED,
-        error_code=codes.NEEDS_REAUTH,
-        error={"code": codes.NEEDS_REAUTH, "message": "dead token", "retryable": False},
+        error_code=jobtype.NEEDS_REAUTH,
+        error={"code": jobtype.NEEDS_REAUTH, "message": "dead token", "retryable": False},
     )
 
     body = world.api.get(world.job_path(job.id)).json()
@@ -111,7 +111,7 @@ def test_surfaces_a_needs_reauth_flag_on_a_needs_reauth_failure(world):
     assert body["result"] is None
     assert body["error"] == {
         "code": "NEEDS_REAUTH",
-        "message": codes.PUBLIC_MESSAGES[codes.NEEDS_REAUTH],
+        "message": jobtype.PUBLIC_MESSAGES[jobtype.NEEDS_REAUTH],
         "retryable": False,
         "needsReauth": True,
     }

@@ -2,7 +2,7 @@
 over HTTP against the running service: polling a generation job and re-authorising it."""
 
 from jobs.models import JobStatus
-from markets import codes
+from markets.generation import jobtype
 from sandbox.ims import ledger
 from tests.conformance.conftest import OTHER_IMS_ID, SECRET, problem
 from tests.markets.factories import BrandFactory, OrganizationFactory
@@ -15,8 +15,8 @@ def awaiting_reauth(world, **fields):
     return world.job(
         status=JobStatus.FAILED,
         phase="generated",
-        error_code=codes.NEEDS_REAUTH,
-        error={"code": codes.NEEDS_REAUTH, "message": "dead token", "retryable": False, "needsReauth": True},
+        error_code=jobtype.NEEDS_REAUTH,
+        error={"code": jobtype.NEEDS_REAUTH, "message": "dead token", "retryable": False, "needsReauth": True},
         **fields,
     )
 

@@ -11,7 +11,7 @@ from django.core.management.base import CommandError
 from jobs.clients import sqs
 from jobs.models import AsyncJob, JobEvent, WorkerHeartbeat
 from jobs.services import doctor
-from markets import constants as c
+from markets.generation import jobtype
 from tests.jobs.conftest import (
     ago,
     dlq_job_ids,
@@ -32,7 +32,7 @@ def a_worker_is_alive(workers_alive):
     return workers_alive
 
 
-GEN = c.MARKET_GENERATION_JOB_TYPE
+GEN = jobtype.MARKET_GENERATION_JOB_TYPE
 BATCH = {
     "prompts": [{"prompt": "best running shoes", "category": "x"}, {"prompt": "trail shoes", "category": "y"}],
     "summary": {"verdict": "ship"},
@@ -47,17 +47,17 @@ def planted(queues):
             job_type=GEN, created_at=ago(minutes=5), updated_at=ago(minutes=5), message_sent_at=None
         ),
         doctor.WAITING_WITHOUT_MESSAGE + ":lost": waiting(job_type=GEN, quiet=timedelta(hours=2)),
-        doctor.LEASE_EXPIRED: leased(job_type=GEN, expires_in=-timedelta(minutes=20), phase=c.PHASE_GENERATING),
+        doctor.LEASE_EXPIRED: leased(job_type=GEN, expires_in=-timedelta(minutes=20), phase=jobtype.PHASE_GENERATING),
         doctor.WRITE_STALLED: waiting(
             job_type=GEN,
             quiet=timedelta(minutes=10),
-            phase=c.PHASE_GENERATED,
+            phase=jobtype.PHASE_GENERATED,
             checkpoints={"batch": BATCH, "batchSize": 2},
         ),
         doctor.WRITTEN_NOT_COMPLETED: waiting(
             job_type=GEN,
             quiet=timedelta(minutes=10),
-            phase=c.PHASE_WRITTEN,
+            phase=jobtype.PHASE_WRITTEN,
             checkpoints={"batch": BATCH, "batchSize": 2, "projectId": "proj-1", "written": 2},
         ),
         doctor.DLQ_MESSAGE_FOR_FINISHED_JOB: waiting(job_type=GEN, status="COMPLETED"),
@@ -69,14 +69,14 @@ def planted(queues):
         leased(
             job_type=GEN,
             expires_in=timedelta(minutes=10),
-            phase=c.PHASE_GENERATED,
+            phase=jobtype.PHASE_GENERATED,
             quiet=timedelta(seconds=20),
             checkpoints={"batch": BATCH, "batchSize": 2},
         ),  # a worker is writing right now
         waiting(
             job_type=GEN,
             quiet=timedelta(minutes=1),
-            phase=c.PHASE_GENERATED,
+            phase=jobtype.PHASE_GENERATED,
             checkpoints={"batch": BATCH, "batchSize": 2},
         ),  # batch just persisted
         waiting(job_type=GEN, quiet=timedelta(minutes=10)),  # queued, message sent 10 minutes ago

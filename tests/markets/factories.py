@@ -3,7 +3,7 @@
 import factory
 
 from markets import geo
-from markets.constants import MARKET_GENERATION_JOB_TYPE
+from markets.generation.jobtype import MARKET_GENERATION_JOB_TYPE
 from markets.models import Brand, Market, Organization, Site
 from tests.jobs.factories import AsyncJobFactory
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from jobs.models import AsyncJob
-from markets.generation.jobid import generation_job_id
+from markets.generation.jobtype import generation_job_id
 from markets.models import Brand, Market
 from sandbox.ims import ledger
 from sandbox.semrush import controls as semrush_controls

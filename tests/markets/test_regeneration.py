@@ -8,7 +8,7 @@ from django.db import connections
 from rest_framework.test import APIClient
 
 from jobs.models import AsyncJob
-from markets.generation.jobid import generation_job_id
+from markets.generation.jobtype import generation_job_id
 from sandbox.drs import controls as drs_controls
 from sandbox.drs import state as drs
 from sandbox.ims import ledger

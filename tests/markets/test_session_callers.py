@@ -215,7 +215,7 @@ def test_a_session_callers_job_is_reauthorised_by_the_same_user_with_a_promise_t
     world, session, promise, async_on, queues
 ):
     from jobs.services import job_finish
-    from markets import codes
+    from markets.generation import jobtype
 
     created = world.post(
         world.url("markets"),
@@ -228,7 +228,7 @@ def test_a_session_callers_job_is_reauthorised_by_the_same_user_with_a_promise_t
         job.id,
         to="FAILED",
         event="failed",
-        error={"code": codes.NEEDS_REAUTH, "message": "refused", "retryable": False, "needsReauth": True},
+        error={"code": jobtype.NEEDS_REAUTH, "message": "refused", "retryable": False, "needsReauth": True},
     )
     queues.drain()
     reauth = f"{world.url('markets')}/generation/jobs/{job.id}/reauth"

@@ -19,7 +19,7 @@ import pytest
 from openapi_spec_validator import validate
 from openapi_spec_validator.readers import read_from_filename
 
-from markets.generation.jobid import generation_job_id
+from markets.generation.jobtype import generation_job_id
 from tests.markets.factories import MarketFactory
 from tests.markets.generation.conftest import CALLER_ORG, REQUESTER, make_brand, make_job, make_org, needs_reauth_fields
 

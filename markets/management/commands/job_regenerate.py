@@ -5,7 +5,7 @@ import uuid
 from jobs import services as job_services
 from jobs.management.commands._runbook import RunbookCommand, UsageError
 from jobs.models import AsyncJob, JobStatus
-from markets.generation.jobid import generation_job_id
+from markets.generation.jobtype import generation_job_id
 from markets.models import Market
 
 

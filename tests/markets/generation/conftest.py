@@ -8,7 +8,7 @@ from django.test import Client
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
-from markets.codes import NEEDS_REAUTH
+from markets.generation.jobtype import NEEDS_REAUTH
 from markets.models import Brand, Organization, Site
 from tests.markets.factories import BrandFactory, GenerationJobFactory, OrganizationFactory, SiteFactory
 

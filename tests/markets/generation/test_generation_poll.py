@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobStatus
-from markets.codes import PROMPT_GENERATION_HELD
+from markets.generation.jobtype import PROMPT_GENERATION_HELD
 from markets.paths import ID_MESSAGES
 from tests.markets.generation.conftest import SECRET, job_path, make_job, needs_reauth_fields
 
@@ -241,22 +241,22 @@ def test_a_poll_without_a_bearer_answers_401(tenants, client):
 
 def test_every_error_code_the_product_sets_has_its_own_public_sentence():
     from jobs import codes as job_codes
-    from markets import codes
+    from markets.generation import jobtype
 
-    product_codes = {v for k, v in vars(codes).items() if k.isupper() and isinstance(v, str) and k == v}
+    product_codes = {v for k, v in vars(jobtype).items() if k.isupper() and isinstance(v, str) and k == v}
     product_codes |= {v for k, v in vars(job_codes).items() if k.isupper() and isinstance(v, str) and k == v}
     retryable_only = {
-        codes.DRS_TRANSIENT,
-        codes.PROMPT_GENERATION_GATE_RETRYABLE,
-        codes.IMS_UNAVAILABLE,
-        codes.SEMRUSH_UNAVAILABLE,
-        codes.SEMRUSH_PROJECT_MISSING,
-        codes.SEMRUSH_PUBLISH_FAILED,
-        codes.DRS_THROTTLED,  # back-pressure: in the history only, never a job's final code
-        codes.SEMRUSH_THROTTLED,
+        jobtype.DRS_TRANSIENT,
+        jobtype.PROMPT_GENERATION_GATE_RETRYABLE,
+        jobtype.IMS_UNAVAILABLE,
+        jobtype.SEMRUSH_UNAVAILABLE,
+        jobtype.SEMRUSH_PROJECT_MISSING,
+        jobtype.SEMRUSH_PUBLISH_FAILED,
+        jobtype.DRS_THROTTLED,  # back-pressure: in the history only, never a job's final code
+        jobtype.SEMRUSH_THROTTLED,
     }
 
-    assert product_codes - retryable_only - set(codes.PUBLIC_MESSAGES) == set()
+    assert product_codes - retryable_only - set(jobtype.PUBLIC_MESSAGES) == set()
 
 
 def test_progress_shows_the_phase_its_place_and_the_deliveries_so_far(tenants, api):

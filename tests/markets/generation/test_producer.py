@@ -7,8 +7,9 @@ import pytest
 from django.db import connection
 
 from jobs.models import AsyncJob
-from markets.generation.jobid import generation_job_id
-from markets.generation.producer import Generation, market_generation_enqueue
+from markets.credentials import Generation
+from markets.generation.jobtype import generation_job_id
+from markets.generation.producer import market_generation_enqueue
 from sandbox.ims import ledger
 from serenity.auth import verify_bearer
 from tests.markets.factories import MarketFactory

@@ -1,4 +1,5 @@
-"""Catalogue seeds for prompt generation (SPEC §4.2) and topic ranking shared with the old path (§8)."""
+"""The Semrush catalogue read for prompts: seeds for prompt generation (SPEC §4.2) and the topic ranking and example
+prompts of the old synchronous path (§8), one ranking for both."""
 
 MAX_SEED_TOPICS = 50
 MAX_EXAMPLES_PER_TOPIC = 10
