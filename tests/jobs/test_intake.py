@@ -15,18 +15,7 @@ from jobs.heartbeats import heartbeat_write
 from jobs.leases import in_flight_free
 from jobs.models import AsyncJob
 from tests.jobs.factories import AsyncJobFactory
-
-
-def running(n: int) -> list[AsyncJob]:
-    return [
-        AsyncJobFactory(
-            organization_id=uuid.uuid4(),
-            lease_token=uuid.uuid4(),
-            attempts=1,
-            lease_expires_at=timezone.now() + timedelta(minutes=10),
-        )
-        for _ in range(n)
-    ]
+from tests.jobs.test_drs_budget import running
 
 
 def test_the_free_places_are_the_budget_less_the_live_leases(db, settings):
