@@ -4,7 +4,8 @@ Registered with the job runner at start-up (markets.apps). Each phase ends in a 
 lease, so a redelivery resumes where the last holder stopped:
 
 1. generate: unless a batch is persisted, call DRS (lease confirmed by a heartbeat) and persist the
-   batch before anything else. DRS is never called twice for a job.
+   batch before anything else. Once a batch is persisted DRS is not called again for the job; a call that
+   failed, timed out or was throttled before that is made again by a later delivery.
 2. write: exchange the promise token (only now, and at most once per delivery; IMS rotates it: the new one
    is stored, fenced, before the access token is used), resolve the market's project, ensure the tags,
    read what the project already holds and write only the missing prompts (a crash between the write

@@ -15,9 +15,9 @@ class Command(RunbookCommand):
         "Re-enqueue stuck jobs: IN_PROGRESS, no live lease, and no activity (no claim, checkpoint or message "
         "sent) for --older-than. Run it when the StuckInProgressJobs alarm fires or the doctor reports a job "
         "waiting with no message. Each job gets one fresh {jobId, type} message; the worker resumes from "
-        "its checkpoints (DRS is never called twice). A duplicate delivery is harmless: the lease lets one "
-        "run. A job whose deliveries keep dying (a crash loop) is re-sent only when named with --job. Dry run "
-        "unless --apply."
+        "its checkpoints (DRS is not called again once a batch is persisted). A duplicate delivery is "
+        "harmless: the lease lets one run. A job whose deliveries keep dying (a crash loop) is re-sent only "
+        "when named with --job. Dry run unless --apply."
     )
     filters = ("job", "older_than")
     older_than_help = "only jobs with no activity for at least this long (45s, 30m, 2h, 1d)"
