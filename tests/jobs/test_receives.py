@@ -19,8 +19,8 @@ from django.conf import settings as django_settings
 
 from jobs import receives
 from serenity.celery import app
-from tests.markets.conftest import async_on, world  # noqa: F401  (fixtures of the generation tests)
-from tests.markets.test_worker import start_job, wait_terminal, wait_until
+from tests.markets.generation.test_handler import start_job
+from tests.waits import wait_terminal, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 # An overloaded SQS answers its 503 late: the answer then reaches the worker's event loop on its socket, the path
@@ -143,8 +143,8 @@ def proxy(moto_server):
 
 @pytest.mark.worker
 def test_a_worker_whose_receives_sqs_answers_503_keeps_running_and_completes_the_job(
-    world,  # noqa: F811
-    async_on,  # noqa: F811
+    world,
+    async_on,
     queues,
     proxy,
     tmp_path,
