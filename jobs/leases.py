@@ -167,10 +167,6 @@ def _claim_as(
     token: uuid.UUID, job_id: UUID | str, *, worker: str, ttl: int | None, rule: Q | None = None
 ) -> uuid.UUID | None:
     budget = settings.DRS_MAX_IN_FLIGHT
-    if budget > 0 and in_flight_budget_reached():
-        # Full already: held back on one read, without queueing on the lock below behind every other claim
-        # of the fleet (a place that frees meanwhile goes to the next delivery).
-        return None
     # The budget holds under concurrent claims from every process: each budgeted claim first takes one
     # transaction-level advisory lock, so the claiming UPDATE (its snapshot taken after the lock) sees every
     # claim committed before it, and no two claims count the same free place. The lock is held for the one
