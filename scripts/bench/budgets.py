@@ -42,15 +42,6 @@ class Budgets(Harness):
             **env,
         )
 
-    def _cpu_row(self, run: dict) -> None:
-        self.row(
-            "… CPU used meanwhile, per process (2 cores give 2 s per second of wall time)",
-            ", ".join(f"{name} {seconds:.1f} s" for name, seconds in run["cpu"].items()) + f" in {run['wall']:.1f} s",
-            None,
-            None,
-            "",
-        )
-
     def _drs_budget(self) -> None:
         from sandbox.drs.models import DrsCall
 
@@ -78,7 +69,7 @@ class Budgets(Harness):
             unit=f"of {limit}",
         )
         self._throttle_rows(run, f"DRS throttling answers {throttled}")
-        self._cpu_row(run)
+        self.cpu_row(run["cpu"], run["wall"])
 
     def _semrush_budget(self, rate: int) -> None:
         from django.db.models import Max, Min
@@ -104,7 +95,7 @@ class Budgets(Harness):
             "≥",
         )
         self._throttle_rows(run, f"Semrush 429 answers {refused}")
-        self._cpu_row(run)
+        self.cpu_row(run["cpu"], run["wall"])
         if refused:
             print(f"  note: the Semrush simulator refused {refused} calls", flush=True)
 

@@ -466,6 +466,16 @@ class Harness:
         self.rows.append((self.scenario, what, measured, f"{ratio:.3g}×", f"{goal} {'met' if met else 'NOT met'}"))
         print(f"  {what}: {measured} -> {ratio:.3g}× ({goal} {'met' if met else 'NOT met'})", flush=True)
 
+    def cpu_row(self, cpu: dict[str, float], wall: float, of: str = "") -> None:
+        """The CPU each process used during a scenario's `wall` seconds (`cpu_seconds` differences)."""
+        self.row(
+            f"… CPU used meanwhile, per process{of} (2 cores give 2 s per second of wall time)",
+            ", ".join(f"{name} {seconds:.1f} s" for name, seconds in cpu.items()) + f" in {wall:.1f} s",
+            None,
+            None,
+            "",
+        )
+
     def table(self, scenario: str | None = None) -> str:
         lines = ["| scenario | measured (same run) | ratio | target |", "| --- | --- | --- | --- |"]
         lines += [

@@ -75,13 +75,7 @@ class Scale(Harness):
             "≤",
             unit=f"of {TARGETS['scale_pg_connections']}",
         )
-        self.row(
-            "… CPU used meanwhile, per process (2 cores give 2 s per second of wall time)",
-            ", ".join(f"{name} {seconds:.1f} s" for name, seconds in cpu.items()) + f" in {wall:.1f} s",
-            None,
-            None,
-            "",
-        )
+        self.cpu_row(cpu, wall)
         per_job_mb = rss_mb / max(1, peak["in_flight"])
         self.row(
             f"cost: worker memory per generation in flight (peak RSS / {peak['in_flight']} in flight) vs one "

@@ -45,14 +45,7 @@ class Scaleout(Harness):
             "",
         )
         for label, run in (("two processes", two), ("one process", one)):
-            self.row(
-                f"… CPU used meanwhile, per process, {label} (2 cores give 2 s per second of wall time)",
-                ", ".join(f"{name} {seconds:.1f} s" for name, seconds in run["cpu"].items())
-                + f" in {run['wall']:.1f} s",
-                None,
-                None,
-                "",
-            )
+            self.cpu_row(run["cpu"], run["wall"], of=f", {label}")
         self._fairness_across_processes()
 
     def _fairness_across_processes(self) -> None:

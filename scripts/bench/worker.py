@@ -53,13 +53,7 @@ class Worker(Harness):
             TARGETS["worker_wall"],
             "≤",
         )
-        self.row(
-            "… CPU used meanwhile, per process (2 cores give 2 s per second of wall time)",
-            ", ".join(f"{name} {seconds:.1f} s" for name, seconds in cpu.items()) + f" in {wall:.1f} s",
-            None,
-            None,
-            "",
-        )
+        self.cpu_row(cpu, wall)
         deliveries = [json.loads(line) for line in meter.read_text().splitlines()]
         runs = [d for d in deliveries if d["task"] == "jobs.run"]
         self.row(
