@@ -13,11 +13,11 @@ messages, and for none while there is no place (kombu's own "cannot consume" pat
 after SQS_POLLING_INTERVAL). Messages not asked for stay in SQS, unreceived: no receive counts towards the
 DLQ, nothing is sent again. Each receive's count is taken off the reading until the next one.
 
-The reading is a hint, never the rule: processes whose shares round up, or read between two claims, may together
-receive more,
-which the claim then holds back as before. When it cannot be read (the database unreachable) or is older than
-STALE_AFTER_SECONDS, and whenever the budget is off or the database is not PostgreSQL (the embedded run, one
-process), the loop receives as it always did. The maintenance queue is never gated.
+The reading is a hint, never the rule: processes whose shares round up, or read between two claims, may
+together receive more, which the claim then holds back as before. When it cannot be read (the database
+unreachable) or is older than STALE_AFTER_SECONDS, and whenever the budget is off or the database is not
+PostgreSQL (the embedded run, one process), the loop receives as it always did. The maintenance queue is never
+gated.
 
 kombu has no hook for this: `install` wraps `kombu.transport.SQS.Channel._get_bulk_async`, the one place its
 receive loop decides how many messages to ask for (kombu is pinned in requirements/base.txt).

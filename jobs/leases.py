@@ -203,9 +203,14 @@ def _claim_as(
     return token
 
 
+def running_q(now: datetime) -> Q:
+    """IN_PROGRESS under a live lease (stuck or not): a generation the fleet's DRS budget counts."""
+    return Q(status=JobStatus.IN_PROGRESS) & lease_live_q(now=now)
+
+
 def running_jobs(now: datetime) -> QuerySet[AsyncJob]:
     """Jobs running a generation: IN_PROGRESS under a live lease."""
-    return AsyncJob.objects.filter(lease_live_q(now=now), status=JobStatus.IN_PROGRESS)
+    return AsyncJob.objects.filter(running_q(now))
 
 
 def waiting_jobs(now: datetime) -> QuerySet[AsyncJob]:

@@ -19,7 +19,7 @@ from django_stubs_ext import WithAnnotations
 
 from jobs import retries
 from jobs.codes import NEEDS_REAUTH
-from jobs.leases import CRASH_LOOP_LOST_DELIVERIES, lease_expired_q, lease_free_q, lease_live_q
+from jobs.leases import CRASH_LOOP_LOST_DELIVERIES, lease_expired_q, lease_free_q, lease_live_q, running_q
 from jobs.models import AsyncJob, JobEvent, JobStatus, LeaseState, WorkerHeartbeat
 from tokens.models import PromiseGrant
 
@@ -327,7 +327,7 @@ def live_work(*, now: datetime | None = None) -> LiveWork:
         **{state: Count("id", filter=job_state_q(state, now=now)) for state in JOB_STATES},
         crash_looping=Count("id", filter=crash_loop_q(now=now)),
         parked=Count("id", filter=parked_q()),
-        in_flight=Count("id", filter=Q(status=JobStatus.IN_PROGRESS) & lease_live_q(now=now)),
+        in_flight=Count("id", filter=running_q(now)),
     )
     return LiveWork(
         states={state: counts[state] for state in JOB_STATES},
