@@ -6,12 +6,13 @@ import uuid
 
 import httpx
 import pytest
-from django.db import connection
+from celery.signals import task_prerun
+from django.db import OperationalError, connection
 
 from serenity.celery import app
 from tests.markets.generation.test_handler import start_job
 from tests.markets.test_worker_faults import terminate_every_other_backend
-from tests.waits import wait_terminal, wait_until
+from tests.waits import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -66,19 +67,59 @@ def test_the_checkout_test_can_be_turned_off(live_server, world, settings):
 
 @pytest.mark.worker
 def test_a_delivery_meeting_a_dead_connection_before_its_claim_runs_on_a_fresh_one(
-    world, async_on, celery_worker, settings
+    world, async_on, celery_worker, settings, caplog
 ):
     """With the checkout test off, the delivery's first statement meets a connection the database dropped:
     it is read again on a fresh one, and the job completes on this receive, not after the visibility
-    timeout (960 s here, far beyond the wait)."""
+    timeout (960 s here, far beyond the wait). The backends are terminated as the delivery starts, so the
+    dead connections are the delivery's to meet, not those of the createMarket request before it."""
+    import logging
+
+    caplog.set_level(logging.INFO)
     settings.DB_POOL_CHECK = False
-    assert terminate_every_other_backend() >= 1
+    terminated: list[int] = []
 
-    job, _ = start_job(world)
-    job = wait_terminal(job, timeout=30)
+    def terminate_as_the_delivery_starts(**_) -> None:
+        if not terminated:
+            terminated.append(terminate_every_backend())
 
+    task_prerun.connect(terminate_as_the_delivery_starts, weak=False)
+    try:
+        job, _ = start_job(world)
+        job = wait_until(lambda: terminal_surviving_the_drop(job), timeout=30)
+    finally:
+        task_prerun.disconnect(terminate_as_the_delivery_starts)
+
+    assert terminated and terminated[0] >= 1
     assert job.status == "COMPLETED", job.error
     assert job.attempts == 1
+    assert any("met a dead connection" in r.getMessage() for r in caplog.records)
+
+
+def terminate_every_backend() -> int:
+    """pg_terminate_backend for every backend of this database but the one asking, from a connection outside
+    Django's pool: this test's own dies too (see terminal_surviving_the_drop)."""
+    import psycopg
+
+    params = connection.get_connection_params()
+    for option in ("pool", "server_side_binding", "prepare_threshold"):
+        params.pop(option, None)
+    with psycopg.connect(**params) as killer:
+        return killer.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()[0]
+
+
+def terminal_surviving_the_drop(job):
+    """`job`, refreshed, once no longer IN_PROGRESS; a read that meets this test's dropped connection is
+    given up and made again on the next poll."""
+    try:
+        job.refresh_from_db()
+    except OperationalError:
+        connection.close()
+        return None
+    return job if job.status != "IN_PROGRESS" else None
 
 
 @pytest.mark.worker
