@@ -79,3 +79,32 @@ def test_every_scenario_of_make_bench_runs_to_its_end_and_writes_rows_with_numbe
     assert [name for name, _when in headings] == list(SCENARIOS), report
     assert len({when for _name, when in headings}) == 1, report
     assert report.count("Machine: ") == 1, report
+
+
+def test_bench_set_changes_the_sizes_it_names_and_refuses_what_it_does_not_know():
+    from scripts.bench.config import PROFILES, sizes_set
+
+    full = PROFILES["full"]
+    sized = sizes_set(full, " scaleout_jobs=256, scaleout_threads = 128 ")
+    assert (sized.scaleout_jobs, sized.scaleout_threads) == (256, 128)
+    assert sized.budget_jobs == full.budget_jobs and sizes_set(full, "") == full
+    for wrong, said in (
+        ("nope=1", "unknown size 'nope'"),
+        ("budget_jobs=many", "must be an integer"),
+        ("env=1", "env"),
+    ):
+        with pytest.raises(ValueError, match=said):
+            sizes_set(full, wrong)
+
+
+def test_make_bench_refuses_a_bench_set_that_does_not_parse_before_starting_anything():
+    proc = subprocess.run(
+        [sys.executable, "-m", "scripts.bench", "scaleout"],
+        cwd=ROOT,
+        env={**os.environ, "BENCH_SET": "scaleout_jobs=lots"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "BENCH_SET: scaleout_jobs must be an integer" in proc.stdout

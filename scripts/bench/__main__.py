@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from scripts.bench.config import PROFILE, PROFILES, REPORT, ROWS_JSON, SCENARIOS
+from scripts.bench.config import PROFILE, PROFILES, REPORT, ROWS_JSON, SCENARIOS, SIZES_REFUSED
 from scripts.bench.harness import wrk_binary
 from scripts.bench.report import write_report
 from scripts.bench.scenarios import Bench
@@ -25,6 +25,9 @@ def main() -> int:
         return 2
     if PROFILE not in PROFILES:
         print(f"make bench: unknown BENCH_PROFILE {PROFILE!r}; choose among {', '.join(PROFILES)}")
+        return 2
+    if SIZES_REFUSED:
+        print(f"make bench: {SIZES_REFUSED}")
         return 2
     bench = Bench()
     try:

@@ -2,8 +2,9 @@
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -104,7 +105,34 @@ PROFILES = {
     ),
 }
 PROFILE = os.environ.get("BENCH_PROFILE", "full")
-SIZE = PROFILES.get(PROFILE, PROFILES["full"])  # an unknown profile is refused in main()
+
+
+def sizes_set(profile: Sizes, assignments: str) -> Sizes:
+    """`profile` with BENCH_SET's `name=value` pairs (comma-separated, integers) applied: a scenario measured at
+    a size the machine can carry (e.g. `scaleout_jobs=256,scaleout_threads=256`), named in the report. An
+    unknown name or a value that is not an integer is a ValueError naming it."""
+    changes: dict[str, Any] = {}  # integers; `env` is refused above
+    for pair in filter(None, (p.strip() for p in assignments.split(","))):
+        name, _, value = pair.partition("=")
+        name = name.strip()
+        if name not in Sizes.__dataclass_fields__ or name == "env":
+            raise ValueError(f"BENCH_SET: unknown size {name!r}")
+        try:
+            changes[name] = int(value)
+        except ValueError:
+            raise ValueError(f"BENCH_SET: {name} must be an integer, not {value.strip()!r}") from None
+    return replace(profile, **changes)
+
+
+SIZES_SET = os.environ.get("BENCH_SET", "")
+# An unknown profile, or a BENCH_SET that does not parse, is refused in main().
+SIZE = PROFILES.get(PROFILE, PROFILES["full"])
+try:
+    SIZE = sizes_set(SIZE, SIZES_SET)
+except ValueError as refused:
+    SIZES_REFUSED = str(refused)
+else:
+    SIZES_REFUSED = ""
 # Where the tables go: docs/benchmarks.md for the full profile; a smaller run writes only where it is told.
 REPORT = os.environ.get("BENCH_REPORT") or (str(ROOT / "docs" / "benchmarks.md") if PROFILE == "full" else "")
 # Every row, as JSON, when set: what the suite reads back.

@@ -6,7 +6,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from scripts.bench.config import DATABASE_URL, REPORT, SCENARIOS
+from scripts.bench.config import DATABASE_URL, REPORT, SCENARIOS, SIZES_SET
 from scripts.bench.harness import Harness
 
 
@@ -51,9 +51,11 @@ def write_report(bench: Harness, started: datetime, seconds: float, ran: list[st
             if heading and heading.group(1) in SCENARIOS:
                 sections[heading.group(1)] = part.strip()
     when = f"{started:%Y-%m-%d %H:%M} UTC"
+    sizes = f"; BENCH_SET={SIZES_SET}" if SIZES_SET.strip() else ""
     for name in ran:
         sections[name] = (
-            f"#### {name}\n\n`make bench` of {when} ({', '.join(ran)} in {seconds:.0f} s).\n\n{bench.table(name)}"
+            f"#### {name}\n\n`make bench` of {when} ({', '.join(ran)} in {seconds:.0f} s{sizes})."
+            f"\n\n{bench.table(name)}"
         )
     report = (
         f"{begin}\nMachine: {machine()}.\n\n"
