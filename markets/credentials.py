@@ -9,12 +9,13 @@ writes to Semrush, so they are one module: `x-promise-audience` picks the IMS cl
 as well.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.conf import settings
 
+from serenity.auth import Caller
 from tokens import pairs
 from tokens.delegation import PROMISE_TOKEN_HEADER, RequestCredential, request_credential, require_promise_token
 from tokens.exceptions import InvalidAudience, PromisePairRequired
@@ -22,36 +23,43 @@ from tokens.exceptions import InvalidAudience, PromisePairRequired
 AUDIENCE_HEADER = "x-promise-audience"
 
 
-def promise_pair(request) -> pairs.ClientPair:
+@dataclass(frozen=True)
+class PromiseHeaders:
+    """The promise headers as the request sent them, read once by the view (`PromiseHeaders.of(request.headers)`)
+    and handed on: nothing below the views reads the HTTP request. Neither is parsed or checked yet."""
+
+    audience: str | None = None  # x-promise-audience: which IMS client pair
+    token: str | None = None  # x-promise-token: the promise token, with the caller's bearer
+
+    @classmethod
+    def of(cls, headers: Mapping[str, str]) -> "PromiseHeaders":
+        return cls(audience=headers.get(AUDIENCE_HEADER), token=headers.get(PROMISE_TOKEN_HEADER))
+
+
+def promise_pair(promise: PromiseHeaders) -> pairs.ClientPair:
     """The client pair `x-promise-audience` selects: `semrush` (trimmed, any case) the Semrush pair, absent or
     empty the default pair; anything else is a 400 naming the value (printable characters, 40 at most)."""
-    audience = request.headers.get(AUDIENCE_HEADER)
     try:
-        return pairs.pair_from_audience(audience)
+        return pairs.pair_from_audience(promise.audience)
     except pairs.UnknownAudience:
-        shown = "".join(ch for ch in audience if " " <= ch <= "~")[:40]
+        shown = "".join(ch for ch in promise.audience or "" if " " <= ch <= "~")[:40]
         raise InvalidAudience(f"Unknown promise audience: {shown}") from None
 
 
-def semrush_pair(request, *, purpose: str) -> pairs.ClientPair:
+def semrush_pair(promise: PromiseHeaders, *, purpose: str) -> pairs.ClientPair:
     """The Semrush pair, which a job writing to Semrush needs: any other audience is a 400 saying that
     `purpose` ("Re-authentication", "Regeneration") requires it."""
-    pair = promise_pair(request)
+    pair = promise_pair(promise)
     if pair.name != pairs.SEMRUSH:
         raise PromisePairRequired(f"{purpose} requires the Semrush promise pair (x-promise-audience: semrush)")
     return pair
 
 
-def read_promise_token_header(request) -> str | None:
-    """The `x-promise-token` header as the request sent it (None when absent), not yet parsed or checked."""
-    return request.headers.get(PROMISE_TOKEN_HEADER)
-
-
-def require_semrush_credential(request) -> None:
+def require_semrush_credential(caller: Caller, promise: PromiseHeaders) -> None:
     """Refuse at once what can never reach Semrush: a session caller without `x-promise-token` (401), an
     unknown audience (400). Checked before anything else, as the original does; nothing is called."""
-    require_promise_token(request.user, read_promise_token_header(request))
-    promise_pair(request)
+    require_promise_token(caller, promise.token)
+    promise_pair(promise)
 
 
 def async_generation_enabled() -> bool:
@@ -72,13 +80,18 @@ class Generation:
 
 @contextmanager
 def semrush_generation(
-    request, *, generate_prompts: bool, pair: pairs.ClientPair | None = None, use_async: bool | None = None
+    caller: Caller,
+    promise: PromiseHeaders,
+    *,
+    generate_prompts: bool,
+    pair: pairs.ClientPair | None = None,
+    use_async: bool | None = None,
 ) -> Iterator[Generation]:
     """What the request acts with in Semrush (the exchanged `x-promise-token`, else the caller's IMS bearer) and
     how it wants prompts: the producer with the flag on and `generatePrompts: true`, else the old path. When
     the request ends, a promise token IMS rotated for it that no job took is invalidated."""
-    pair = pair or promise_pair(request)
-    credential = request_credential(caller=request.user, header=read_promise_token_header(request), pair=pair)
+    pair = pair or promise_pair(promise)
+    credential = request_credential(caller=caller, header=promise.token, pair=pair)
     if use_async is None:
         use_async = async_generation_enabled() and generate_prompts
     try:

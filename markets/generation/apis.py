@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 
 from jobs.models import JobStatus
 from jobs.watch import listener
-from markets.credentials import read_promise_token_header, require_semrush_credential, semrush_generation, semrush_pair
+from markets.credentials import PromiseHeaders, require_semrush_credential, semrush_generation, semrush_pair
 from markets.generation import jobtype, schemas, services
 from markets.generation.dto import JOB_DTO_FIELDS, job_dto, reauth_accepted, regeneration_accepted
 from markets.generation.selectors import job_get_for_caller
@@ -157,13 +157,13 @@ class GenerationJobReauthApi(APIView):
     @extend_schema(**schemas.REAUTHORIZE)
     def post(self, request, orgId: str, brandId: str, jobId: str):
         org_id, brand_id, job_id = parse_ids(orgId=orgId, brandId=brandId, jobId=jobId)
-        pair = semrush_pair(request, purpose="Re-authentication")
-        header = read_promise_token_header(request)
-        require_promise_token(request.user, header)
+        promise = PromiseHeaders.of(request.headers)
+        pair = semrush_pair(promise, purpose="Re-authentication")
+        require_promise_token(request.user, promise.token)
         job = job_get_for_caller(
             caller=request.user, org_id=org_id, brand_id=brand_id, job_id=job_id, allowed_types=GENERATION_JOB_TYPES
         )
-        job = services.generation_job_reauthorize(caller=request.user, job=job, header=header, pair=pair)
+        job = services.generation_job_reauthorize(caller=request.user, job=job, header=promise.token, pair=pair)
         return Response(reauth_accepted(job), status=http.HTTP_202_ACCEPTED)
 
 
@@ -173,11 +173,12 @@ class MarketRegenerateApi(APIView):
     @extend_schema(**schemas.REGENERATE)
     def post(self, request, orgId: str, brandId: str, marketId: str):
         org_id, brand_id, market_id = parse_ids(orgId=orgId, brandId=brandId, marketId=marketId)
-        pair = semrush_pair(request, purpose="Regeneration")
-        require_semrush_credential(request)
+        promise = PromiseHeaders.of(request.headers)
+        pair = semrush_pair(promise, purpose="Regeneration")
+        require_semrush_credential(request.user, promise)
         brand = serenity_brand_get_for_caller(request.user, org_id, brand_id)
         limits.charge_entry_point(request.user, brand.organization_id, markets=1)  # once the brand is in sight
-        with semrush_generation(request, generate_prompts=True, pair=pair, use_async=True) as generation:
+        with semrush_generation(request.user, promise, generate_prompts=True, pair=pair, use_async=True) as generation:
             handle = services.market_regenerate(
                 caller=request.user, brand=brand, market_id=market_id, generation=generation
             )

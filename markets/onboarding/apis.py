@@ -11,7 +11,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from markets.credentials import require_semrush_credential, semrush_generation
+from markets.credentials import PromiseHeaders, require_semrush_credential, semrush_generation
 from markets.models import Brand
 from markets.onboarding import schemas, services
 from markets.onboarding.inputs import activate_request, brand_request, market_request
@@ -300,8 +300,11 @@ class BrandCreateApi(APIView):
         limits.charge_entry_point(request.user, org.id, markets=int(semrush_work and brand_input.market is not None))
         try:
             if semrush_work:
-                require_semrush_credential(request)
-                with semrush_generation(request, generate_prompts=brand_input.generate_prompts) as generation:
+                promise = PromiseHeaders.of(request.headers)
+                require_semrush_credential(request.user, promise)
+                with semrush_generation(
+                    request.user, promise, generate_prompts=brand_input.generate_prompts
+                ) as generation:
                     created = services.brand_create(
                         caller=request.user, org=org, request=brand_input, generation=generation
                     )
@@ -325,12 +328,15 @@ class MarketCreateApi(APIView):
         responses={201: MarketCreatedOutput, **ERRORS},
     )
     def post(self, request, orgId, brandId):
-        require_semrush_credential(request)
+        promise = PromiseHeaders.of(request.headers)
+        require_semrush_credential(request.user, promise)
         brand = serenity_brand_get_for_caller(request.user, *parse_ids(orgId=orgId, brandId=brandId))
         body = json_object(request)
         market_input = market_request(body)
         limits.charge_entry_point(request.user, brand.organization_id, markets=1)
-        with semrush_generation(request, generate_prompts=body.get("generatePrompts") is True) as generation:
+        with semrush_generation(
+            request.user, promise, generate_prompts=body.get("generatePrompts") is True
+        ) as generation:
             outcome = services.market_create(
                 caller=request.user, brand=brand, request=market_input, generation=generation
             )
@@ -347,13 +353,14 @@ class BrandActivateApi(APIView):
         responses={200: ActivationOutput, 207: OpenApiResponse(ActivationOutput, "Some market failed"), **ERRORS},
     )
     def post(self, request, orgId, brandId):
-        require_semrush_credential(request)
+        promise = PromiseHeaders.of(request.headers)
+        require_semrush_credential(request.user, promise)
         brand = serenity_brand_get_for_caller(request.user, *parse_ids(orgId=orgId, brandId=brandId))
         activate_input = activate_request(json_object(request))
         limits.charge_entry_point(
             request.user, brand.organization_id, markets=services.markets_requested(brand=brand, request=activate_input)
         )
-        with semrush_generation(request, generate_prompts=activate_input.generate_prompts) as generation:
+        with semrush_generation(request.user, promise, generate_prompts=activate_input.generate_prompts) as generation:
             activation = services.brand_activate(
                 caller=request.user, brand=brand, request=activate_input, generation=generation
             )
