@@ -19,6 +19,10 @@ IMS_JWKS_CACHE_SECONDS = env.int("IMS_JWKS_CACHE_SECONDS", default=300)
 # A bearer naming an unknown key id makes the key set be fetched again at most this often per process.
 IMS_JWKS_REFETCH_MIN_SECONDS = env.int("IMS_JWKS_REFETCH_MIN_SECONDS", default=30)
 IMS_TIMEOUT_SECONDS = env.float("IMS_TIMEOUT_SECONDS", default=10.0)
+# IMS calls one process holds at once (0: no bound); more wait for a place before anything is sent, so a burst
+# (a worker's DRS calls returning together, each then exchanging its token) queues here, not at IMS, where a wait
+# past the timeout could lose a rotated promise token (tokens/clients/ims.py).
+IMS_MAX_IN_FLIGHT = env.int("IMS_MAX_IN_FLIGHT", default=16)
 
 
 def _pair(prefix: str) -> dict:

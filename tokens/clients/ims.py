@@ -14,7 +14,11 @@ nothing that a second call would change again, so it retries like any read.
 """
 
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 from django.conf import settings
@@ -40,9 +44,39 @@ class Exchanged:
     user_id: str
 
 
+_places: tuple[int, threading.BoundedSemaphore] | None = None
+_places_lock = threading.Lock()
+
+
+@contextmanager
+def _in_flight() -> Iterator[None]:
+    """One of this process's IMS_MAX_IN_FLIGHT places for an IMS call (0: no bound). A burst (hundreds of a
+    worker's threads whose DRS calls return together, each exchanging its promise token) queues here, before
+    anything is sent, rather than at IMS: a call that waited at IMS past IMS_TIMEOUT_SECONDS may have rotated
+    the token with the answer lost, and is never retried, so its job would need re-authorisation. The wait
+    here sends nothing, and a call's own timeout starts once it has its place."""
+    global _places
+    size = int(getattr(settings, "IMS_MAX_IN_FLIGHT", 0))
+    if size <= 0:
+        yield
+        return
+    with _places_lock:
+        if _places is None or _places[0] != size:
+            _places = (size, threading.BoundedSemaphore(size))
+        places = _places[1]
+    with places:
+        yield
+
+
 def _client() -> httpx.Client:
     """This thread's pooled IMS client (serenity/clients/http.py): no secret lives on it."""
     return http.pooled_client(settings.IMS_HOST, timeout=settings.IMS_TIMEOUT_SECONDS)
+
+
+def _post(path: str, **options: Any) -> httpx.Response:
+    """One IMS call (serenity.clients.http's `request` with its retry rules), in one of the process's places."""
+    with _in_flight():
+        return http.request(_client(), "POST", path, **options)
 
 
 def mint(*, bearer: str, pair: ClientPair) -> PromiseToken:
@@ -52,9 +86,7 @@ def mint(*, bearer: str, pair: ClientPair) -> PromiseToken:
     TransientError (`maybe_processed` tells whether a token may have been minted with its answer lost),
     PermanentError.
     """
-    response = http.request(
-        _client(),
-        "POST",
+    response = _post(
         TOKEN_PATH,
         what="ims.mint",
         max_attempts=3,
@@ -85,9 +117,7 @@ def exchange(*, promise: PromiseToken | ForwardedPromise, pair: ClientPair) -> E
     if not isinstance(promise, (PromiseToken, ForwardedPromise)):
         raise InvalidPromiseToken("exchange needs a promise token")
     try:
-        response = http.request(
-            _client(),
-            "POST",
+        response = _post(
             TOKEN_PATH,
             what="ims.exchange",
             max_attempts=3,
@@ -116,9 +146,7 @@ def exchange(*, promise: PromiseToken | ForwardedPromise, pair: ClientPair) -> E
 
 def invalidate(*, promise: PromiseToken, pair: ClientPair) -> None:
     """Invalidate a promise token. Raises TransientError / PermanentError / ReauthRequired."""
-    http.request(
-        _client(),
-        "POST",
+    _post(
         INVALIDATE_PATH,
         what="ims.invalidate",
         max_attempts=2,
