@@ -23,7 +23,7 @@ from scripts.stack import drop_database
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.worker
+pytestmark = [pytest.mark.worker, pytest.mark.solo]
 
 CI_SEED, CI_JOBS, CI_MINUTES, CI_FAULT_EVERY = "2601", "24", "0.6", "1.5"
 
