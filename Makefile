@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements/base.txt requirements/dev.txt | sha1sum | cut -c1-12)
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/serenity
 # The suite runs in this many processes (pytest-xdist), each with its own database, local SQS and ports; then
-# the tests marked `solo` (whole stacks of processes, a deadline a loaded machine would move) run alone, in one.
+# the tests marked `solo` (the soak's whole stack under faults, a deadline a loaded machine would move) run alone.
 # `make test TEST_PROCESSES=0` runs everything in make's own pytest process.
 TEST_PROCESSES ?= 3
 

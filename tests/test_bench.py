@@ -22,7 +22,7 @@ from scripts.stack import drop_database
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = [pytest.mark.worker, pytest.mark.solo]
+pytestmark = pytest.mark.worker
 
 NUMBER = re.compile(r"\d")
 

@@ -19,8 +19,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-pytestmark = pytest.mark.solo  # a whole stack of processes: run alone, after the parallel part (Makefile)
-
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 60
 JOB_TIMEOUT = 20

@@ -10,8 +10,6 @@ from pathlib import Path
 import pytest
 from cryptography.fernet import Fernet
 
-pytestmark = pytest.mark.solo  # whole embedded runs, several processes: run alone, after the parallel part (Makefile)
-
 ROOT = Path(__file__).resolve().parent.parent
 
 # One role of the embedded run, writing the way the product does: a transaction that reads then writes,

@@ -14,7 +14,7 @@ from django.conf import settings
 
 from scripts.soak import Config, Soak, job_of
 
-pytestmark = pytest.mark.solo  # a whole stack of processes: run alone, after the parallel part (Makefile)
+pytestmark = pytest.mark.solo  # the soak's whole stack under faults: run alone, after the parallel part (Makefile)
 
 VISIBILITY = 60
 
