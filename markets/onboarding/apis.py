@@ -13,8 +13,11 @@ from rest_framework.views import APIView
 
 from markets.credentials import PromiseHeaders, require_semrush_credential, semrush_generation
 from markets.models import Brand
-from markets.onboarding import schemas, services
+from markets.onboarding import schemas
+from markets.onboarding.activation import brand_activate, markets_requested
+from markets.onboarding.brands import FirstMarketFailed, brand_create, brand_semrush_work
 from markets.onboarding.inputs import activate_request, brand_request, market_request
+from markets.onboarding.provisioning import MarketOutcome, market_create
 from markets.paths import PATH_IDS, parse_ids
 from markets.selectors import org_get_for_caller, serenity_brand_get_for_caller
 from serenity import limits
@@ -198,7 +201,7 @@ class ActivationOutput(serializers.Serializer):
 # --- Rendering -------------------------------------------------------------------------------------------------
 
 
-def market_body(outcome: services.MarketOutcome) -> dict:
+def market_body(outcome: MarketOutcome) -> dict:
     if outcome.market is None:
         assert outcome.problem is not None  # a market not made always says why
         return outcome.problem
@@ -296,7 +299,7 @@ class BrandCreateApi(APIView):
         (org_id,) = parse_ids(orgId=orgId)
         org = org_get_for_caller(request.user, org_id)
         brand_input = brand_request(json_object(request))
-        semrush_work = services.brand_semrush_work(org=org, request=brand_input)
+        semrush_work = brand_semrush_work(org=org, request=brand_input)
         limits.charge_entry_point(request.user, org.id, markets=int(semrush_work and brand_input.market is not None))
         try:
             if semrush_work:
@@ -305,12 +308,10 @@ class BrandCreateApi(APIView):
                 with semrush_generation(
                     request.user, promise, generate_prompts=brand_input.generate_prompts
                 ) as generation:
-                    created = services.brand_create(
-                        caller=request.user, org=org, request=brand_input, generation=generation
-                    )
+                    created = brand_create(caller=request.user, org=org, request=brand_input, generation=generation)
             else:
-                created = services.brand_create(caller=request.user, org=org, request=brand_input, generation=None)
-        except services.FirstMarketFailed as failed:
+                created = brand_create(caller=request.user, org=org, request=brand_input, generation=None)
+        except FirstMarketFailed as failed:
             return problem_answer(market_body(failed.outcome))
         body = brand_body(created.brand)
         if created.market is not None:
@@ -337,9 +338,7 @@ class MarketCreateApi(APIView):
         with semrush_generation(
             request.user, promise, generate_prompts=body.get("generatePrompts") is True
         ) as generation:
-            outcome = services.market_create(
-                caller=request.user, brand=brand, request=market_input, generation=generation
-            )
+            outcome = market_create(caller=request.user, brand=brand, request=market_input, generation=generation)
         if outcome.market is None:
             return problem_answer(market_body(outcome))
         return Response(market_body(outcome), status=201)
@@ -358,12 +357,12 @@ class BrandActivateApi(APIView):
         brand = serenity_brand_get_for_caller(request.user, *parse_ids(orgId=orgId, brandId=brandId))
         activate_input = activate_request(json_object(request))
         limits.charge_entry_point(
-            request.user, brand.organization_id, markets=services.markets_requested(brand=brand, request=activate_input)
+            request.user,
+            brand.organization_id,
+            markets=markets_requested(brand=brand, request=activate_input),
         )
         with semrush_generation(request.user, promise, generate_prompts=activate_input.generate_prompts) as generation:
-            activation = services.brand_activate(
-                caller=request.user, brand=brand, request=activate_input, generation=generation
-            )
+            activation = brand_activate(caller=request.user, brand=brand, request=activate_input, generation=generation)
         brand.refresh_from_db()
         body: dict[str, Any] = {"brandId": str(brand.id), "status": brand.status}
         if activation.all_live:

@@ -82,7 +82,7 @@ def test_an_activation_provisions_its_markets_concurrently_and_answers_them_in_t
     import threading
 
     from markets.models import Market
-    from markets.onboarding import services
+    from markets.onboarding import provisioning
 
     settings.MARKET_PROVISION_CONCURRENCY = 4
     gate("false")  # no producer: each market is its project's creation and its publish
@@ -90,13 +90,13 @@ def test_an_activation_provisions_its_markets_concurrently_and_answers_them_in_t
     # Every market waits at the barrier until all four have started: provisioned one after another, the
     # first would wait alone and the barrier would break.
     all_started = threading.Barrier(len(countries), timeout=60)
-    provision = services._market_provision
+    provision = provisioning._market_provision
 
     def provision_once_all_started(**kwargs):
         all_started.wait()
         return provision(**kwargs)
 
-    monkeypatch.setattr(services, "_market_provision", provision_once_all_started)
+    monkeypatch.setattr(provisioning, "_market_provision", provision_once_all_started)
     response = world.post(
         world.url("activate"),
         {
