@@ -79,8 +79,9 @@ def pooled_client(base_url: str, *, timeout: float) -> httpx.Client:
     one per thread calling at once (a thread beyond that waits for one, within the call's timeout).
 
     An idle connection is dropped after KEEPALIVE_SECONDS, shorter than servers' own keep-alive (gunicorn's is
-    2 s), so a request is never sent on a connection the server has just closed: a call with a side effect
-    elsewhere (an IMS exchange) could not tell that failure from one the server acted on."""
+    2 s), so a request is not sent on a connection the server closed for being idle: a call with a side effect
+    elsewhere (an IMS exchange) could not tell that failure from one the server acted on. A server that closes
+    earlier (a restart) can still cut one; such a call is then treated as possibly processed."""
     key = (base_url, timeout)
     client = _clients.get(key)
     if client is None or client.is_closed:
