@@ -111,7 +111,7 @@ def sizes_set(profile: Sizes, assignments: str) -> Sizes:
     """`profile` with BENCH_SET's `name=value` pairs (comma-separated, integers) applied: a scenario measured at
     a size the machine can carry (e.g. `scaleout_jobs=256,scaleout_threads=256`), named in the report. An
     unknown name or a value that is not an integer is a ValueError naming it."""
-    changes: dict[str, Any] = {}  # integers; `env` is refused above
+    changes: dict[str, Any] = {}  # integers only: `env` is refused below
     for pair in filter(None, (p.strip() for p in assignments.split(","))):
         name, _, value = pair.partition("=")
         name = name.strip()

@@ -131,7 +131,7 @@ def test_a_heartbeat_after_the_database_dropped_every_connection_is_written_on_a
     checkout test off, so the write itself meets it) and is written again on a fresh one: no beat missed."""
     import threading
 
-    from django.db import connection
+    from tests.failover import terminate_every_other_backend
 
     settings.DB_POOL_CHECK = False
     writer = HeartbeatWriter("host-f:1", both_queues(), interval=10)
@@ -143,12 +143,7 @@ def test_a_heartbeat_after_the_database_dropped_every_connection_is_written_on_a
 
     beat()
     first = WorkerHeartbeat.objects.get(worker="host-f:1").beat_at
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
-        assert cursor.fetchone()[0] >= 1
+    assert terminate_every_other_backend() >= 1
 
     beat()
 

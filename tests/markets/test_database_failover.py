@@ -10,8 +10,8 @@ from celery.signals import task_prerun
 from django.db import OperationalError, connection
 
 from serenity.celery import app
+from tests.failover import terminate_every_backend, terminate_every_other_backend, unpooled_connection
 from tests.markets.generation.test_handler import start_job
-from tests.markets.test_worker_faults import terminate_every_other_backend
 from tests.waits import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -96,21 +96,6 @@ def test_a_delivery_meeting_a_dead_connection_before_its_claim_runs_on_a_fresh_o
     assert any("met a dead connection" in r.getMessage() for r in caplog.records)
 
 
-def terminate_every_backend() -> int:
-    """pg_terminate_backend for every backend of this database but the one asking, from a connection outside
-    Django's pool: this test's own dies too (see terminal_surviving_the_drop)."""
-    import psycopg
-
-    params = connection.get_connection_params()
-    for option in ("pool", "server_side_binding", "prepare_threshold"):
-        params.pop(option, None)
-    with psycopg.connect(**params) as killer:
-        return killer.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        ).fetchone()[0]
-
-
 def terminal_surviving_the_drop(job):
     """`job`, refreshed, once no longer IN_PROGRESS; a read that meets this test's dropped connection is
     given up and made again on the next poll."""
@@ -131,15 +116,10 @@ def test_a_delivery_the_database_fails_before_its_claim_hands_its_message_back_a
     the visibility timeout (960 s)."""
     import logging
 
-    import psycopg
     from django.conf import settings as django_settings
 
     caplog.set_level(logging.INFO)
-    params = connection.get_connection_params()
-    params.pop("pool", None)
-    params.pop("server_side_binding", None)
-    params.pop("prepare_threshold", None)
-    locker = psycopg.connect(**params)
+    locker = unpooled_connection()
     locker.execute("LOCK TABLE async_jobs IN ACCESS EXCLUSIVE MODE")
     try:
         app.send_task(

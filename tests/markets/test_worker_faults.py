@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from celery.contrib.testing.worker import start_worker
 from django.conf import settings as django_settings
-from django.db import connection
 
 from jobs.models import AsyncJob
 from sandbox.drs import controls as drs_controls
 from sandbox.drs import state as drs
 from sandbox.semrush import state as semrush
 from serenity.celery import app
+from tests.failover import terminate_every_other_backend
 from tests.markets.generation.test_handler import start_job
 from tests.waits import wait_terminal, wait_until
 
@@ -35,16 +35,6 @@ def wait_for_phase(job, phase: str, timeout: float = 20.0):
         return job.phase == phase
 
     wait_until(reached, timeout)
-
-
-def terminate_every_other_backend() -> int:
-    """What a PostgreSQL restart or failover does to every connection but this test's own."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
-        return cursor.fetchone()[0]
 
 
 def test_a_database_that_drops_every_connection_during_drs_costs_no_second_drs_call(world, async_on, celery_worker):

@@ -56,7 +56,7 @@ def _in_flight() -> Iterator[None]:
     the token with the answer lost, and is never retried, so its job would need re-authorisation. The wait
     here sends nothing, and a call's own timeout starts once it has its place."""
     global _places
-    size = int(getattr(settings, "IMS_MAX_IN_FLIGHT", 0))
+    size = settings.IMS_MAX_IN_FLIGHT
     if size <= 0:
         yield
         return
