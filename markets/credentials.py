@@ -11,7 +11,7 @@ as well.
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 
@@ -29,7 +29,9 @@ class PromiseHeaders:
     and handed on: nothing below the views reads the HTTP request. Neither is parsed or checked yet."""
 
     audience: str | None = None  # x-promise-audience: which IMS client pair
-    token: str | None = None  # x-promise-token: the promise token, with the caller's bearer
+    # x-promise-token: the promise token, with the caller's bearer; kept out of the repr, so no log line,
+    # traceback or debug page shows it.
+    token: str | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, headers: Mapping[str, str]) -> "PromiseHeaders":
