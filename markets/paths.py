@@ -1,10 +1,7 @@
 """The ids in the API's paths: parsed as the original's router does (a malformed one is a 400 naming it, not a
-404), and described once for the OpenAPI document. Shared by onboarding and generation routes."""
+404). Shared by onboarding and generation routes; their OpenAPI description is in markets/openapi.py."""
 
 import uuid
-
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter
 
 from serenity.problems import InvalidInput
 
@@ -28,16 +25,3 @@ def parse_ids(**ids: str) -> list[uuid.UUID]:
     if errors:
         raise InvalidInput(" ".join(e["message"] for e in errors), errors=errors)
     return parsed
-
-
-PATH_IDS = [
-    OpenApiParameter("orgId", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The organization."),
-    OpenApiParameter("brandId", OpenApiTypes.UUID, OpenApiParameter.PATH, description="A brand of the organization."),
-    OpenApiParameter(
-        "jobId",
-        OpenApiTypes.UUID,
-        OpenApiParameter.PATH,
-        description="The job id from `promptGeneration.jobId` of an entry point's response.",
-    ),
-]
-MARKET_ID = OpenApiParameter("marketId", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The market.")

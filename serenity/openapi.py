@@ -74,7 +74,7 @@ class ProblemSerializer(serializers.Serializer):
     requestId = serializers.CharField(required=False)
 
 
-def problem_response(description: str) -> OpenApiResponse:
+def problem_described(description: str) -> OpenApiResponse:
     """An answer documented as a problem document (served as application/problem+json)."""
     return OpenApiResponse(response=ProblemSerializer, description=description)
 

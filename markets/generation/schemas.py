@@ -7,36 +7,14 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 
 from markets.generation.dto import GenerationJobSerializer, ReauthAcceptedSerializer, RegenerationAcceptedSerializer
-from markets.paths import MARKET_ID, PATH_IDS
-from serenity.openapi import problem_response
+from markets.openapi import MARKET_ID, PATH_IDS, SEMRUSH_AUDIENCE, promise_token_parameter
+from serenity.openapi import problem_described
 from serenity.problems import PROBLEM_CONTENT_TYPE
-from tokens.delegation import PROMISE_TOKEN_PATTERN
-
-SEMRUSH_AUDIENCE = OpenApiParameter(
-    "x-promise-audience",
-    OpenApiTypes.STR,
-    OpenApiParameter.HEADER,
-    required=True,
-    enum=["semrush"],
-    description="The IMS client pair: must be `semrush`.",
-)
-
-
-def promise_token_parameter(description: str) -> OpenApiParameter:
-    """The OpenAPI parameter of `x-promise-token` as these routes read it (the pattern the parser accepts),
-    described for the route."""
-    return OpenApiParameter(
-        "x-promise-token",
-        {"type": "string", "pattern": PROMISE_TOKEN_PATTERN},
-        OpenApiParameter.HEADER,
-        description=description,
-    )
-
 
 COMMON_PROBLEMS = {
-    (400, PROBLEM_CONTENT_TYPE): problem_response("A path id is not a UUID (or, on the poll, `wait` is not 0-25)."),
-    (401, PROBLEM_CONTENT_TYPE): problem_response("Missing, invalid or expired bearer token."),
-    (404, PROBLEM_CONTENT_TYPE): problem_response(
+    (400, PROBLEM_CONTENT_TYPE): problem_described("A path id is not a UUID (or, on the poll, `wait` is not 0-25)."),
+    (401, PROBLEM_CONTENT_TYPE): problem_described("Missing, invalid or expired bearer token."),
+    (404, PROBLEM_CONTENT_TYPE): problem_described(
         "No such job for this caller: missing, of another organization, brand or site, or of another type. "
         "Every case answers the same body."
     ),
@@ -164,22 +142,22 @@ REAUTHORIZE: dict[str, Any] = dict(
         202: OpenApiResponse(
             response=ReauthAcceptedSerializer, description="Accepted: the same job id is queued again."
         ),
-        (400, PROBLEM_CONTENT_TYPE): problem_response(
+        (400, PROBLEM_CONTENT_TYPE): problem_described(
             "A path id is not a UUID, x-promise-audience is not `semrush`, or x-promise-token is malformed."
         ),
-        (401, PROBLEM_CONTENT_TYPE): problem_response(
+        (401, PROBLEM_CONTENT_TYPE): problem_described(
             "Missing, invalid or expired bearer token; a promise token IMS did not exchange; or a session-token "
             "caller without x-promise-token (`PROMISE_TOKEN_REQUIRED`)."
         ),
-        (403, PROBLEM_CONTENT_TYPE): problem_response("The caller is not the user who started the job."),
+        (403, PROBLEM_CONTENT_TYPE): problem_described("The caller is not the user who started the job."),
         (404, PROBLEM_CONTENT_TYPE): COMMON_PROBLEMS[(404, PROBLEM_CONTENT_TYPE)],
-        (409, PROBLEM_CONTENT_TYPE): problem_response(
+        (409, PROBLEM_CONTENT_TYPE): problem_described(
             "The job is not awaiting re-authorisation, or another re-authorisation of it is under way."
         ),
-        (429, PROBLEM_CONTENT_TYPE): problem_response(
+        (429, PROBLEM_CONTENT_TYPE): problem_described(
             "Too many re-authorisations by this user or of this organization: retry after `Retry-After` seconds."
         ),
-        (502, PROBLEM_CONTENT_TYPE): problem_response(
+        (502, PROBLEM_CONTENT_TYPE): problem_described(
             "IMS did not issue a credential; the job still awaits re-authorisation."
         ),
     },
@@ -212,18 +190,18 @@ REGENERATE: dict[str, Any] = dict(
     ],
     responses={
         202: OpenApiResponse(RegenerationAcceptedSerializer, "Queued (or already running)."),
-        (400, PROBLEM_CONTENT_TYPE): problem_response("An id is not a UUID, or a header is unusable."),
-        (401, PROBLEM_CONTENT_TYPE): problem_response("Missing, invalid or expired bearer token."),
-        (403, PROBLEM_CONTENT_TYPE): problem_response(
+        (400, PROBLEM_CONTENT_TYPE): problem_described("An id is not a UUID, or a header is unusable."),
+        (401, PROBLEM_CONTENT_TYPE): problem_described("Missing, invalid or expired bearer token."),
+        (403, PROBLEM_CONTENT_TYPE): problem_described(
             "Not a member of the organization, or Serenity is not active for it."
         ),
-        (404, PROBLEM_CONTENT_TYPE): problem_response("No such organization, brand or market for this caller."),
-        (409, PROBLEM_CONTENT_TYPE): problem_response(
+        (404, PROBLEM_CONTENT_TYPE): problem_described("No such organization, brand or market for this caller."),
+        (409, PROBLEM_CONTENT_TYPE): problem_described(
             "Generation disabled, brand not active, or nothing in the catalogue to generate from."
         ),
-        (429, PROBLEM_CONTENT_TYPE): problem_response("Too many requests: retry after `Retry-After` seconds."),
-        (502, PROBLEM_CONTENT_TYPE): problem_response("Semrush or IMS did not answer."),
-        (503, PROBLEM_CONTENT_TYPE): problem_response(
+        (429, PROBLEM_CONTENT_TYPE): problem_described("Too many requests: retry after `Retry-After` seconds."),
+        (502, PROBLEM_CONTENT_TYPE): problem_described("Semrush or IMS did not answer."),
+        (503, PROBLEM_CONTENT_TYPE): problem_described(
             "No worker ready, or the queue refused the job: retry after `Retry-After` seconds."
         ),
     },

@@ -105,6 +105,8 @@ class MarketRequest:
     model_ids: list[str] = field(default_factory=list)
     market: object = None
     language: object = None
+    # createMarket's `generatePrompts`, JSON `true` alone (an activation's entries take the activation's).
+    generate_prompts: bool = False
 
 
 def _strings(value) -> list[str]:
@@ -156,6 +158,7 @@ def market_request(body: dict) -> MarketRequest:
         model_ids=_strings(body.get("modelIds")),
         market=market,
         language=body.get("languageCode"),
+        generate_prompts=body.get("generatePrompts") is True,
     )
 
 

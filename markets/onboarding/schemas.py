@@ -1,11 +1,19 @@
-"""The OpenAPI description of the onboarding request bodies: exactly what markets/onboarding/inputs.py
-accepts, so schemathesis can hold the two to each other. Written as JSON Schema (drf-spectacular takes
-them as they are) because the original's rules (one of two fields, any case, a catalogue) are not a
-serializer's; registered as components by `register_components`, a postprocessing hook."""
+"""The OpenAPI description of the onboarding entry points (SPEC §3), kept beside the views so each view reads as
+what it does: one set of `extend_schema` arguments per view (at the end), the headers and problems they
+answer, and the request bodies.
+
+The request bodies are exactly what markets/onboarding/inputs.py accepts, so schemathesis can hold the two to
+each other. They are written as JSON Schema (drf-spectacular takes them as they are) because the original's
+rules (one of two fields, any case, a catalogue) are not a serializer's; registered as components by
+`register_components`, a postprocessing hook. The answers are described by their serializers
+(markets/onboarding/dto.py), which also render them."""
 
 from typing import Any
 
+from drf_spectacular.utils import OpenApiResponse
+
 from markets import geo
+from markets.onboarding.dto import ActivationOutput, BrandCreatedOutput, MarketCreatedOutput
 from markets.onboarding.inputs import (
     BRAND_STATUSES,
     DOMAIN_OR_URL,
@@ -16,6 +24,9 @@ from markets.onboarding.inputs import (
     PROFILE_FIELDS,
     TEXT,
 )
+from markets.openapi import PATH_IDS, audience_parameter, promise_token_parameter
+from serenity.openapi import X_ERROR_HEADER, problem_described
+from serenity.problems import PROBLEM_CONTENT_TYPE
 
 TEXT_SCHEMA = {"type": "string", "pattern": TEXT, "description": "A text: something besides white space, no NUL."}
 TEXTS_SCHEMA = {"type": "array", "minItems": 1, "items": TEXT_SCHEMA}
@@ -42,7 +53,7 @@ DOMAIN_SCHEMA = {
     "description": "A domain name or an http(s) URL; its host is the domain used.",
 }
 
-CREATE_MARKET = {
+CREATE_MARKET_BODY = {
     "type": "object",
     "description": "One market of the brand (the original's `SerenityCreateMarketRequest`). Unknown fields are "
     "ignored. `brandDomain` or `siteId` is required; a `siteId` that names no site of the brand's "
@@ -73,7 +84,7 @@ CREATE_MARKET = {
     },
 }
 
-ACTIVATE = {
+ACTIVATE_BODY = {
     "type": "object",
     "description": "Every field optional (the original's `SerenityActivateRequest`); unknown fields are ignored. A "
     "pending brand ignores the body. An active brand provisions `markets` (or US/en when none is "
@@ -95,7 +106,7 @@ ACTIVATE = {
     },
 }
 
-CREATE_BRAND: dict[str, Any] = {
+CREATE_BRAND_BODY: dict[str, Any] = {
     "type": "object",
     "description": "A brand (the original's `V2BrandInput` with `semrushMarket`, `semrushModelIds` and "
     "`generatePrompts`); unknown fields are ignored. Created, or updated when the organization has "
@@ -169,7 +180,7 @@ CREATE_BRAND: dict[str, Any] = {
 NO_MARKET = {"anyOf": [{"not": {"type": "object"}}, {"type": "object", "maxProperties": 0}]}
 PENDING = {"required": ["status"], "properties": {"status": {"enum": ["pending"]}}}
 NOT_GENERATING = {"properties": {"generatePrompts": {"not": {"enum": [True]}}}}
-CREATE_BRAND["allOf"] = [
+CREATE_BRAND_BODY["allOf"] = [
     # Generation needs a market.
     {
         "anyOf": [
@@ -197,7 +208,11 @@ CREATE_BRAND["allOf"] = [
     },
 ]
 
-COMPONENTS = {"CreateBrandRequest": CREATE_BRAND, "CreateMarketRequest": CREATE_MARKET, "ActivateRequest": ACTIVATE}
+COMPONENTS = {
+    "CreateBrandRequest": CREATE_BRAND_BODY,
+    "CreateMarketRequest": CREATE_MARKET_BODY,
+    "ActivateRequest": ACTIVATE_BODY,
+}
 
 
 def ref(name: str) -> dict:
@@ -216,3 +231,79 @@ def register_components(result, generator, request, public):
             if schema.get("$ref", "").endswith(("/CreateBrandRequest", "/CreateMarketRequest")):
                 body["required"] = True
     return result
+
+
+# --- Headers and problems ----------------------------------------------------------------------------------------
+
+AUDIENCE_DESCRIPTION = (
+    "`semrush` (any case) to delegate with the Semrush client pair (required for prompt "
+    "generation); absent or empty: the default pair. Anything else is a 400"
+)
+PROMISE_TOKEN = promise_token_parameter(
+    "A promise token of the caller's, bare (URL-encoded, as the original's UI sends "
+    'it) or as the typed JSON object `{promise_token, token_type: "promise_token", '
+    "expires_in}`. It is exchanged at IMS on the selected pair: the request's Semrush "
+    "calls use the access token (401 `Invalid or expired promise token` when the "
+    "exchange fails), its first new job the rotated promise token, every other new "
+    "job a token minted from the access token. Absent: the caller's IMS bearer; a "
+    "session-token caller must send it (401 `PROMISE_TOKEN_REQUIRED`)."
+)
+PROMISE_HEADERS = [audience_parameter(AUDIENCE_DESCRIPTION + "."), PROMISE_TOKEN, X_ERROR_HEADER]
+# createBrand reads the audience only when the brand needs Semrush work (as the original does): a pending brand,
+# or any brand of an organization without Serenity, is created whatever it says.
+BRAND_PROMISE_HEADERS = [
+    audience_parameter(
+        AUDIENCE_DESCRIPTION + " when the brand needs Semrush work "
+        "(an active brand of an organization with Serenity on); otherwise not read."
+    ),
+    PROMISE_TOKEN,
+    X_ERROR_HEADER,
+]
+
+PROBLEMS = {
+    (400, PROBLEM_CONTENT_TYPE): problem_described(
+        "The body breaks a rule (`invalidRequest`, with every failed rule "
+        "in `message`), an unknown market or language "
+        "(`unknownMarket`, `unknownLanguage`), or an unusable header."
+    ),
+    (401, PROBLEM_CONTENT_TYPE): problem_described(
+        "Missing, invalid or expired bearer token, or Semrush refused the "
+        "credential the request acted with (`Upstream authorization "
+        "failed`)."
+    ),
+    (403, PROBLEM_CONTENT_TYPE): problem_described(
+        "Not a member of the organization, or Semrush would not let the "
+        "request's credential do this (`Upstream authorization failed`)."
+    ),
+    (404, PROBLEM_CONTENT_TYPE): problem_described(
+        "No such organization or brand for this caller, or Serenity is not active for the brand."
+    ),
+    (409, PROBLEM_CONTENT_TYPE): problem_described("The market is already live (`sliceExists`)."),
+    (429, PROBLEM_CONTENT_TYPE): problem_described(
+        "Too many requests by this user, or markets of this organization: retry after `Retry-After` seconds."
+    ),
+    (502, PROBLEM_CONTENT_TYPE): problem_described("Semrush did not complete the request (`serenityUpstreamError`)."),
+    (503, PROBLEM_CONTENT_TYPE): problem_described("Not attempted within the request's time budget: send it again."),
+}
+
+
+# --- Keyword arguments of extend_schema, one set per view -------------------------------------------------------
+
+CREATE_BRAND: dict[str, Any] = dict(
+    operation_id="createBrand",
+    request={"application/json": ref("CreateBrandRequest")},
+    parameters=[*PATH_IDS[:1], *BRAND_PROMISE_HEADERS],
+    responses={201: BrandCreatedOutput, **PROBLEMS},
+)
+CREATE_MARKET: dict[str, Any] = dict(
+    operation_id="createMarket",
+    request={"application/json": ref("CreateMarketRequest")},
+    parameters=[*PATH_IDS[:2], *PROMISE_HEADERS],
+    responses={201: MarketCreatedOutput, **PROBLEMS},
+)
+ACTIVATE: dict[str, Any] = dict(
+    operation_id="activateMarkets",
+    request={"application/json": ref("ActivateRequest")},
+    parameters=[*PATH_IDS[:2], *PROMISE_HEADERS],
+    responses={200: ActivationOutput, 207: OpenApiResponse(ActivationOutput, "Some market failed"), **PROBLEMS},
+)

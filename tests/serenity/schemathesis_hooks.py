@@ -32,7 +32,7 @@ def map_body(context, body):
     return body
 
 
-AUDIENCE = re.compile(r"^[ \t]*(?:[Ss][Ee][Mm][Rr][Uu][Ss][Hh])?[ \t]*$")  # markets.onboarding.apis.AUDIENCE_PATTERN
+AUDIENCE = re.compile(r"^[ \t]*(?:[Ss][Ee][Mm][Rr][Uu][Ss][Hh])?[ \t]*$")  # markets.openapi.AUDIENCE_PATTERN
 
 
 def _audience_read(case):
