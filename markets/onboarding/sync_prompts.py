@@ -1,20 +1,71 @@
 """The old synchronous prompt path (SPEC §8): catalogue prompts copied verbatim into a new market's project,
-tagged, inside the request, under one write deadline shared by every market of the request."""
+tagged, inside the request, under one write deadline shared by every market of the request.
+
+Each prompt is tagged branded / non-branded, and with a search intent. The intent classifier is deterministic
+and keyword-based, behind a small interface so a better one can replace it without touching the path. Rules,
+first match wins (case-insensitive, whole words): transactional (buy, price, order, discount…), navigational
+(login, website, official, near me…), commercial (best, vs, review, compare, top…); otherwise informational.
+Keywords cover en, fr, de, es, it.
+"""
 
 import logging
+import re
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from django.conf import settings
 
 from markets.catalogue import example_prompts, rank_topics
 from markets.clients.semrush import SemrushClient
 from markets.models import Brand, Market
-from markets.onboarding.intent import IntentClassifier, KeywordIntentClassifier, brand_needles, prompt_type
 from serenity.auth import Caller
 from serenity.clients.http import ClientError, TransientError
 
 log = logging.getLogger(__name__)
+
+# --- Tagging -----------------------------------------------------------------------------------------------------
+
+INTENTS = ("transactional", "navigational", "commercial", "informational")
+
+_KEYWORDS = {
+    "transactional": "buy purchase order price prices pricing cost cheap discount deal deals coupon sale shop "
+    "acheter prix commander kaufen preis bestellen günstig comprar precio oferta comprare prezzo",
+    "navigational": "login log sign website site official app download contact near store stores "
+    "connexion officiel anmelden offizielle iniciar oficial accedi ufficiale",
+    "commercial": "best top vs versus review reviews compare comparison alternative alternatives rating "
+    "meilleur meilleure meilleurs comparatif avis beste bester vergleich test mejor mejores "
+    "comparativa migliore migliori confronto recensioni",
+}
+_PATTERNS = {
+    intent: re.compile(r"\b(" + "|".join(map(re.escape, words.split())) + r")\b", re.IGNORECASE)
+    for intent, words in _KEYWORDS.items()
+}
+
+
+class IntentClassifier(Protocol):
+    def classify(self, text: str) -> str: ...
+
+
+class KeywordIntentClassifier:
+    def classify(self, text: str) -> str:
+        for intent in ("transactional", "navigational", "commercial"):
+            if _PATTERNS[intent].search(text):
+                return intent
+        return "informational"
+
+
+def brand_needles(name: str, aliases: list[str]) -> list[re.Pattern]:
+    words = {w.strip() for w in [name, *aliases] if isinstance(w, str) and w.strip()}
+    ordered = sorted(words, key=len, reverse=True)
+    return [re.compile(r"(?<!\w)" + re.escape(w) + r"(?!\w)", re.IGNORECASE) for w in ordered]
+
+
+def prompt_type(text: str, needles: list[re.Pattern]) -> str:
+    return "branded" if any(n.search(text) for n in needles) else "non-branded"
+
+
+# --- Writing -----------------------------------------------------------------------------------------------------
 
 
 @dataclass
