@@ -2,7 +2,8 @@
 request acts with in Semrush (`Generation`) is markets/credentials.py.
 
 It never fails the entry point: every refusal or failure is logged with its reason and answered with
-`None` (no handle for that market).
+`None` (no handle for that market). It also answers which job a market already has (`market_generation_job`,
+for an entry point's 409): the market's job id is the producer's.
 """
 
 import enum
@@ -12,6 +13,7 @@ from django.conf import settings
 
 from jobs import readiness
 from jobs import services as job_services
+from jobs.models import AsyncJob
 from markets.catalogue import seeds_from_catalogue
 from markets.clients.semrush import SemrushClient
 from markets.credentials import Generation
@@ -146,3 +148,13 @@ def market_generation_enqueue(
         level = logging.INFO if refused.reason == NotEnqueued.CONSUMER_NOT_READY else logging.WARNING
         log.log(level, "prompt generation not enqueued", extra=extra)
         return None
+
+
+def market_generation_job(*, brand: Brand, market: Market) -> dict | None:
+    """The market's generation job as `{jobId, status}`, or None when it has none. `brand` is the caller's,
+    already scoped (the 409 of an entry point shows it, so the UI can poll the job or offer a regeneration)."""
+    job_id = generation_job_id(brand.id, market.geo_target_id, market.language_code)
+    status = AsyncJob.objects.filter(id=job_id).values_list("status", flat=True).first()
+    if status is None:
+        return None
+    return {"jobId": str(job_id), "status": status}
