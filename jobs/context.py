@@ -32,9 +32,11 @@ class JobContext:
 
     Every write is a conditional UPDATE naming the lease token: zero rows means another delivery owns the
     job, and LeaseLost stops this one before it touches anything outside the database. A write that meets
-    a dead database connection is retried once on a fresh one (it is conditional, so safe to repeat).
-    The delivery's deadline is JOB_TASK_TIME_LIMIT_SECONDS from its start: every call gets its timeout
-    from `remaining()`, and a phase that cannot fit raises OutOfTime (the runner hands the job back).
+    a dead database connection is retried once on a fresh one: each gives the same result when its first
+    try committed and only the answer was lost.
+    The delivery's deadline is JOB_TASK_TIME_LIMIT_SECONDS from when the context is made (after the claim):
+    the handler's DRS and Semrush calls take their timeouts from `remaining()` (IMS and SQS calls have their
+    own), and `require_time` raises OutOfTime before a phase that cannot fit (the runner hands the job back).
     """
 
     def __init__(self, job: AsyncJob, lease_token: uuid.UUID, *, worker: str = "", deadline: float | None = None):
@@ -100,8 +102,10 @@ class JobContext:
         only while it still holds the token that was exchanged. `checkpoint_values` go in the same write.
 
         If either fence fails, the rotated token would be live with no owner: it is invalidated at IMS at
-        once (after the transaction), and LeaseLost is raised. The job's new owner then holds the token we
-        exchanged, which IMS has rotated away; its own exchange is refused and the job ends NEEDS_REAUTH.
+        once (after the transaction), and LeaseLost is raised. The job's next delivery then holds the token we
+        exchanged, which IMS has rotated away; its own exchange is refused and the job ends NEEDS_REAUTH. A
+        store retried after a commit whose answer was lost passes both fences again (the grant already holds
+        the rotated token: tokens.services.grant_rotate), so the token is kept.
         """
         checkpoints = self._merged(checkpoint_values)
 

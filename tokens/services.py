@@ -109,19 +109,19 @@ def grant_exists(job_id: UUID | str) -> bool:
 
 def grant_rotate(*, job_id: UUID | str, expect_fingerprint: str, token: PromiseToken) -> bool:
     """Replace the stored token after an exchange rotated it, only if the grant still holds the token
-    that was exchanged (compare-and-swap on its fingerprint). True when stored. Callers also fence this
-    on their lease, in the same transaction."""
+    that was exchanged (compare-and-swap on its fingerprint). True when stored: now, or already (a retry of
+    a rotation that committed but whose answer was lost finds the grant holding `token`, which IMS issued
+    for this exchange alone). Callers also fence this on their lease, in the same transaction."""
     now = timezone.now()
-    return (
-        PromiseGrant.objects.filter(job_id=job_id, fingerprint=expect_fingerprint).update(
-            ciphertext=crypto.seal(token),
-            fingerprint=token_fingerprint(token.promise_token),
-            expires_at=now + timedelta(seconds=token.expires_in),
-            updated_at=now,
-            rotations=F("rotations") + 1,
-        )
-        == 1
+    fingerprint = token_fingerprint(token.promise_token)
+    stored = PromiseGrant.objects.filter(job_id=job_id, fingerprint=expect_fingerprint).update(
+        ciphertext=crypto.seal(token),
+        fingerprint=fingerprint,
+        expires_at=now + timedelta(seconds=token.expires_in),
+        updated_at=now,
+        rotations=F("rotations") + 1,
     )
+    return stored == 1 or PromiseGrant.objects.filter(job_id=job_id, fingerprint=fingerprint).exists()
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,11 @@ import logging
 import threading
 import time
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import F
+from django.db.models import F, Q
 
 from jobs import codes, handlers, retries, states
 from jobs.context import JobContext
@@ -185,11 +186,28 @@ def hand_back(ctx: JobContext, *, reason: str) -> bool:
     """Give a running delivery's job back to the queue: release its lease (fenced: only if it is still
     ours) and send a fresh message, so another delivery resumes it from its last checkpoint at once. The
     delivery, if it goes on, finds its lease gone at its next write and stops. True when handed back."""
-    if not retry_once_on_disconnect(lease_release, ctx.id, ctx.lease_token, reason=reason):
+    if not _release(ctx, reason=reason):
         return False
     ctx.handed_back = True
     job_publish(ctx.id, ctx.job.job_type)
     return True
+
+
+def _release(ctx: JobContext, *, reason: str, **fields: Any) -> bool:
+    """Release this delivery's lease (`fields` set in the same UPDATE), retried once on a fresh connection if
+    the database dropped this one. True when the lease is no longer held: released now, or by a first try
+    that committed but whose answer was lost with its connection (the retry then finds no lease of ours, and
+    the lease free). False when another delivery holds the job."""
+    tries = 0
+
+    def release() -> bool:
+        nonlocal tries
+        tries += 1
+        return lease_release(ctx.id, ctx.lease_token, reason=reason, **fields)
+
+    if retry_once_on_disconnect(release):
+        return True
+    return tries > 1 and AsyncJob.objects.filter(lease_free_q(), id=ctx.id, status=JobStatus.IN_PROGRESS).exists()
 
 
 def _hand_back_after_disconnect(ctx: JobContext, exc: Exception) -> bool:
@@ -237,11 +255,18 @@ def _hold_back(job: AsyncJob, *, over_budget: bool = False) -> Outcome:
 
 
 def _requeue_if_unowned(ctx: JobContext) -> Outcome:
-    """After a lost lease: when no other delivery holds the job (our lease expired and nobody claimed it),
-    send a fresh message so the job is not left IN_PROGRESS with nothing queued."""
+    """After a lost lease: when no other delivery holds the job (our lease expired and nobody claimed it, or it
+    is still ours), release it and send a fresh message so the job is not left IN_PROGRESS with nothing
+    queued."""
     if ctx.handed_back:
         return LEASE_LOST  # its fresh message is already out
-    unowned = AsyncJob.objects.filter(lease_free_q(), id=ctx.id, status=JobStatus.IN_PROGRESS).exists()
+    # Ours still (a fence on something besides the lease failed: the grant, JobContext.store_rotated_token) or
+    # free: either way no delivery but this one could move the job on.
+    unowned = (
+        AsyncJob.objects.filter(lease_free_q() | Q(lease_token=ctx.lease_token), id=ctx.id)
+        .filter(status=JobStatus.IN_PROGRESS)
+        .exists()
+    )
     if unowned:
         retry_once_on_disconnect(lease_release, ctx.id, ctx.lease_token, reason="lease expired during the delivery")
         states.record(ctx.id, "requeued", actor=ctx.worker, detail="lease expired with nobody holding the job")
@@ -275,13 +300,12 @@ def _fail(job_id: uuid.UUID, lease: uuid.UUID | None, exc: JobFailed, actor: str
 def _retry(ctx: JobContext, exc: RetryLater) -> Outcome:
     """Act on the retry decision for a retryable failure: end the job exhausted, or release the lease and
     send a delayed message. Release first, then send: if the send fails, the job is left for the sweeper
-    (message_sent_at cleared), never IN_PROGRESS with nothing queued and nobody to notice."""
+    (message_sent_at cleared). A release whose answer was lost with its connection counts as done when the
+    lease is free afterwards (`_release`), so the message is still sent."""
     decision = retries.retry_decision(ctx.job.attempts)
     if decision.exhausted:
         return _fail(ctx.id, ctx.lease_token, _exhausted(f"{exc.code}: {exc.message}"), ctx.worker)
-    if not retry_once_on_disconnect(
-        lease_release, ctx.id, ctx.lease_token, reason=f"retry in {decision.delay_seconds}s: {exc.code}"
-    ):
+    if not _release(ctx, reason=f"retry in {decision.delay_seconds}s: {exc.code}"):
         return LEASE_LOST
     states.record(ctx.id, "retry_scheduled", actor=ctx.worker, detail=f"{exc.code}: {exc.message}")
     log.info(
@@ -307,14 +331,7 @@ def _throttled(ctx: JobContext, exc: Throttled) -> Outcome:
         message = f"throttled {throttles} times, last {exc.code}: {exc.message}"
         return _fail(ctx.id, ctx.lease_token, JobFailed(codes.THROTTLED_TOO_LONG, message, retryable=True), ctx.worker)
     detail = f"{exc.code}: {exc.message}; sent again in {decision.delay_seconds}s (throttle {throttles})"
-    if not retry_once_on_disconnect(
-        lease_release,
-        ctx.id,
-        ctx.lease_token,
-        reason=f"throttled: {exc.code}",
-        attempts=F("attempts") - 1,
-        throttles=F("throttles") + 1,
-    ):
+    if not _release(ctx, reason=f"throttled: {exc.code}", attempts=F("attempts") - 1, throttles=F("throttles") + 1):
         return LEASE_LOST
     states.record(ctx.id, "throttled", actor=ctx.worker, detail=detail)
     log.info(

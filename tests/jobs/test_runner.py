@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from jobs import services as job_services
 from jobs.context import JobContext
-from jobs.exceptions import JobFailed, LeaseLost, RetryLater
+from jobs.exceptions import JobFailed, LeaseLost, RetryLater, Throttled
 from jobs.leases import lease_claim
 from jobs.models import AsyncJob, JobEvent
 from jobs.outcomes import COMPLETED, Outcome
@@ -22,6 +22,7 @@ from tests.jobs.conftest import store_grant
 from tests.jobs.factories import AsyncJobFactory
 from tests.waits import wait_until
 from tokens import services as grants
+from tokens.models import PromiseGrant
 from tokens.types import PromiseToken
 
 
@@ -295,6 +296,109 @@ def test_a_delivery_the_database_drops_mid_run_hands_its_job_back_at_once(handle
     assert [m["kwargs"] for m in queues.drain()] == [{"jobId": str(job.id), "type": "testEcho"}]
     handler.behaviour = lambda run: {"ok": True}
     assert job_services.job_run(job.id, "testEcho") == COMPLETED
+
+
+def commit_then_lose_the_answer(monkeypatch, module, name: str) -> None:
+    """`module.name` commits as usual the first time, then its connection dies before the caller hears back
+    (a failover between the commit and its answer): the caller's retry runs on a fresh connection."""
+    real, calls = getattr(module, name), []
+
+    def lost_answer(*args, **kwargs):
+        result = real(*args, **kwargs)
+        calls.append(result)
+        if len(calls) == 1:
+            end_this_threads_backend()
+            with connection.cursor() as cursor:  # the answer never arrives: the next statement meets the dead one
+                cursor.execute("SELECT 1")
+        return result
+
+    monkeypatch.setattr(module, name, lost_answer)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_retry_whose_lease_release_answer_was_lost_is_still_sent(handler, queues, monkeypatch, settings):
+    """The release committed and only its answer was lost: the retry finds no lease of ours, and a free one.
+    The delayed message is sent all the same, so the job does not sit IN_PROGRESS with nothing queued."""
+    settings.JOB_RETRY_BASE_SECONDS = 0
+    job = AsyncJobFactory()
+
+    def transient(run):
+        raise RetryLater("DRS_TRANSIENT", "timeout")
+
+    handler.behaviour = transient
+    commit_then_lose_the_answer(monkeypatch, runner, "lease_release")
+
+    assert job_services.job_run(job.id, "testEcho") == Outcome("retry", "DRS_TRANSIENT")
+
+    job.refresh_from_db()
+    assert (job.status, job.lease_token, job.attempts) == ("IN_PROGRESS", None, 1)
+    assert job.events.filter(kind="retry_scheduled").count() == 1
+    wait_until(lambda: queues.drain(), timeout=30, what="the retry's message")
+    handler.behaviour = lambda run: {"ok": True}
+    assert job_services.job_run(job.id, "testEcho") == COMPLETED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_throttle_whose_release_answer_was_lost_gives_the_attempt_back_once(handler, queues, monkeypatch):
+    job = AsyncJobFactory()
+
+    def throttled(run):
+        raise Throttled("DRS_THROTTLED", "slow down", retry_after=0)
+
+    handler.behaviour = throttled
+    commit_then_lose_the_answer(monkeypatch, runner, "lease_release")
+
+    assert job_services.job_run(job.id, "testEcho") == Outcome("held", "DRS_THROTTLED")
+
+    job.refresh_from_db()
+    assert (job.lease_token, job.attempts, job.throttles) == (None, 0, 1)
+    wait_until(lambda: queues.drain(), timeout=30, what="the throttled job's message")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rotated_token_stored_by_a_commit_whose_answer_was_lost_is_kept(monkeypatch, ims_invalidations):
+    """The store's retry finds the grant already holding the rotated token: it is the job's, not invalidated."""
+    job = AsyncJobFactory()
+    store_grant(job)
+    exchanged = grants.grant_load(job.id)
+    run = JobContext(AsyncJob.objects.get(id=job.id), lease_claim(job.id))
+    rotated = PromiseToken(promise_token="rotated-once", token_type="promise_token", expires_in=60)
+
+    def lost_after_commit(write):  # the whole store commits, then its answer is lost: the retry runs again
+        write()
+        end_this_threads_backend()
+        connection.close()  # as the retry does: a fresh connection for the second try
+        return write()
+
+    monkeypatch.setattr("jobs.context.retry_once_on_disconnect", lost_after_commit)
+    run.store_rotated_token(exchanged=exchanged, rotated=rotated, exchangedAt="now")
+
+    assert grants.grant_load(job.id).token == rotated
+    assert ims_invalidations == []
+    assert PromiseGrant.objects.get(job_id=job.id).rotations == 1
+    assert AsyncJob.objects.get(id=job.id).checkpoints == {"exchangedAt": "now"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lease_lost_to_a_failed_grant_fence_is_released_and_the_job_sent_again(handler, queues, ims_invalidations):
+    """The delivery still holds its lease but the grant no longer holds the token it exchanged: the rotated
+    token is invalidated, and the job, which nobody else holds, is sent again rather than left stranded."""
+    job = AsyncJobFactory()
+    store_grant(job)
+
+    def rotate_over_a_changed_grant(run):
+        exchanged = grants.grant_load(job.id)
+        PromiseGrant.objects.filter(job_id=job.id).update(fingerprint="changed-meanwhile")
+        rotated = PromiseToken(promise_token="rotated-orphan", token_type="promise_token", expires_in=60)
+        run.store_rotated_token(exchanged=exchanged, rotated=rotated)
+
+    handler.behaviour = rotate_over_a_changed_grant
+    assert job_services.job_run(job.id, "testEcho") == runner.LEASE_LOST
+
+    job.refresh_from_db()
+    assert (job.status, job.lease_token) == ("IN_PROGRESS", None)
+    assert ims_invalidations == [("semrush", "rotated-orphan")]
+    assert [m["kwargs"] for m in queues.drain()] == [{"jobId": str(job.id), "type": "testEcho"}]
 
 
 def test_a_failed_re_send_leaves_the_job_waiting_for_the_sweeper(db, queues):
