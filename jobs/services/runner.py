@@ -73,14 +73,16 @@ def job_run(job_id: object, message_type: str | None, *, worker: str = "", final
        bounded, until JOB_MAX_THROTTLES throttles end it THROTTLED_TOO_LONG (`_throttled`). OutOfTime
        (the delivery's budget cannot fit the next phase) hands the job back at once: lease released, a
        fresh message sent.
-    7. LeaseLost: stop. If no other delivery holds the job (the lease expired unclaimed), send a fresh
-       message, so the job is never left unreachable.
-    A database failure before the claim, once more on a fresh connection, or during the claim when the job's
-    row shows it did not commit, raises DeliveryNotStarted: the task makes its message visible again at once.
+    7. LeaseLost: stop. If no other delivery holds the job (the lease expired unclaimed, or it is still
+       ours and a fence on the grant failed), release it and send a fresh message.
+    A database failure at the first read (once more on a fresh connection), at parking, or during the claim
+    when the job's row shows it did not commit, raises DeliveryNotStarted: the task makes its message visible
+    again at once.
     A database failure mid-run (a failover) hands the job back as soon as the database answers again, within
     a few seconds: it resumes from its last checkpoint then, not after its message's visibility timeout. Any
     other unexpected exception gives the lease back and propagates: the unacked message is redelivered.
-    Every write here is retried once on a fresh connection if the database dropped this one meanwhile.
+    Lease releases and job endings are retried once on a fresh connection if the database dropped this one
+    meanwhile; a release whose answer was lost counts as done when the lease is free (`_release`).
     """
     token = context.job_id.set(str(job_id))
     try:
@@ -120,14 +122,14 @@ def _job_run(job_id: object, message_type: str | None, *, worker: str, final_rec
     # Only a job whose row already shows a lost delivery can be crash-looping at this claim (the claim counts
     # the expired lease it takes over as one more): any other delivery sends no parking UPDATE.
     may_park = final_receive or job.lost_deliveries >= CRASH_LOOP_LOST_DELIVERIES - 1
-    if job.parked_at is not None or (may_park and lease_park(job_id, worker=worker, final_receive=final_receive)):
+    if job.parked_at is not None or (may_park and _park(job_id, worker=worker, final_receive=final_receive)):
         log.warning("job parked, not run: its deliveries keep dying, or its message was on its last receive")
         return PARKED
     try:
         lease = lease_claim(job_id, worker=worker, fair_to=job.organization_id)
     except DISCONNECTED as exc:  # a read around the claim: nothing was claimed (`_claim` settles its own)
         raise DeliveryNotStarted(f"database unavailable at the claim: {type(exc).__name__}") from exc
-    if lease is None and lease_park(job_id, worker=worker):
+    if lease is None and _park(job_id, worker=worker):
         return PARKED  # its last delivery died between the look and the claim
     if lease is None and lease_free(job_id):
         return _hold_back(job, over_budget=in_flight_budget_reached())
@@ -191,6 +193,15 @@ def hand_back(ctx: JobContext, *, reason: str) -> bool:
     ctx.handed_back = True
     job_publish(ctx.id, ctx.job.job_type)
     return True
+
+
+def _park(job_id: uuid.UUID, *, worker: str, final_receive: bool = False) -> bool:
+    """`lease_park`; a database failure there raises DeliveryNotStarted: nothing ran, the message comes back
+    at once, and its next delivery parks the job (or finds it parked, when the UPDATE committed)."""
+    try:
+        return lease_park(job_id, worker=worker, final_receive=final_receive)
+    except DISCONNECTED as exc:
+        raise DeliveryNotStarted(f"database unavailable at parking: {type(exc).__name__}") from exc
 
 
 def _release(ctx: JobContext, *, reason: str, **fields: Any) -> bool:

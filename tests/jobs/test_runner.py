@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from jobs import services as job_services
 from jobs.context import JobContext
-from jobs.exceptions import JobFailed, LeaseLost, RetryLater, Throttled
+from jobs.exceptions import DeliveryNotStarted, JobFailed, LeaseLost, RetryLater, Throttled
 from jobs.leases import lease_claim
 from jobs.models import AsyncJob, JobEvent
 from jobs.outcomes import COMPLETED, Outcome
@@ -399,6 +399,26 @@ def test_a_lease_lost_to_a_failed_grant_fence_is_released_and_the_job_sent_again
     assert (job.status, job.lease_token) == ("IN_PROGRESS", None)
     assert ims_invalidations == [("semrush", "rotated-orphan")]
     assert [m["kwargs"] for m in queues.drain()] == [{"jobId": str(job.id), "type": "testEcho"}]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_parking_the_database_drops_gives_the_message_back_at_once(handler, monkeypatch):
+    """Nothing ran: DeliveryNotStarted (the task makes the message visible again at once, not after its
+    visibility timeout), and the next delivery parks the job."""
+    job = AsyncJobFactory()
+    real = runner.lease_park
+
+    def dropped(*args, **kwargs):
+        end_this_threads_backend()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "lease_park", dropped)
+    with pytest.raises(DeliveryNotStarted):
+        job_services.job_run(job.id, "testEcho", final_receive=True)
+    monkeypatch.setattr(runner, "lease_park", real)
+
+    assert job_services.job_run(job.id, "testEcho", final_receive=True) == runner.PARKED
+    assert handler.calls == []
 
 
 def test_a_failed_re_send_leaves_the_job_waiting_for_the_sweeper(db, queues):
