@@ -87,8 +87,10 @@ IN_FLIGHT_LOCK_KEY = 0x445253
 def in_flight_rule(budget: int, *, now: datetime) -> Q:
     """The claiming UPDATE's condition for the fleet's DRS budget: fewer than `budget` generations run (hold
     a live lease) across every worker. A running generation counts whether it is in its DRS phase or not: a
-    generation spends almost all of its run there, and counting it from its claim leaves no window in which
-    a claimed job calls DRS uncounted. (OFFSET budget-1 LIMIT 1: no count of them all.)"""
+    generation spends almost all of its run there, and counting it from its claim to its release leaves no
+    window in which a delivery that keeps its lease calls DRS uncounted. Not counted: a call whose delivery
+    was handed back mid-call (a stopping worker) and is still waiting on it, and an invocation given up on
+    our side that Lambda still runs. (OFFSET budget-1 LIMIT 1: no count of them all.)"""
     return ~Q(Exists(running_jobs(now).order_by()[budget - 1 : budget]))
 
 

@@ -6,7 +6,7 @@ parsed dict. Its SQS channel (`Channel._on_messages_ready`) then reads `messages
 list: `AttributeError`, raised on the worker's event loop. When the answer arrives on its socket (a slow error
 answer, as from an overloaded SQS) Celery logs "Unrecoverable error" and the whole worker process exits (code 1):
 every delivery it was running dies with it, and its job waits until its message's visibility timeout brings it
-back (QUEUE_VISIBILITY_TIMEOUT_SECONDS, 16 min). When it arrives in a timer (an error answered at once), kombu
+back (QUEUE_VISIBILITY_TIMEOUT_SECONDS). When it arrives in a timer (an error answered at once), kombu
 logs "Error in timer" and that queue's receive loop stops for good: the process lives on, beating its
 heartbeat, and never receives again. Real SQS answers 500 or 503 now and then, and an overloaded local SQS
 (moto) does so under load.

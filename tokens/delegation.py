@@ -105,8 +105,8 @@ class RequestCredential:
         return token
 
     def release(self) -> None:
-        """Invalidate at IMS a rotated token no job took (best effort): nothing the request obtained is left
-        live without an owner."""
+        """Invalidate at IMS a rotated token no job took (best effort: an invalidation IMS does not answer is
+        logged, and the token stays live until it expires)."""
         token = self.take_promise()
         if token is not None:
             promise_invalidate_quietly(pair=self.pair, token=token)

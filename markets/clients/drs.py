@@ -388,8 +388,10 @@ def _record(transport: str, duration_ms: float | None, *, error: DrsError | None
 
 
 def generate(params: dict, *, timeout: float | None = None) -> DrsShip:
-    """Invoke DRS once for these job params and apply SPEC §6's verdict table. The call waits at most
-    `timeout` seconds (the caller's remaining budget), never more than DRS_TIMEOUT_SECONDS.
+    """Invoke DRS once for these job params and apply SPEC §6's verdict table. The read waits about
+    `timeout` seconds (the caller's remaining budget), never more than DRS_TIMEOUT_SECONDS: over Lambda it is
+    rounded up to a 10 s step (at least 10 s), and the connect timeout comes on top; a `timeout` of None or 0
+    means DRS_TIMEOUT_SECONDS.
 
     Returns DrsShip for verdict `ship`, even with zero prompts (the caller decides PROMPT_GENERATION_EMPTY
     after its own trimming and dedupe). Raises DrsThrottled for Lambda throttling, and DrsError otherwise:

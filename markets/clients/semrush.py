@@ -37,9 +37,11 @@ _languages: dict[str, tuple[float, list[dict]]] = {}
 
 class _Session:
     """The calls of one SemrushClient, sent on this thread's pooled connection (serenity/clients/http.py):
-    the bearer rides on each request, never on the shared client, and every attempt, retries included, ends
-    by the caller's deadline. With a `pair`, every attempt first takes its slot in the fleet's rate budget of
-    that pair (markets/clients/semrush_budget.py), and a 429 pauses the pair for the whole fleet."""
+    the bearer rides on each request, never on the shared client. No attempt starts and no backoff sleeps past
+    the caller's deadline, and each attempt's waits (pool, connect, write, read) are each capped at the time
+    left, so an attempt can end somewhat after it. With a `pair`, every attempt first takes its slot in the
+    fleet's rate budget of that pair (markets/clients/semrush_budget.py), and a 429 pauses the pair for the
+    whole fleet."""
 
     def __init__(self, *, bearer: str, deadline: float | None, pair: str | None = None):
         self._pool = http.pooled_client(settings.SEMRUSH_API_BASE.rstrip("/"), timeout=settings.SEMRUSH_TIMEOUT_SECONDS)
@@ -96,8 +98,8 @@ def _is_conflict(exc: http.ClientError) -> bool:
 class SemrushClient:
     """One caller's view of Semrush. `bearer` is an IMS access token (never logged, never in a message).
 
-    `deadline` is a `time.monotonic()` value: no attempt or backoff runs past it, and a call that cannot
-    finish in time raises TransientError.
+    `deadline` is a `time.monotonic()` value: no attempt starts and no backoff sleeps past it (each of an
+    attempt's waits is capped at the time left), and a call out of time raises TransientError.
 
     `pair` (an IMS client pair's name: the pair whose token `bearer` is) puts every request under the fleet's
     Semrush rate budget of that pair (SEMRUSH_MAX_CALLS_PER_SECOND): the worker's calls name it; without it a

@@ -60,8 +60,8 @@ class GenerationJobProgressSerializer(serializers.Serializer):
     phase = serializers.ChoiceField(
         choices=list(PHASES),
         help_text="The last phase the job reached: queued, generating (the generation service is writing the "
-        "prompts, up to 300 s), generated, writing (to Semrush), written, published. A failed job keeps the phase "
-        "it failed in.",
+        "prompts; each call is bounded by the DRS timeout, and a failed call is made again later), generated, "
+        "writing (to Semrush), written, published. A failed job keeps the phase it failed in.",
     )
     step = serializers.IntegerField(allow_null=True, help_text="The phase's place, 1 (queued) to `steps` (published).")
     steps = serializers.IntegerField(help_text="How many phases there are (6).")

@@ -138,8 +138,9 @@ class MarketGenerationHandler:
                 raise RetryLater(exc.code, exc.reason) from None
             raise JobFailed(exc.code, exc.reason) from None
         batch = {"prompts": ship.prompts, "summary": ship.summary}
-        # Written on a connection opened now (the call ran with none held), so a database restart or failover
-        # during the call cannot lose the batch.
+        # Written on a connection taken now (the call ran with none held), so a connection the database dropped
+        # during the call is not the one written on. If this write still fails (the database still away), the
+        # batch is lost and a later delivery calls DRS again.
         ctx.checkpoint(phase=jobtype.PHASE_GENERATED, batch=batch, batchSize=len(ship.prompts))
         return batch
 

@@ -100,9 +100,11 @@ def markets_provision(
     """Create, set up in Semrush and publish each market, then give each new one its prompts (the producer,
     or the old path's catalogue copy).
 
-    Everything runs under the request's deadline: every Semrush call is bounded by it, and a market not
+    The markets run under one deadline (`deadline`, else REQUEST_DEADLINE_SECONDS from this call; the brand's
+    sub-workspace, made before, is not under it): their Semrush calls are bounded by it, and a market not
     started while MARKET_MIN_SECONDS remain is answered 503 `not_attempted` (retryable) and not created at
-    all. One SyncBudget spans the whole batch (the old path's shared ~12 s write deadline). Markets are
+    all. One SyncBudget spans the whole batch (the old path's shared write deadline,
+    SYNC_WRITE_DEADLINE_SECONDS). Markets are
     provisioned MARKET_PROVISION_CONCURRENCY at a time (each is independent: its own row, project and job);
     the answer lists them in the order asked. The brand must have its sub-workspace already.
     """

@@ -68,7 +68,8 @@ HTTP_MAX_CONNECTIONS = env.int("HTTP_MAX_CONNECTIONS", default=max(100, WORKER_C
 JOB_ORG_FAIR_SHARE = env.int("JOB_ORG_FAIR_SHARE", default=48)
 JOB_FAIR_HOLD_SECONDS = env.int("JOB_FAIR_HOLD_SECONDS", default=10)
 # The fleet's DRS budget, decided at claim time across every worker (jobs/leases.py): at most this many
-# generations run at once, so at most this many DRS (Lambda) invocations are in flight. The default leaves
+# generations hold a lease at once, which bounds the DRS (Lambda) invocations in flight (but for a call handed
+# back mid-way by a stopping worker, or given up on our side while Lambda still runs it). The default leaves
 # head-room under an account's default regional Lambda concurrency of 1,000. 0 turns it off. A delivery over
 # the budget is held back like one over its fair share (a fresh message delayed JOB_FAIR_HOLD_SECONDS).
 DRS_MAX_IN_FLIGHT = env.int("DRS_MAX_IN_FLIGHT", default=900)
