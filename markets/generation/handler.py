@@ -153,7 +153,8 @@ class MarketGenerationHandler:
         2. Load the grant; none, or one no key opens -> NEEDS_REAUTH.
         3. Exchange at IMS, once. Refused -> NEEDS_REAUTH (naming a lost rotation when an earlier
            exchange's answer was lost). An answer that may have been lost after IMS rotated the token ->
-           checkpoint `exchangeInDoubt` and retry later, never in place. Not reached -> retry later.
+           checkpoint `exchangeInDoubt` and retry later, never in place. Not reached -> retry later. Throttled
+           (429: IMS did not exchange) -> sent again after its Retry-After, no attempt spent.
         4. The token must be the requester's: otherwise its rotated successor is invalidated and the job
            ends NEEDS_REAUTH without any Semrush call.
         5. Store the rotated token, fenced on the lease and on the grant (JobContext.store_rotated_token): a
@@ -174,6 +175,8 @@ class MarketGenerationHandler:
                     "answer was lost after IMS had rotated the token)."
                 ) from None
             raise self.needs_reauth("IMS refused the promise token.") from None
+        except http.Throttled as exc:  # IMS refused before exchanging: back-pressure, the token is as it was
+            raise Throttled(jobtype.IMS_THROTTLED, f"IMS throttled: {exc}", retry_after=exc.retry_after) from None
         except TransientError as exc:
             if exc.maybe_processed:
                 ctx.checkpoint(**{EXCHANGE_IN_DOUBT: loaded.fingerprint})

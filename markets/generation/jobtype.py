@@ -48,6 +48,7 @@ SEMRUSH_PUBLISH_FAILED = "SEMRUSH_PUBLISH_FAILED"
 # Back-pressure codes (a throttled call: no attempt spent, the job re-sent later): in the job history only.
 DRS_THROTTLED = drs.DRS_THROTTLED  # Lambda throttling (TooManyRequestsException)
 SEMRUSH_THROTTLED = "SEMRUSH_THROTTLED"  # Semrush 429
+IMS_THROTTLED = "IMS_THROTTLED"  # IMS 429 on the exchange (it did not exchange)
 
 # The one sentence a caller sees per code. The stored `error.message` is for operators: it may name upstream
 # statuses, Semrush project ids or exception classes, so it never leaves through the API.

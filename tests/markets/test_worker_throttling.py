@@ -12,6 +12,8 @@ import pytest
 from markets.clients import semrush as semrush_client
 from sandbox.drs import controls as drs_controls
 from sandbox.drs import state as drs
+from sandbox.ims import controls as ims_controls
+from sandbox.ims import ledger as ims_ledger
 from sandbox.semrush import controls as semrush_controls
 from sandbox.semrush import state as semrush
 from tests.markets.generation.test_handler import emf, start_job
@@ -90,6 +92,25 @@ def test_a_throttled_semrush_write_spends_no_attempt_and_the_job_completes_witho
     assert drs.call_count() == 1  # the persisted batch was not generated again
     assert len(emf(metric_lines, "SemrushThrottled")) == job.throttles
     assert emf(metric_lines, "SemrushCallFailure") == []
+
+
+def test_a_throttled_ims_exchange_spends_no_attempt_and_keeps_the_token(
+    metric_lines, world, async_on, celery_worker, quick_resend
+):
+    """IMS answered 429 to every attempt of the exchange (it exchanged nothing): the job is sent again without
+    spending its attempt, its stored token still good, and completes on the next delivery."""
+    ims_controls.fail_next_exchanges(3, status=429)  # the client's three attempts of one exchange
+    job, market = start_job(world)
+
+    job = wait_terminal(job, timeout=60)
+
+    assert job.status == "COMPLETED", job.error
+    assert (job.attempts, job.throttles) == (1, 1)
+    assert job.events.filter(kind="retry_scheduled").count() == 0
+    assert "IMS_THROTTLED" in job.events.get(kind="throttled").detail
+    assert len(emf(metric_lines, "IMSThrottled")) == 1
+    assert drs.call_count() == 1 and len(semrush.prompts(market.semrush_project_id)) == 50
+    assert ims_ledger.live_tokens() == 1  # the job's rotated token, nothing orphaned
 
 
 def test_a_job_throttled_for_ever_ends_throttled_too_long_and_persistent_throttling_is_counted(

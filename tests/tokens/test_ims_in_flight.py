@@ -20,20 +20,26 @@ def burst_of_invalidations(monkeypatch, callers: int) -> tuple[list[int], thread
     """`callers` threads each invalidating a promise token; every call that reaches the HTTP seam records how
     many are there at once, then waits for the returned event before it is sent."""
     inside, peaks, go, lock = [0], [], threading.Event(), threading.Lock()
-    real = http.request
+    real = ims._client
 
-    def held(*args, **kwargs):
-        with lock:
-            inside[0] += 1
-            peaks.append(inside[0])
-        try:
-            go.wait(30)
-            return real(*args, **kwargs)
-        finally:
+    class Held:
+        """The thread's real IMS client; each attempt, once it is sent, counted and held."""
+
+        def __init__(self, client):
+            self.client = client
+
+        def request(self, *args, **kwargs):
             with lock:
-                inside[0] -= 1
+                inside[0] += 1
+                peaks.append(inside[0])
+            try:
+                go.wait(30)
+                return self.client.request(*args, **kwargs)
+            finally:
+                with lock:
+                    inside[0] -= 1
 
-    monkeypatch.setattr(ims.http, "request", held)
+    monkeypatch.setattr(ims, "_client", lambda: Held(real()))
     token = PromiseToken(promise_token="not-a-live-token", token_type=PROMISE_TOKEN_TYPE, expires_in=3600)
 
     def one() -> None:

@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from serenity import metrics
 from serenity.clients import http
 from tokens.exceptions import NeedsReauth
 from tokens.pairs import ClientPair
@@ -50,11 +51,11 @@ _places_lock = threading.Lock()
 
 @contextmanager
 def _in_flight() -> Iterator[None]:
-    """One of this process's IMS_MAX_IN_FLIGHT places for an IMS call (0: no bound). A burst (hundreds of a
+    """One of this process's IMS_MAX_IN_FLIGHT places for an IMS attempt (0: no bound). A burst (hundreds of a
     worker's threads whose DRS calls return together, each exchanging its promise token) queues here, before
     anything is sent, rather than at IMS: a call that waited at IMS past IMS_TIMEOUT_SECONDS may have rotated
     the token with the answer lost, and is never retried, so its job would need re-authorisation. The wait
-    here sends nothing, and a call's own timeout starts once it has its place."""
+    here sends nothing, and an attempt's own timeout starts once it has its place."""
     global _places
     size = settings.IMS_MAX_IN_FLIGHT
     if size <= 0:
@@ -73,10 +74,27 @@ def _client() -> httpx.Client:
     return http.pooled_client(settings.IMS_HOST, timeout=settings.IMS_TIMEOUT_SECONDS)
 
 
+class _Placed:
+    """This thread's IMS client, each attempt sent in one of the process's places: a call waiting between two
+    attempts (a backoff, a short Retry-After) holds none."""
+
+    def __init__(self, client: httpx.Client):
+        self._client = client
+
+    def request(self, *args: Any, **kwargs: Any) -> httpx.Response:
+        with _in_flight():
+            return self._client.request(*args, **kwargs)
+
+
 def _post(path: str, **options: Any) -> httpx.Response:
-    """One IMS call (serenity.clients.http's `request` with its retry rules), in one of the process's places."""
-    with _in_flight():
-        return http.request(_client(), "POST", path, **options)
+    """One IMS call (serenity.clients.http's `request` with its retry rules), each attempt in one of the
+    process's places. A call IMS still throttles (429) after the retries is counted in IMSThrottled: back-pressure,
+    not an outage."""
+    try:
+        return http.request(_Placed(_client()), "POST", path, **options)
+    except http.Throttled:
+        metrics.emit(IMSThrottled=(1, metrics.COUNT))
+        raise
 
 
 def mint(*, bearer: str, pair: ClientPair) -> PromiseToken:
