@@ -293,6 +293,12 @@ def test_a_reader_that_closes_the_pipe_ends_nothing_and_the_exit_code_stays_the_
 # --- A signal at start-up, or once the work is done -------------------------------------------------------
 
 
+def as_in_a_terminal() -> None:
+    """The command's signals as an operator's shell leaves them: Ctrl-C's SIGINT at its default. (A suite run in
+    the background of a script inherits SIGINT ignored, and Python then installs no handler for it.)"""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 @pytest.mark.parametrize("moment", ["start-up", "after its last line"])
@@ -312,7 +318,15 @@ def test_a_signal_at_start_up_exits_130_having_done_nothing_and_after_the_last_l
 
     if moment == "start-up":  # the process signals itself while Django starts up (tests/interrupted_start.py)
         argv = [sys.executable, str(REPO / "tests" / "interrupted_start.py"), sig.name, *command]
-    process = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        argv,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=as_in_a_terminal,
+    )
     try:
         if moment == "start-up":
             out, err = process.communicate(timeout=120)
