@@ -45,6 +45,8 @@ class JobContext:
         self.worker = worker
         self.deadline = deadline if deadline is not None else time.monotonic() + settings.JOB_TASK_TIME_LIMIT_SECONDS
         self.handed_back = False  # set when a stopping worker gave the job back to the queue
+        # The lease is released by one thread at a time: the delivery's own, or a stopping worker's hand-back.
+        self.release_lock = threading.RLock()
 
     @property
     def id(self) -> uuid.UUID:
@@ -123,7 +125,10 @@ class JobContext:
             return stored
 
         if not retry_once_on_disconnect(store):
-            grants.promise_invalidate_quietly(pair=exchanged.pair, token=rotated, job_id=self.job.id)
+            # Unless a first try committed it (its answer lost) before the lease went: then the grant holds it,
+            # and it is the job's token, for whichever delivery runs the job next.
+            if not grants.grant_holds(self.job.id, rotated):
+                grants.promise_invalidate_quietly(pair=exchanged.pair, token=rotated, job_id=self.job.id)
             raise self.lost("token rotation")
         self.job.checkpoints = checkpoints
 

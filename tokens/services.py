@@ -113,15 +113,19 @@ def grant_rotate(*, job_id: UUID | str, expect_fingerprint: str, token: PromiseT
     a rotation that committed but whose answer was lost finds the grant holding `token`, which IMS issued
     for this exchange alone). Callers also fence this on their lease, in the same transaction."""
     now = timezone.now()
-    fingerprint = token_fingerprint(token.promise_token)
     stored = PromiseGrant.objects.filter(job_id=job_id, fingerprint=expect_fingerprint).update(
         ciphertext=crypto.seal(token),
-        fingerprint=fingerprint,
+        fingerprint=token_fingerprint(token.promise_token),
         expires_at=now + timedelta(seconds=token.expires_in),
         updated_at=now,
         rotations=F("rotations") + 1,
     )
-    return stored == 1 or PromiseGrant.objects.filter(job_id=job_id, fingerprint=fingerprint).exists()
+    return stored == 1 or grant_holds(job_id, token)
+
+
+def grant_holds(job_id: UUID | str, token: PromiseToken) -> bool:
+    """Whether the job's grant holds this very token (by its fingerprint)."""
+    return PromiseGrant.objects.filter(job_id=job_id, fingerprint=token_fingerprint(token.promise_token)).exists()
 
 
 @dataclass(frozen=True)

@@ -188,27 +188,39 @@ def hand_back(ctx: JobContext, *, reason: str) -> bool:
     """Give a running delivery's job back to the queue: release its lease (fenced: only if it is still
     ours) and send a fresh message, so another delivery resumes it from its last checkpoint at once. The
     delivery, if it goes on, finds its lease gone at its next write and stops. True when handed back."""
-    if not _release(ctx, reason=reason):
-        return False
-    ctx.handed_back = True
+    with ctx.release_lock:
+        if not _release(ctx, reason=reason):
+            return False
+        ctx.handed_back = True
     job_publish(ctx.id, ctx.job.job_type)
     return True
 
 
 def _park(job_id: uuid.UUID, *, worker: str, final_receive: bool = False) -> bool:
-    """`lease_park`; a database failure there raises DeliveryNotStarted: nothing ran, the message comes back
-    at once, and its next delivery parks the job (or finds it parked, when the UPDATE committed)."""
-    try:
+    """`lease_park`, retried once on a fresh connection if the database dropped this one; a first try that
+    committed with its answer lost leaves the job parked, which the retry finds. A database failure on the
+    retry too raises DeliveryNotStarted: nothing ran and the message comes back at once (on its final receive,
+    SQS then moves it to the DLQ, whose lease-aware redrive finds the job IN_PROGRESS without a lease)."""
+    tries = 0
+
+    def park() -> bool:
+        nonlocal tries
+        tries += 1
         return lease_park(job_id, worker=worker, final_receive=final_receive)
+
+    try:
+        if retry_once_on_disconnect(park):
+            return True
+        return tries > 1 and AsyncJob.objects.filter(id=job_id, parked_at__isnull=False).exists()
     except DISCONNECTED as exc:
         raise DeliveryNotStarted(f"database unavailable at parking: {type(exc).__name__}") from exc
 
 
 def _release(ctx: JobContext, *, reason: str, **fields: Any) -> bool:
     """Release this delivery's lease (`fields` set in the same UPDATE), retried once on a fresh connection if
-    the database dropped this one. True when the lease is no longer held: released now, or by a first try
-    that committed but whose answer was lost with its connection (the retry then finds no lease of ours, and
-    the lease free). False when another delivery holds the job."""
+    the database dropped this one. True when this delivery freed it: now, or by a first try that committed
+    but whose answer was lost with its connection (the retry then finds the lease free, no later claim of the
+    job, and no hand-back of this delivery that freed it instead). False otherwise."""
     tries = 0
 
     def release() -> bool:
@@ -216,9 +228,16 @@ def _release(ctx: JobContext, *, reason: str, **fields: Any) -> bool:
         tries += 1
         return lease_release(ctx.id, ctx.lease_token, reason=reason, **fields)
 
-    if retry_once_on_disconnect(release):
-        return True
-    return tries > 1 and AsyncJob.objects.filter(lease_free_q(), id=ctx.id, status=JobStatus.IN_PROGRESS).exists()
+    with ctx.release_lock:  # a stopping worker's hand-back releases under it too (`hand_back`)
+        if retry_once_on_disconnect(release):
+            return True
+        if tries == 1 or ctx.handed_back:
+            return False
+        return (
+            AsyncJob.objects.filter(lease_free_q(), id=ctx.id, status=JobStatus.IN_PROGRESS)
+            .filter(lease_epoch=ctx.job.lease_epoch)  # each claim counts one more: nobody claimed it since ours
+            .exists()
+        )
 
 
 def _hand_back_after_disconnect(ctx: JobContext, exc: Exception) -> bool:

@@ -10,6 +10,7 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
+from jobs import leases
 from jobs import services as job_services
 from jobs.context import JobContext
 from jobs.exceptions import DeliveryNotStarted, JobFailed, LeaseLost, RetryLater, Throttled
@@ -401,24 +402,102 @@ def test_a_lease_lost_to_a_failed_grant_fence_is_released_and_the_job_sent_again
     assert [m["kwargs"] for m in queues.drain()] == [{"jobId": str(job.id), "type": "testEcho"}]
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_parking_the_database_drops_gives_the_message_back_at_once(handler, monkeypatch):
-    """Nothing ran: DeliveryNotStarted (the task makes the message visible again at once, not after its
-    visibility timeout), and the next delivery parks the job."""
-    job = AsyncJobFactory()
-    real = runner.lease_park
+def drop_before(monkeypatch, module, name: str, calls: tuple[int, ...] = (1,)) -> None:
+    """The calls of `module.name` numbered in `calls` (from 1) meet a connection the database dropped:
+    nothing of them commits."""
+    real, made = getattr(module, name), []
 
     def dropped(*args, **kwargs):
-        end_this_threads_backend()
+        made.append(1)
+        if len(made) in calls:
+            end_this_threads_backend()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "lease_park", dropped)
-    with pytest.raises(DeliveryNotStarted):
-        job_services.job_run(job.id, "testEcho", final_receive=True)
-    monkeypatch.setattr(runner, "lease_park", real)
+    monkeypatch.setattr(module, name, dropped)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_parking_the_database_drops_once_is_made_on_a_fresh_connection(handler, monkeypatch):
+    """On its final receive the message must not go back (SQS would move it to the DLQ): the park is retried."""
+    job = AsyncJobFactory()
+    drop_before(monkeypatch, runner, "lease_park")
 
     assert job_services.job_run(job.id, "testEcho", final_receive=True) == runner.PARKED
-    assert handler.calls == []
+    assert AsyncJob.objects.get(id=job.id).parked_at is not None and handler.calls == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_parking_the_database_keeps_dropping_gives_the_message_back_at_once(handler, monkeypatch):
+    """Nothing ran: DeliveryNotStarted (the task makes the message visible again at once, not after its
+    visibility timeout)."""
+    job = AsyncJobFactory()
+    drop_before(monkeypatch, runner, "lease_park", calls=(1, 2))
+
+    with pytest.raises(DeliveryNotStarted):
+        job_services.job_run(job.id, "testEcho", final_receive=True)
+    assert AsyncJob.objects.get(id=job.id).parked_at is None and handler.calls == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_release_that_finds_the_job_handed_back_sends_no_second_message(handler, queues, monkeypatch):
+    """A stopping worker handed the job back (its message out) while the delivery's own release met a dropped
+    connection: the release's retry finds the lease free, but it was not this release that freed it."""
+    job = AsyncJobFactory()
+
+    def handed_back_then_retry(run):
+        assert runner.hand_back(run, reason="worker stopping")
+        raise RetryLater("DRS_TRANSIENT", "timeout")
+
+    handler.behaviour = handed_back_then_retry
+    drop_before(monkeypatch, runner, "lease_release", calls=(2,))  # the hand-back's release went; then ours
+
+    assert job_services.job_run(job.id, "testEcho") == runner.LEASE_LOST
+    assert [m["kwargs"] for m in queues.drain()] == [{"jobId": str(job.id), "type": "testEcho"}]
+    assert queues.sqs.approximate_counts(queues.url)["Delayed"] == 0
+    assert not JobEvent.objects.filter(job=job, kind="retry_scheduled").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_release_that_finds_a_later_claim_released_sends_nothing(handler, queues, monkeypatch):
+    """The delivery's lease expired and another delivery claimed the job and gave it back meanwhile: a free
+    lease after our dropped release is that delivery's doing (the lease's epoch moved), not ours."""
+    job = AsyncJobFactory()
+
+    def overtaken_then_retry(run):
+        AsyncJob.objects.filter(id=job.id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+        other = lease_claim(job.id)
+        assert leases.lease_release(job.id, other, reason="the other delivery's retry")
+        raise RetryLater("DRS_TRANSIENT", "timeout")
+
+    handler.behaviour = overtaken_then_retry
+    drop_before(monkeypatch, runner, "lease_release")
+
+    assert job_services.job_run(job.id, "testEcho") == runner.LEASE_LOST
+    assert queues.drain() == [] and queues.sqs.approximate_counts(queues.url)["Delayed"] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rotated_token_committed_before_the_lease_went_is_not_invalidated(monkeypatch, ims_invalidations):
+    """The store committed (the grant holds the rotated token) and its answer was lost; the lease was handed
+    back before the retry, which fails its fence: the token is the job's all the same, so it stays live."""
+    job = AsyncJobFactory()
+    store_grant(job)
+    exchanged = grants.grant_load(job.id)
+    lease = lease_claim(job.id)
+    run = JobContext(AsyncJob.objects.get(id=job.id), lease)
+    rotated = PromiseToken(promise_token="rotated-then-handed-back", token_type="promise_token", expires_in=60)
+
+    def lost_then_handed_back(write):
+        write()
+        assert leases.lease_release(job.id, lease, reason="worker stopping")
+        return write()
+
+    monkeypatch.setattr("jobs.context.retry_once_on_disconnect", lost_then_handed_back)
+    with pytest.raises(LeaseLost):
+        run.store_rotated_token(exchanged=exchanged, rotated=rotated)
+
+    assert grants.grant_load(job.id).token == rotated
+    assert ims_invalidations == []
 
 
 def test_a_failed_re_send_leaves_the_job_waiting_for_the_sweeper(db, queues):
