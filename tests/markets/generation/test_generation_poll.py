@@ -254,6 +254,7 @@ def test_every_error_code_the_product_sets_has_its_own_public_sentence():
         jobtype.SEMRUSH_PUBLISH_FAILED,
         jobtype.DRS_THROTTLED,  # back-pressure: in the history only, never a job's final code
         jobtype.SEMRUSH_THROTTLED,
+        jobtype.IMS_THROTTLED,
     }
 
     assert product_codes - retryable_only - set(jobtype.PUBLIC_MESSAGES) == set()
