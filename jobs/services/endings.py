@@ -8,9 +8,11 @@ purged with the record."""
 from typing import Any
 from uuid import UUID
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from jobs import states
+from jobs.models import AsyncJob
+from serenity.db import DISCONNECTED
 from tokens import services as grants
 
 
@@ -30,20 +32,36 @@ def job_finish(
     """Move an IN_PROGRESS job to the terminal status `to` (fenced on `lease_token` when given), recording
     `event`; set its `error` (and `error_code` from it) or its `result`. Deletes the grant in the same
     transaction and invalidates its token at IMS after the commit, best effort, unless `park_credential`
-    (a retryable failure, see above). True when the job moved."""
+    (a retryable failure, see above). True when the job moved, also when the commit's answer was lost but
+    the job is found ended as asked (its token is invalidated all the same)."""
     fields: dict[str, Any] = {"result": result, "error": error, "error_code": error["code"] if error else None}
-    with transaction.atomic():
-        moved = states.transition(
-            job_id,
-            to=to,
-            lease_token=lease_token,
-            event=event,
-            actor=actor,
-            detail=detail,
-            extra_filter=extra_filter,
-            **fields,
-        )
-        taken = grants.grant_take(job_id) if moved and not park_credential else None
+    taken: grants.TakenGrant | None = None
+    try:
+        with transaction.atomic():
+            moved = states.transition(
+                job_id,
+                to=to,
+                lease_token=lease_token,
+                event=event,
+                actor=actor,
+                detail=detail,
+                extra_filter=extra_filter,
+                **fields,
+            )
+            taken = grants.grant_take(job_id) if moved and not park_credential else None
+    except DISCONNECTED:
+        # The connection died at the commit, its answer lost: if the job has ended as asked, with its grant
+        # gone, the commit happened, and the token it took must still be invalidated. Otherwise the caller's
+        # retry (serenity.db.retry_once_on_disconnect) moves it.
+        if taken is None or connection.in_atomic_block or not _ended(job_id, to):
+            raise
+        moved = True
     if taken is not None:
         taken.invalidate()
     return moved
+
+
+def _ended(job_id: UUID | str, to: str) -> bool:
+    """Read on a fresh connection: the job is in `to` and holds no grant."""
+    connection.close()
+    return AsyncJob.objects.filter(id=job_id, status=to).exists() and not grants.grant_exists(job_id)

@@ -1,5 +1,6 @@
 """The job runner: drops, dispatch on the stored type, the lease claim, outcomes, retries (SPEC §5.1-5.3, §5.8)."""
 
+import contextlib
 import threading
 import time
 import uuid
@@ -17,9 +18,9 @@ from jobs.exceptions import DeliveryNotStarted, JobFailed, LeaseLost, RetryLater
 from jobs.leases import lease_claim
 from jobs.models import AsyncJob, JobEvent
 from jobs.outcomes import COMPLETED, Outcome
-from jobs.services import runner
+from jobs.services import endings, runner
 from tests.failover import end_this_threads_backend
-from tests.jobs.conftest import store_grant
+from tests.jobs.conftest import KNOWN_TOKEN, store_grant
 from tests.jobs.factories import AsyncJobFactory
 from tests.waits import wait_until
 from tokens import services as grants
@@ -498,6 +499,39 @@ def test_a_rotated_token_committed_before_the_lease_went_is_not_invalidated(monk
 
     assert grants.grant_load(job.id).token == rotated
     assert ims_invalidations == []
+
+
+class CommitWithItsAnswerLost:
+    """`transaction` as jobs/services/endings.py uses it: the first atomic block commits, then the connection
+    dies before the commit's answer reaches the caller."""
+
+    def __init__(self):
+        self.lost = False
+
+    @contextlib.contextmanager
+    def atomic(self):
+        with transaction.atomic():
+            yield
+        if not self.lost:
+            self.lost = True
+            end_this_threads_backend()
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_completion_whose_commit_answer_was_lost_still_invalidates_the_token(handler, monkeypatch, ims_invalidations):
+    """The job ended and its grant was deleted, but the answer was lost: the ending is still the delivery's
+    outcome, and the token it took is still invalidated at IMS, not left live with nobody holding it."""
+    job = AsyncJobFactory()
+    store_grant(job)
+    monkeypatch.setattr(endings, "transaction", CommitWithItsAnswerLost())
+
+    assert job_services.job_run(job.id, "testEcho") == COMPLETED
+
+    job.refresh_from_db()
+    assert job.status == "COMPLETED" and not PromiseGrant.objects.filter(job_id=job.id).exists()
+    assert ims_invalidations == [("semrush", KNOWN_TOKEN)]
 
 
 def test_a_failed_re_send_leaves_the_job_waiting_for_the_sweeper(db, queues):
