@@ -54,3 +54,19 @@ def retry_once_on_disconnect(write: Callable[P, R], *args: P.args, **kwargs: P.k
             # now and have their replacements opened, rather than one by one as threads meet them.
             connection.pool.check()  # type: ignore[attr-defined]  # PostgreSQL backend with a pool only
         return write(*args, **kwargs)
+
+
+def retry_write_once_on_disconnect(write: Callable[[], bool], *, first_try_landed: Callable[[], bool]) -> bool:
+    """`retry_once_on_disconnect` for a conditional write that answers whether it changed anything. When the
+    connection died at the first try and the retry changes nothing, the first try may have committed with only
+    its answer lost: `first_try_landed()`, read on the fresh connection, says whether it did."""
+    tries = 0
+
+    def counted() -> bool:
+        nonlocal tries
+        tries += 1
+        return write()
+
+    if retry_once_on_disconnect(counted):
+        return True
+    return tries > 1 and first_try_landed()

@@ -30,7 +30,7 @@ from jobs.outcomes import COMPLETED, Outcome
 from jobs.services.endings import job_finish
 from jobs.services.producer import job_publish
 from serenity import context, metrics, tracing
-from serenity.db import DISCONNECTED, retry_once_on_disconnect
+from serenity.db import DISCONNECTED, retry_once_on_disconnect, retry_write_once_on_disconnect
 
 log = logging.getLogger(__name__)
 
@@ -201,17 +201,11 @@ def _park(job_id: uuid.UUID, *, worker: str, final_receive: bool = False) -> boo
     committed with its answer lost leaves the job parked, which the retry finds. A database failure on the
     retry too raises DeliveryNotStarted: nothing ran and the message comes back at once (on its final receive,
     SQS then moves it to the DLQ, whose lease-aware redrive finds the job IN_PROGRESS without a lease)."""
-    tries = 0
-
-    def park() -> bool:
-        nonlocal tries
-        tries += 1
-        return lease_park(job_id, worker=worker, final_receive=final_receive)
-
     try:
-        if retry_once_on_disconnect(park):
-            return True
-        return tries > 1 and AsyncJob.objects.filter(id=job_id, parked_at__isnull=False).exists()
+        return retry_write_once_on_disconnect(
+            lambda: lease_park(job_id, worker=worker, final_receive=final_receive),
+            first_try_landed=lambda: AsyncJob.objects.filter(id=job_id, parked_at__isnull=False).exists(),
+        )
     except DISCONNECTED as exc:
         raise DeliveryNotStarted(f"database unavailable at parking: {type(exc).__name__}") from exc
 
@@ -221,22 +215,20 @@ def _release(ctx: JobContext, *, reason: str, **fields: Any) -> bool:
     the database dropped this one. True when this delivery freed it: now, or by a first try that committed
     but whose answer was lost with its connection (the retry then finds the lease free, no later claim of the
     job, and no hand-back of this delivery that freed it instead). False otherwise."""
-    tries = 0
 
-    def release() -> bool:
-        nonlocal tries
-        tries += 1
-        return lease_release(ctx.id, ctx.lease_token, reason=reason, **fields)
-
-    with ctx.release_lock:  # a stopping worker's hand-back releases under it too (`hand_back`)
-        if retry_once_on_disconnect(release):
-            return True
-        if tries == 1 or ctx.handed_back:
+    def freed_by_our_first_try() -> bool:
+        if ctx.handed_back:  # a stopping worker's hand-back freed it
             return False
         return (
             AsyncJob.objects.filter(lease_free_q(), id=ctx.id, status=JobStatus.IN_PROGRESS)
             .filter(lease_epoch=ctx.job.lease_epoch)  # each claim counts one more: nobody claimed it since ours
             .exists()
+        )
+
+    with ctx.release_lock:  # a stopping worker's hand-back releases under it too (`hand_back`)
+        return retry_write_once_on_disconnect(
+            lambda: lease_release(ctx.id, ctx.lease_token, reason=reason, **fields),
+            first_try_landed=freed_by_our_first_try,
         )
 
 
@@ -298,7 +290,7 @@ def _requeue_if_unowned(ctx: JobContext) -> Outcome:
         .exists()
     )
     if unowned:
-        retry_once_on_disconnect(lease_release, ctx.id, ctx.lease_token, reason="lease expired during the delivery")
+        _release(ctx, reason="lease expired during the delivery")
         states.record(ctx.id, "requeued", actor=ctx.worker, detail="lease expired with nobody holding the job")
         job_publish(ctx.id, ctx.job.job_type)
     return LEASE_LOST
