@@ -47,3 +47,11 @@ def end_this_threads_backend() -> None:
     other = threading.Thread(target=terminate)
     other.start()
     other.join()
+
+
+def meet_a_dead_connection() -> None:
+    """This thread's connection is terminated, and its next statement meets it dead: the OperationalError a
+    failover gives, raised here (after a commit: as if the commit's answer had been lost)."""
+    end_this_threads_backend()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")

@@ -19,7 +19,7 @@ from jobs.leases import lease_claim
 from jobs.models import AsyncJob, JobEvent
 from jobs.outcomes import COMPLETED, Outcome
 from jobs.services import endings, runner
-from tests.failover import end_this_threads_backend
+from tests.failover import end_this_threads_backend, meet_a_dead_connection
 from tests.jobs.conftest import KNOWN_TOKEN, store_grant
 from tests.jobs.factories import AsyncJobFactory
 from tests.waits import wait_until
@@ -286,9 +286,7 @@ def test_a_delivery_the_database_drops_mid_run_hands_its_job_back_at_once(handle
     job = AsyncJobFactory()
 
     def dropped(run):
-        end_this_threads_backend()
-        with connection.cursor() as cursor:  # the handler's next statement meets the dead connection
-            cursor.execute("SELECT 1")
+        meet_a_dead_connection()
 
     handler.behaviour = dropped
     assert job_services.job_run(job.id, "testEcho") == runner.HANDED_BACK_DISCONNECTED
@@ -309,9 +307,7 @@ def commit_then_lose_the_answer(monkeypatch, module, name: str) -> None:
         result = real(*args, **kwargs)
         calls.append(result)
         if len(calls) == 1:
-            end_this_threads_backend()
-            with connection.cursor() as cursor:  # the answer never arrives: the next statement meets the dead one
-                cursor.execute("SELECT 1")
+            meet_a_dead_connection()
         return result
 
     monkeypatch.setattr(module, name, lost_answer)
@@ -514,9 +510,7 @@ class CommitWithItsAnswerLost:
             yield
         if not self.lost:
             self.lost = True
-            end_this_threads_backend()
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT 1")
+            meet_a_dead_connection()
 
 
 @pytest.mark.django_db(transaction=True)
