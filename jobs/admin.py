@@ -25,7 +25,7 @@ from jobs import services as job_services
 from jobs.clients import sqs
 from jobs.display import ago
 from jobs.dlq import dlq_job_ids
-from jobs.leases import lease_state_q
+from jobs.leases import crash_looping_or_parked_q, lease_state_q, parked_q
 from jobs.models import AsyncJob, JobStatus, LeaseState
 
 CONFIRMATION_ROWS = 100  # jobs listed on a confirmation page; every selected job is acted on
@@ -102,7 +102,7 @@ class AttentionFilter(admin.SimpleListFilter):
             ("any", "any of these"),
             ("stuck", f"stuck (quiet for {settings.JOB_STUCK_AFTER_SECONDS // 60} min)"),
             ("dead", "worker presumed dead"),
-            ("crash_loop", "deliveries keep dying (crash loop)"),
+            ("crash_loop", "crash-looping or parked (deliveries keep dying)"),
             ("parked", "parked (not run until named)"),
             ("dlq", "message in the DLQ"),
         ]
@@ -112,8 +112,8 @@ class AttentionFilter(admin.SimpleListFilter):
         kinds = {
             "stuck": selectors.stuck_q(now=now),
             "dead": selectors.presumed_dead_q(now=now),
-            "crash_loop": selectors.crash_loop_q(now=now),
-            "parked": selectors.parked_q(),
+            "crash_loop": crash_looping_or_parked_q(now=now),
+            "parked": Q(status=JobStatus.IN_PROGRESS) & parked_q(),
             "dlq": Q(in_dlq=True),
         }
         if self.value() == "any":

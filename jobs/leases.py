@@ -56,6 +56,52 @@ def lease_state_q(state: str, *, now: datetime | None = None) -> Q:
     return Q(lease_token__isnull=True)  # LeaseState.NONE
 
 
+# --- Crash loops and parking: the one rule, as a filter and on a row in hand --------------------------------------
+
+
+def lost_in_a_row(job: AsyncJob, *, now: datetime | None = None) -> int:
+    """The deliveries of `job` in a row that died without an outcome at `now`: those its row counts, and the one
+    whose lease expired without being taken over yet (its worker died too)."""
+    return job.lost_deliveries + (1 if job.lease_state(now) == LeaseState.EXPIRED else 0)
+
+
+def crash_looping(job: AsyncJob, *, now: datetime | None = None) -> bool:
+    """The crash-loop rule on a row in hand: CRASH_LOOP_LOST_DELIVERIES lost in a row (`lost_in_a_row`). The same
+    rule as `crash_loop_q`, whatever the job's status."""
+    return lost_in_a_row(job, now=now) >= CRASH_LOOP_LOST_DELIVERIES
+
+
+def crash_loop_q(*, now: datetime | None = None) -> Q:
+    """The crash-loop rule as a filter: CRASH_LOOP_LOST_DELIVERIES lost in a row, counting an expired lease not
+    taken over yet (`crash_looping` on a row in hand). The claim never runs such a job, a delivery parks it
+    (`lease_park`), the fairness rule does not count it as waiting (`waiting_jobs`), and the operator views
+    report it (`crash_looping_or_parked_q`)."""
+    return Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES) | (
+        Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES - 1) & lease_expired_q(now=now)
+    )
+
+
+def crash_loop_within_reach(job: AsyncJob) -> bool:
+    """Whether a claim could find `job`, as read, crash-looping: its row counts at least all but one of the lost
+    deliveries (the claim counts an expired lease it would take over as one more). Only then does a delivery
+    try to park the job before claiming it."""
+    return job.lost_deliveries >= CRASH_LOOP_LOST_DELIVERIES - 1
+
+
+def parked_q() -> Q:
+    """Jobs a delivery parked instead of running (`lease_park`): `parked_at` is set. They hold no lease and no
+    message; nothing runs or re-sends them until an operator names one (re-sent) or marks it failed."""
+    return Q(parked_at__isnull=False)
+
+
+def crash_looping_or_parked_q(*, now: datetime | None = None) -> Q:
+    """IN_PROGRESS jobs that no worker runs and no tool re-sends on its own: crash-looping (`crash_loop_q`: the
+    next delivery parks it) or parked already (`parked_q`). What the claim excludes, what the fairness rule does
+    not count as waiting, and what the overview counts as "crash-looping or parked" and the doctor as
+    `crash_loop`."""
+    return Q(status=JobStatus.IN_PROGRESS) & (crash_loop_q(now=now) | parked_q())
+
+
 def lease_claim(
     job_id: UUID | str, *, worker: str = "", ttl: int | None = None, fair_to: UUID | None = None
 ) -> uuid.UUID | None:
@@ -65,8 +111,9 @@ def lease_claim(
     claimed. With `fair_to` (the job's organization id) the claim also obeys the fairness rule (JOB_ORG_FAIR_SHARE):
     below its share, or with nobody else waiting, in the claiming UPDATE itself (one statement, the common
     case); at its share, only while no organization running fewer generations has a job waiting
-    (`poorer_organization_waiting`). Returns the new lease token, or None when another delivery holds it,
-    the job is not running, or a rule holds it back (`lease_free` tells these apart). A connection dropped
+    (`poorer_organization_waiting`). Never claims a crash-looping or parked job (`crash_looping_or_parked_q`).
+    Returns the new lease token, or None when another delivery holds it, the job is not IN_PROGRESS, it is
+    crash-looping or parked, or a rule holds it back (`lease_free`: True for the last alone). A connection dropped
     during a claim raises DeliveryNotStarted unless the claim committed (`_claim`); other database errors
     propagate: the caller fails closed and the message is redelivered.
     """
@@ -109,14 +156,6 @@ def in_flight_free(*, now: datetime | None = None) -> int | None:
     return max(0, budget - running)
 
 
-def crash_loop_at_claim_q(now: datetime) -> Q:
-    """The job is crash-looping as a claim would find it: CRASH_LOOP_LOST_DELIVERIES lost in a row, counting the
-    expired lease the claim would take over (`selectors.deliveries(job).crash_looping`)."""
-    return Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES) | (
-        Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES - 1) & lease_expired_q(now=now)
-    )
-
-
 def lease_park(job_id: UUID | str, *, worker: str = "", final_receive: bool = False) -> bool:
     """Park the job instead of claiming it, in one conditional UPDATE: when it is IN_PROGRESS with no live
     lease and crash-looping (what it does may be what kills its workers), or, with `final_receive`, whatever its
@@ -124,11 +163,13 @@ def lease_park(job_id: UUID | str, *, worker: str = "", final_receive: bool = Fa
     its message is acknowledged; only an operator puts it back to work (`job_requeue` naming it) or ends it.
     True when this delivery parked it."""
     now = timezone.now()
-    parkable = AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS, parked_at__isnull=True).filter(
-        lease_free_q(now=now)
+    parkable = (
+        AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS)
+        .exclude(parked_q())
+        .filter(lease_free_q(now=now))
     )
     if not final_receive:
-        parkable = parkable.filter(crash_loop_at_claim_q(now))
+        parkable = parkable.filter(crash_loop_q(now=now))
     with transaction.atomic():
         parked = parkable.update(
             parked_at=now,
@@ -179,9 +220,9 @@ def _claim_as(
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [IN_FLIGHT_LOCK_KEY])
         now = timezone.now()
         claimable = (
-            AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS, parked_at__isnull=True)
+            AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS)
             .filter(lease_free_q(now=now))
-            .exclude(crash_loop_at_claim_q(now))  # parked instead (`lease_park`), never run
+            .exclude(crash_looping_or_parked_q(now=now))  # parked instead (`lease_park`), never run
         )
         if rule is not None:
             claimable = claimable.filter(rule)
@@ -216,18 +257,14 @@ def running_jobs(now: datetime) -> QuerySet[AsyncJob]:
 
 
 def waiting_jobs(now: datetime) -> QuerySet[AsyncJob]:
-    """Jobs waiting for a worker: IN_PROGRESS, no live lease, their message out and receivable by now (not a
-    retry or a held-back delivery still in its delay), and neither in a crash loop nor parked (nothing re-sends
-    those without an operator)."""
+    """Jobs waiting for a worker, as the fairness rule counts them: IN_PROGRESS, no live lease, their message out
+    and receivable by now (not a retry or a held-back delivery still in its delay), and neither crash-looping nor
+    parked (`crash_looping_or_parked_q`: the next delivery parks the one, nothing runs the other)."""
     return (
-        AsyncJob.objects.filter(
-            status=JobStatus.IN_PROGRESS,
-            message_sent_at__isnull=False,
-            lost_deliveries__lt=CRASH_LOOP_LOST_DELIVERIES,
-            parked_at__isnull=True,
-        )
+        AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, message_sent_at__isnull=False)
         .filter(lease_free_q(now=now))
         .filter(Q(runnable_at__isnull=True) | Q(runnable_at__lte=now))
+        .exclude(crash_looping_or_parked_q(now=now))
     )
 
 
@@ -265,9 +302,17 @@ def poorer_organization_waiting(organization_id: UUID, *, now: datetime) -> bool
 
 
 def lease_free(job_id: UUID | str) -> bool:
-    """True when the job is IN_PROGRESS and nobody holds its lease: after a failed claim, the fairness rule
-    held it back rather than another delivery holding it."""
-    return AsyncJob.objects.filter(lease_free_q(), id=job_id, status=JobStatus.IN_PROGRESS).exists()
+    """True when a claim could take the job but for a rule: IN_PROGRESS, nobody holds its lease, and neither
+    crash-looping nor parked. After a failed claim: a rule (fairness, the DRS budget) held it back, rather than
+    another delivery holding it or parking it."""
+    now = timezone.now()
+    free = AsyncJob.objects.filter(lease_free_q(now=now), id=job_id, status=JobStatus.IN_PROGRESS)
+    return free.exclude(crash_looping_or_parked_q(now=now)).exists()
+
+
+def job_parked(job_id: UUID | str) -> bool:
+    """True when the job is IN_PROGRESS and parked (`parked_q`)."""
+    return AsyncJob.objects.filter(parked_q(), id=job_id, status=JobStatus.IN_PROGRESS).exists()
 
 
 def lease_release(job_id: UUID | str, lease_token: UUID, *, reason: str = "", **fields: Any) -> bool:

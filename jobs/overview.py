@@ -68,15 +68,15 @@ def first_line(
             f"{jobs_url}?state=stuck",
             f"quiet for {duration(settings.JOB_STUCK_AFTER_SECONDS)}",
         ),
-        # Where the "parked" state (a job whose deliveries died twice in a row, not run again until an operator
-        # names it) goes: one figure from the job table, and the job list filtered to the same jobs.
+        # Jobs no worker runs until an operator names them (jobs/leases.py `crash_looping_or_parked_q`): one
+        # figure from the job table, and the job list filtered to the same jobs; the parked ones counted apart.
         Tile(
-            "crash-looping",
-            "crash-looping",
-            str(live.crash_looping),
-            WARN if live.crash_looping else OK,
+            "crash-looping-or-parked",
+            "crash-looping or parked",
+            str(live.crash_looping_or_parked),
+            WARN if live.crash_looping_or_parked else OK,
             f"{jobs_url}?attention=crash_loop",
-            f"deliveries died {CRASH_LOOP_LOST_DELIVERIES}+ times in a row",
+            f"deliveries died {CRASH_LOOP_LOST_DELIVERIES}+ times in a row, or parked",
         ),
         Tile(
             "parked",

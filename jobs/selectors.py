@@ -19,8 +19,17 @@ from django_stubs_ext import WithAnnotations
 
 from jobs import retries
 from jobs.codes import NEEDS_REAUTH
-from jobs.leases import CRASH_LOOP_LOST_DELIVERIES, lease_expired_q, lease_free_q, lease_live_q, running_q
-from jobs.models import AsyncJob, JobEvent, JobStatus, LeaseState, WorkerHeartbeat
+from jobs.leases import (
+    crash_looping,
+    crash_looping_or_parked_q,
+    lease_expired_q,
+    lease_free_q,
+    lease_live_q,
+    lost_in_a_row,
+    parked_q,
+    running_q,
+)
+from jobs.models import AsyncJob, JobEvent, JobStatus, WorkerHeartbeat
 from tokens.models import PromiseGrant
 
 # A held lease whose job shows no activity for this many heartbeats: its worker is presumed dead (a running
@@ -75,8 +84,8 @@ def presumed_dead_q(*, now: datetime | None = None) -> Q:
 @dataclass(frozen=True)
 class Deliveries:
     """How a job's deliveries went, as every operator view reports it: the job page, `job_inspect`, the doctor,
-    the redrive and the overview read these counts here and nowhere else (`crash_loop_q` counts the same rule in
-    the database)."""
+    the redrive, `job_requeue_stuck` and the display read these counts here. The crash-loop rule itself is
+    jobs/leases.py's (`crash_looping`, and `crash_looping_or_parked_q` for the overview's counts)."""
 
     attempts: int  # deliveries that claimed the job since it was last put back to work
     max_attempts: int  # JOB_MAX_ATTEMPTS
@@ -84,12 +93,14 @@ class Deliveries:
     # yet taken over (its worker died too).
     lost: int
     parked: bool = False  # a delivery parked it instead of running it (jobs/leases.py `lease_park`)
+    # Its deliveries keep dying (jobs/leases.py `crash_looping`): decided from the job's own record, wherever its
+    # message happens to be.
+    crash_looping: bool = False
 
     @property
-    def crash_looping(self) -> bool:
-        """Its deliveries keep dying (CRASH_LOOP_LOST_DELIVERIES in a row): decided from the job's own record,
-        wherever its message happens to be."""
-        return self.lost >= CRASH_LOOP_LOST_DELIVERIES
+    def crash_looping_or_parked(self) -> bool:
+        """No worker runs it and no tool re-sends it unless an operator names it (`--job`)."""
+        return self.crash_looping or self.parked
 
     @property
     def attempts_spent(self) -> bool:
@@ -100,39 +111,14 @@ class Deliveries:
 
 def deliveries(job: AsyncJob, *, now: datetime | None = None) -> Deliveries:
     """`job`'s delivery counts at `now` (its row alone: no query)."""
-    expired = 1 if job.lease_state(now) == LeaseState.EXPIRED else 0
+    now = now or timezone.now()
     return Deliveries(
         attempts=job.attempts,
         max_attempts=settings.JOB_MAX_ATTEMPTS,
-        lost=job.lost_deliveries + expired,
+        lost=lost_in_a_row(job, now=now),
         parked=job.parked_at is not None,
+        crash_looping=crash_looping(job, now=now),
     )
-
-
-def lost_deliveries(job: AsyncJob, *, now: datetime | None = None) -> int:
-    """`deliveries(job).lost`."""
-    return deliveries(job, now=now).lost
-
-
-def crash_looping(job: AsyncJob, *, now: datetime | None = None) -> bool:
-    """`deliveries(job).crash_looping`."""
-    return deliveries(job, now=now).crash_looping
-
-
-def crash_loop_q(*, now: datetime | None = None) -> Q:
-    """IN_PROGRESS jobs for which `deliveries(job).crash_looping` holds, as a filter: CRASH_LOOP_LOST_DELIVERIES
-    lost in a row, or one fewer and an expired lease (the delivery that held it died too)."""
-    return Q(status=JobStatus.IN_PROGRESS) & (
-        Q(parked_at__isnull=False)
-        | Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES)
-        | (Q(lost_deliveries__gte=CRASH_LOOP_LOST_DELIVERIES - 1) & lease_expired_q(now=now))
-    )
-
-
-def parked_q() -> Q:
-    """IN_PROGRESS jobs a delivery parked instead of running (jobs/leases.py `lease_park`): nothing runs them until
-    an operator names one (re-sent) or marks it failed."""
-    return Q(status=JobStatus.IN_PROGRESS, parked_at__isnull=False)
 
 
 def worker_ttl() -> timedelta:
@@ -285,11 +271,12 @@ def job_state_counts(*, now: datetime | None = None) -> dict[str, int]:
 
 def waiting_for_a_worker_q(*, now: datetime | None = None) -> Q:
     """IN_PROGRESS jobs no worker runs whose message can be received now (not a retry or a held-back delivery
-    still in its delay): what a worker would take next. Stuck jobs included, crash-looping ones too; parked ones
-    not (their message is deleted: only an operator sends them again)."""
+    still in its delay): what a worker would take next. Stuck jobs included, crash-looping ones too (the worker
+    that takes one parks it); parked ones not (their message is deleted: only an operator sends them again)."""
     now = now or timezone.now()
     return (
-        Q(status=JobStatus.IN_PROGRESS, parked_at__isnull=True)
+        Q(status=JobStatus.IN_PROGRESS)
+        & ~parked_q()
         & lease_free_q(now=now)
         & (Q(runnable_at__isnull=True) | Q(runnable_at__lte=now))
     )
@@ -306,11 +293,11 @@ def waiting_since() -> Case:
 
 @dataclass(frozen=True)
 class LiveWork:
-    """The overview's live figures, from the job table: what `job_state_counts` counts, and the jobs whose
-    deliveries keep dying."""
+    """The overview's live figures, from the job table: what `job_state_counts` counts, and the jobs that no
+    worker runs until an operator names them."""
 
     states: dict[str, int]
-    crash_looping: int
+    crash_looping_or_parked: int  # jobs/leases.py `crash_looping_or_parked_q`
     parked: int = 0  # of those, the ones a delivery parked (`parked_q`)
     in_flight: int = 0  # IN_PROGRESS under a live lease, stuck or not: what the fleet's DRS budget counts
 
@@ -325,13 +312,13 @@ def live_work(*, now: datetime | None = None) -> LiveWork:
     now = now or timezone.now()
     counts = with_activity(AsyncJob.objects.all()).aggregate(
         **{state: Count("id", filter=job_state_q(state, now=now)) for state in JOB_STATES},
-        crash_looping=Count("id", filter=crash_loop_q(now=now)),
-        parked=Count("id", filter=parked_q()),
+        crash_looping_or_parked=Count("id", filter=crash_looping_or_parked_q(now=now)),
+        parked=Count("id", filter=Q(status=JobStatus.IN_PROGRESS) & parked_q()),
         in_flight=Count("id", filter=running_q(now)),
     )
     return LiveWork(
         states={state: counts[state] for state in JOB_STATES},
-        crash_looping=counts["crash_looping"],
+        crash_looping_or_parked=counts["crash_looping_or_parked"],
         parked=counts["parked"],
         in_flight=counts["in_flight"],
     )

@@ -241,20 +241,25 @@ def _running_jobs(
                         f"{stamp(job.lease_expires_at)} doctor --apply re-enqueues it; to stop it now: job_mark_failed",
                     )
                 )
-        elif job.parked_at is not None or deliveries.crash_looping:
+        elif deliveries.crash_looping_or_parked:
             warning = display.resend_warning(subject, deliveries)
             parked = (
                 f"parked {ago(job.parked_at, now)}: no worker runs it, its message is deleted"
                 if job.parked_at is not None
                 else "the next worker to receive its message parks it instead of running it"
             )
+            why = (
+                f"its last {lost} deliveries died without an outcome (attempts {deliveries.attempts}, phase "
+                f"{job.phase}): what it does may be what kills its workers"
+                if deliveries.crash_looping
+                else f"its message reached its last receive before the DLQ (attempts {deliveries.attempts}, phase "
+                f"{job.phase})"
+            )
             findings.append(
                 Finding(
                     CRASH_LOOP,
                     subject,
-                    f"IN_PROGRESS, lease {lease}, its last {lost} deliveries died without an outcome (attempts "
-                    f"{deliveries.attempts}, phase {job.phase}): what it does may be what kills its workers; "
-                    f"{parked}",
+                    f"IN_PROGRESS, lease {lease}, {why}; {parked}",
                     f"none automatic: it is never re-sent by itself; read the worker logs for it (job_inspect --job "
                     f"{subject}), then stop it (job_mark_failed --job {subject} --reason … --apply) or, once the "
                     f"cause is fixed, re-send it (job_requeue_stuck --job {subject} --older-than 0s --apply)"

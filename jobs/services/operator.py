@@ -61,7 +61,7 @@ def _unpark(job: AsyncJob, *, actor: str) -> None:
     next delivery runs it instead of parking it again."""
     if job.lease_state() == LeaseState.EXPIRED:
         lease_release_stale(job.id, actor=actor)
-    if job.parked_at is None and not selectors.crash_looping(job):
+    if not selectors.deliveries(job).crash_looping_or_parked:
         return
     unparked = AsyncJob.objects.filter(lease_free_q(), id=job.id, status=JobStatus.IN_PROGRESS)
     if unparked.update(parked_at=None, lost_deliveries=0, updated_at=timezone.now()):
@@ -173,7 +173,8 @@ class Redrive:
 
 def redrive_verdict(job: AsyncJob | None, *, named: bool = False, now: datetime | None = None) -> tuple[str, str]:
     """What the redrive does with a DLQ message of `job` (None: the job does not exist). A job whose
-    deliveries keep dying is re-sent only when the operator `named` it (`--job`), once its cause is fixed."""
+    deliveries keep dying, or one a delivery parked, is re-sent only when the operator `named` it (`--job`), once
+    its cause is fixed."""
     now = now or timezone.now()
     if job is None:
         return DROP, "job no longer exists"
@@ -181,12 +182,15 @@ def redrive_verdict(job: AsyncJob | None, *, named: bool = False, now: datetime 
         return DROP, f"job is {job.status}"
     if job.lease_state(now) == LeaseState.HELD:
         return KEEP, f"a worker holds the lease until {job.lease_expires_at:%Y-%m-%dT%H:%M:%SZ}; re-run later"
-    lost = selectors.lost_deliveries(job, now=now)
-    if selectors.crash_looping(job, now=now) and not named:
-        return KEEP, (
-            f"its last {lost} deliveries died without an outcome (a crash loop): re-sent only when named "
-            f"with --job {job.id}, once the cause is fixed"
+    deliveries = selectors.deliveries(job, now=now)
+    lost = deliveries.lost
+    if deliveries.crash_looping_or_parked and not named:
+        why = (
+            f"its last {lost} deliveries died without an outcome (a crash loop)"
+            if deliveries.crash_looping
+            else "parked at its message's last receive before the DLQ"
         )
+        return KEEP, f"{why}: re-sent only when named with --job {job.id}, once the cause is fixed"
     return RESEND, f"job is IN_PROGRESS with no live lease (attempts {job.attempts}, lost deliveries {lost})"
 
 
@@ -218,7 +222,8 @@ def dlq_redrive(
        its own schedule; the line says which it is). Nothing re-sends it.
     2. Job missing or finished: dropped (deleted from the DLQ), reported.
     3. Job IN_PROGRESS under a live lease: kept (a worker owns it; the next run decides).
-    4. Job IN_PROGRESS whose deliveries keep dying (a crash loop): kept, unless named in `filters.job_ids`.
+    4. Job IN_PROGRESS whose deliveries keep dying (a crash loop), or parked: kept, unless named in
+       `filters.job_ids`.
     5. Job IN_PROGRESS with no live lease: a fresh message is published (never the old body), then the
        DLQ copy is deleted; further copies for the same job are dropped as duplicates.
     `filters` select job messages; `only_other_tasks` selects the messages that are not job messages, and

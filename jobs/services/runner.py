@@ -17,8 +17,9 @@ from jobs import codes, handlers, retries, states
 from jobs.context import JobContext
 from jobs.exceptions import DeliveryNotStarted, JobFailed, LeaseLost, OutOfTime, RetryLater, Throttled
 from jobs.leases import (
-    CRASH_LOOP_LOST_DELIVERIES,
+    crash_loop_within_reach,
     in_flight_budget_reached,
+    job_parked,
     lease_claim,
     lease_free,
     lease_free_q,
@@ -60,12 +61,12 @@ def job_run(job_id: object, message_type: str | None, *, worker: str = "", final
     1. Malformed id, missing job, or a job not IN_PROGRESS: drop the message (a duplicate delivery).
     2. Message type contradicting the stored type: drop, leave the job untouched.
     3. No handler for the stored type: FAILED UNKNOWN_JOB_TYPE.
-    4. Crash-looping (CRASH_LOOP_LOST_DELIVERIES lost in a row), already parked, or `final_receive` (the
-       message's last receive before the DLQ): park it (`lease_park`), run nothing, ack the message.
-    4b. Claim the lease (one conditional UPDATE, fair across organizations, within the fleet's DRS budget);
-       lost claim: drop. Held back by the fairness rule or the budget: send the job again, delayed, and ack
-       this message. A claim error propagates, so
-       the message is not acked and comes back (fail closed).
+    4. Crash-looping (jobs/leases.py `crash_loop_q`), already parked, or `final_receive` (the message's last
+       receive before the DLQ): park it (`lease_park`), run nothing, ack the message.
+    4b. Claim the lease (one conditional UPDATE, fair across organizations, within the fleet's DRS budget).
+       Not claimed (`_unclaimed`): parked meanwhile, by this delivery or another one: as 4. Held back by the
+       fairness rule or the budget: send the job again, delayed, and ack this message. Held by another
+       delivery: drop. A claim error propagates, so the message is not acked and comes back (fail closed).
     5. Attempt budget already spent by earlier deliveries (a crash loop): FAILED RETRIES_EXHAUSTED.
     6. Run the handler under the lease: COMPLETED with its result, FAILED with its JobFailed, or, for
        RetryLater, what `retries.retry_decision` says (a delayed retry, or RETRIES_EXHAUSTED). Throttled
@@ -119,9 +120,8 @@ def _job_run(job_id: object, message_type: str | None, *, worker: str, final_rec
     if handler is None:
         return _fail(job_id, None, JobFailed(codes.UNKNOWN_JOB_TYPE, "No handler for this job type."), worker)
 
-    # Only a job whose row already shows a lost delivery can be crash-looping at this claim (the claim counts
-    # the expired lease it takes over as one more): any other delivery sends no parking UPDATE.
-    may_park = final_receive or job.lost_deliveries >= CRASH_LOOP_LOST_DELIVERIES - 1
+    # Any other delivery sends no parking UPDATE: a claim could not find its job crash-looping.
+    may_park = final_receive or crash_loop_within_reach(job)
     if job.parked_at is not None or (may_park and _park(job_id, worker=worker, final_receive=final_receive)):
         log.warning("job parked, not run: its deliveries keep dying, or its message was on its last receive")
         return PARKED
@@ -129,14 +129,8 @@ def _job_run(job_id: object, message_type: str | None, *, worker: str, final_rec
         lease = lease_claim(job_id, worker=worker, fair_to=job.organization_id)
     except DISCONNECTED as exc:  # a read around the claim: nothing was claimed (`_claim` settles its own)
         raise DeliveryNotStarted(f"database unavailable at the claim: {type(exc).__name__}") from exc
-    if lease is None and _park(job_id, worker=worker):
-        return PARKED  # its last delivery died between the look and the claim
-    if lease is None and lease_free(job_id):
-        return _hold_back(job, over_budget=in_flight_budget_reached())
     if lease is None:
-        log.info("lease held by another delivery; message dropped")
-        states.record(job_id, "delivery_dropped", actor=worker, detail="lease held by another delivery")
-        return Outcome("dropped", "lease_held")
+        return _unclaimed(job, worker=worker)
     job.refresh_from_db()
     tracing.set_attributes(
         **{
@@ -208,6 +202,24 @@ def _park(job_id: uuid.UUID, *, worker: str, final_receive: bool = False) -> boo
         )
     except DISCONNECTED as exc:
         raise DeliveryNotStarted(f"database unavailable at parking: {type(exc).__name__}") from exc
+
+
+def _unclaimed(job: AsyncJob, *, worker: str) -> Outcome:
+    """The claim took nothing; why decides what this delivery does. Crash-looping now (its last delivery died
+    between the first read and the claim): parked here. Free but for a rule (fairness, the DRS budget): held
+    back, sent again. Parked by another delivery of it (a duplicate that read it first, or one on its final
+    receive): nothing to run and nothing to send, as for a job found parked. Otherwise another delivery holds it:
+    dropped."""
+    if _park(job.id, worker=worker):
+        return PARKED
+    if lease_free(job.id):
+        return _hold_back(job, over_budget=in_flight_budget_reached())
+    if job_parked(job.id):
+        log.warning("job parked, not run: another delivery of it parked it")
+        return PARKED
+    log.info("lease held by another delivery; message dropped")
+    states.record(job.id, "delivery_dropped", actor=worker, detail="lease held by another delivery")
+    return Outcome("dropped", "lease_held")
 
 
 def _release(ctx: JobContext, *, reason: str, **fields: Any) -> bool:

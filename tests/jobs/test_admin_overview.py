@@ -11,7 +11,7 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs import selectors
+from jobs.leases import crash_looping
 from jobs.models import JobEvent, WorkerHeartbeat
 from tests.jobs.conftest import KNOWN_TOKEN, ago, leased, plant, store_grant, waiting
 
@@ -93,7 +93,7 @@ def test_the_overview_charts_each_hours_outcomes_and_counts_live_work_in_a_few_q
         "oldest-waiting": ("3h", "ok"),  # the stuck one: it waits for a worker too
         "drs-budget": (f"1 of {settings.DRS_MAX_IN_FLIGHT}", "ok"),  # the running job's live lease
         "stuck": ("1", "warn"),
-        "crash-looping": ("0", "ok"),
+        "crash-looping-or-parked": ("0", "ok"),
         "parked": ("0", "ok"),
         "dlq": ("0", "ok"),
         "maintenance": ("0", "ok"),
@@ -191,7 +191,7 @@ def test_dead_and_alive_workers_look_different_and_rows_past_the_retention_windo
     assert "its row is kept for 1h, then the purge deletes it" in html
 
 
-def test_the_first_line_counts_crash_looping_jobs_as_the_doctor_does_and_links_to_exactly_them(
+def test_the_first_line_counts_crash_looping_jobs_by_the_claims_rule_and_links_to_exactly_them(
     admin_client, queues, workers_alive
 ):
     two_lost = waiting(quiet=timedelta(minutes=1), lost_deliveries=2, attempts=2)
@@ -203,21 +203,28 @@ def test_the_first_line_counts_crash_looping_jobs_as_the_doctor_does_and_links_t
 
     html = admin_client.get(OVERVIEW).content.decode()
 
-    looping = {job.id for job in planted if job.status == "IN_PROGRESS" and selectors.crash_looping(job)}
+    looping = {job.id for job in planted if job.status == "IN_PROGRESS" and crash_looping(job)}
     assert looping == {two_lost.id, one_lost_and_expired.id}
-    assert tiles(html)["crash-looping"] == ("2", "warn")
-    assert listed(admin_client, tile_href(html, "crash-looping")) == looping
+    assert tiles(html)["crash-looping-or-parked"] == ("2", "warn")
+    assert listed(admin_client, tile_href(html, "crash-looping-or-parked")) == looping
 
 
 def test_the_first_line_counts_parked_jobs_and_links_to_exactly_them(admin_client, queues, workers_alive):
     parked = waiting(quiet=timedelta(minutes=1), lost_deliveries=2, attempts=2, parked_at=timezone.now())
-    waiting(quiet=timedelta(minutes=1), lost_deliveries=2, attempts=2)  # crash-looping, not yet parked
+    # Parked at its message's last receive before the DLQ: no delivery of it died.
+    parked_at_its_last_receive = waiting(quiet=timedelta(minutes=1), attempts=1, parked_at=timezone.now())
+    looping = waiting(quiet=timedelta(minutes=1), lost_deliveries=2, attempts=2)  # crash-looping, not yet parked
 
     html = admin_client.get(OVERVIEW).content.decode()
 
-    assert tiles(html)["parked"] == ("1", "warn")
-    assert tiles(html)["crash-looping"] == ("2", "warn")  # a parked job is crash-looping too
-    assert listed(admin_client, tile_href(html, "parked")) == {parked.id}
+    assert tiles(html)["parked"] == ("2", "warn")
+    assert tiles(html)["crash-looping-or-parked"] == ("3", "warn")
+    assert listed(admin_client, tile_href(html, "parked")) == {parked.id, parked_at_its_last_receive.id}
+    assert listed(admin_client, tile_href(html, "crash-looping-or-parked")) == {
+        parked.id,
+        parked_at_its_last_receive.id,
+        looping.id,
+    }
 
 
 def test_the_oldest_waiting_job_waits_since_its_message_became_receivable_or_its_dead_workers_lease_expired(

@@ -12,6 +12,8 @@ from django.utils import timezone
 
 from jobs import states
 from jobs.leases import (
+    crash_loop_q,
+    crash_looping,
     lease_claim,
     lease_expired_q,
     lease_free,
@@ -202,6 +204,24 @@ def test_a_parked_job_is_never_claimed(db):
     before = row(job)
     assert lease_claim(job.id) is None
     assert row(job) == before
+
+
+def test_the_crash_loop_rule_reads_the_same_on_a_row_and_as_a_filter(db):
+    now = timezone.now()
+    jobs = {
+        "never lost one": AsyncJobFactory(),
+        "one lost": AsyncJobFactory(lost_deliveries=1),
+        "one lost, a live lease": leased(expires_in=timedelta(minutes=5), lost_deliveries=1),
+        "one lost, an expired lease": leased(expires_in=-timedelta(seconds=1), lost_deliveries=1),
+        "an expired lease alone": leased(expires_in=-timedelta(seconds=1)),
+        "two lost": AsyncJobFactory(lost_deliveries=2),
+        "two lost, a live lease": leased(expires_in=timedelta(minutes=5), lost_deliveries=2),
+    }
+    by_rule = {name for name, job in jobs.items() if crash_looping(job, now=now)}
+    by_filter = {
+        name for name, job in jobs.items() if AsyncJob.objects.filter(crash_loop_q(now=now), id=job.id).exists()
+    }
+    assert by_rule == by_filter == {"one lost, an expired lease", "two lost", "two lost, a live lease"}
 
 
 def test_a_crash_looping_job_is_not_claimed_but_parked(db):

@@ -35,7 +35,7 @@ class Command(RunbookCommand):
                 f"last activity {ago(job.last_activity_at, self.now)}, lease {job.lease_state(self.now)}, "
                 f"phase {job.phase}, attempts {deliveries.attempts}, lost deliveries {deliveries.lost}"
             )
-            if (deliveries.crash_looping or job.parked_at) and job.id not in named:
+            if deliveries.crash_looping_or_parked and job.id not in named:
                 looping += 1
                 self.needs_attention = True  # never re-sent unless named: what it does may kill workers
                 self.stdout.write(
