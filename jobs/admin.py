@@ -535,7 +535,7 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
         return None
 
     @admin.action(
-        description="Re-run (FAILED with a retryable error, with its parked credential)", permissions=["operate"]
+        description="Re-run (FAILED with a retryable error, with its retained credential)", permissions=["operate"]
     )
     def rerun(self, request: HttpRequest, queryset: Jobs) -> TemplateResponse | None:
         page = self._confirmation(

@@ -48,7 +48,7 @@ def receive_limit_errors(*, max_receive_count: int, max_attempts: int) -> list[E
         Error(
             f"MARKET_JOBS_MAX_RECEIVE_COUNT={max_receive_count} must be greater than JOB_MAX_ATTEMPTS={max_attempts}.",
             hint="A message that keeps killing workers must end its job FAILED RETRIES_EXHAUSTED (at the claim after "
-            "the last attempt) before SQS parks it in the DLQ.",
+            "the last attempt) before SQS moves it to the DLQ.",
             id="serenity.E004",
         )
     ]

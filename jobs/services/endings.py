@@ -1,9 +1,9 @@
 """The one way a job ends: its terminal status and the deletion of its grant in one transaction, then the
 token's invalidation at IMS after the commit. A finished job holds no credential, with one exception: a job
-that failed retryably (RETRIES_EXHAUSTED: an outage outlasted its attempts) keeps its credential *parked*,
-so an operator can re-run it once the outage is over without its user coming back (services/operator.py,
-`job_rerun`). A parked credential ends when the job is re-run and finishes, replaced by a regeneration, or
-purged with the record."""
+that failed retryably (RETRIES_EXHAUSTED: an outage outlasted its attempts) keeps its credential, a *retained
+credential*, so an operator can re-run it once the outage is over without its user coming back
+(services/operator.py, `job_rerun`). A retained credential ends when the job is re-run and finishes, replaced by
+a regeneration, or purged with the record."""
 
 from typing import Any
 from uuid import UUID
@@ -27,11 +27,11 @@ def job_finish(
     error: dict[str, Any] | None = None,
     result: dict[str, Any] | None = None,
     extra_filter: dict[str, Any] | None = None,
-    park_credential: bool = False,
+    keep_credential: bool = False,
 ) -> bool:
     """Move an IN_PROGRESS job to the terminal status `to` (fenced on `lease_token` when given), recording
     `event`; set its `error` (and `error_code` from it) or its `result`. Deletes the grant in the same
-    transaction and invalidates its token at IMS after the commit, best effort, unless `park_credential`
+    transaction and invalidates its token at IMS after the commit, best effort, unless `keep_credential`
     (a retryable failure, see above). True when the job moved, also when the commit's answer was lost but
     the job is found ended as asked (its token is invalidated all the same)."""
     fields: dict[str, Any] = {"result": result, "error": error, "error_code": error["code"] if error else None}
@@ -48,7 +48,7 @@ def job_finish(
                 extra_filter=extra_filter,
                 **fields,
             )
-            taken = grants.grant_take(job_id) if moved and not park_credential else None
+            taken = grants.grant_take(job_id) if moved and not keep_credential else None
     except DISCONNECTED:
         # The connection died at the commit, its answer lost: if the job has ended as asked, with its grant
         # gone, the commit happened, and the token it took must still be invalidated. Otherwise the caller's

@@ -78,7 +78,7 @@ class Rerun:
 
 def job_rerun(job_id: UUID | str, *, actor: str) -> Rerun:
     """Put a job that failed retryably (RETRIES_EXHAUSTED: an outage outlasted its attempts) back to work
-    under the same id, with the credential it parked, resuming from its checkpoints (DRS is not called
+    under the same id, with the credential it retained, resuming from its checkpoints (DRS is not called
     again for a persisted batch). For operators, once the outage is over.
 
     Only a FAILED job whose error is `retryable` and which still holds its credential: an operator has no

@@ -122,9 +122,9 @@ def job_enqueue(
     3. Obtain the credential (outside any transaction: it is a network call). On failure the lock is
        given back and the error propagates.
     4. In one transaction: insert the job, or replace the finished one (fenced on the lock); store the
-       encrypted grant, taking over from a credential the old job had parked. Losing a race to a
+       encrypted grant, taking over from a credential the old job had retained. Losing a race to a
        concurrent producer means the other's live job is reused, and the token we obtained is invalidated.
-    5. After the commit, send `{jobId, type}` (job_publish); a failed first send fails the job. A parked
+    5. After the commit, send `{jobId, type}` (job_publish); a failed first send fails the job. A retained
        credential the new one replaced is invalidated.
     Never inside a caller's transaction (NetworkCallInTransaction): the message must leave after the rows
     commit. Raises InvalidPromiseToken for an untyped credential, TokenAlreadyGranted when another job's

@@ -323,7 +323,7 @@ def _fail(job_id: uuid.UUID, lease: uuid.UUID | None, exc: JobFailed, actor: str
         actor=actor,
         detail=f"{exc.code}: {exc.message}",
         error=states.error_doc(exc.code, exc.message, retryable=exc.retryable, needs_reauth=exc.needs_reauth),
-        park_credential=exc.retryable,
+        keep_credential=exc.retryable,
     )
     if not moved:
         return LEASE_LOST
@@ -355,7 +355,7 @@ def _throttled(ctx: JobContext, exc: Throttled) -> Outcome:
     this delivery counted is given back and the run's throttles counted; then the job is sent again after the
     service's Retry-After (bounded, `retries.throttle_decision`), recorded in its history (`throttled`). What
     the handler checkpointed stays done. The JOB_MAX_THROTTLES-th throttle of a run ends it THROTTLED_TOO_LONG
-    (re-runnable, its credential parked), so a job throttled for ever still ends; from the
+    (re-runnable, its credential retained), so a job throttled for ever still ends; from the
     JOB_THROTTLE_PERSISTENT_AFTER-th on, each is counted in JobsThrottledPersistently (the metric to alarm on)."""
     throttles = ctx.job.throttles + 1
     if throttles >= settings.JOB_THROTTLE_PERSISTENT_AFTER:

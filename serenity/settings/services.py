@@ -87,7 +87,7 @@ MARKET_JOBS_QUEUE_URL = env.str("MARKET_JOBS_QUEUE_URL", default=f"{_queue_base}
 MARKET_JOBS_DLQ_URL = env.str("MARKET_JOBS_DLQ_URL", default=f"{_queue_base}/{AWS_ACCOUNT_ID}/{MARKET_JOBS_DLQ}")
 MAINTENANCE_QUEUE_URL = env.str("MAINTENANCE_QUEUE_URL", default=f"{_queue_base}/{AWS_ACCOUNT_ID}/{MAINTENANCE_QUEUE}")
 # Above JOB_MAX_ATTEMPTS, so a job whose deliveries keep crashing fails RETRIES_EXHAUSTED on the job row
-# before its message is parked in the DLQ.
+# before SQS moves its message to the DLQ.
 MARKET_JOBS_MAX_RECEIVE_COUNT = env.int("MARKET_JOBS_MAX_RECEIVE_COUNT", default=8)
 QUEUE_VISIBILITY_TIMEOUT_SECONDS = env.int("QUEUE_VISIBILITY_TIMEOUT_SECONDS", default=960)
 READINESS_PARAMETER = env.str("READINESS_PARAMETER", default="/spacecat/serenity-market-worker/consumer-ready")

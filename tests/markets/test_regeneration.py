@@ -167,7 +167,7 @@ def test_a_job_that_exhausted_its_retries_in_a_semrush_outage_is_re_run_by_an_op
     job, market = start_job(world)
     job = wait_terminal(job, timeout=45)
     assert (job.status, job.error_code, job.error["retryable"]) == ("FAILED", "RETRIES_EXHAUSTED", True)
-    assert PromiseGrant.objects.filter(job_id=job.id).exists()  # parked for a re-run
+    assert PromiseGrant.objects.filter(job_id=job.id).exists()  # retained for a re-run
 
     semrush_controls.reset(data=False)  # the outage is over
     dry = run("job_rerun", "--code", "RETRIES_EXHAUSTED")
@@ -197,7 +197,7 @@ def test_an_operator_cannot_regenerate_a_job_that_holds_no_credential(world, asy
     assert AsyncJob.objects.get(id=job.id).status == "FAILED"
 
 
-def test_an_operator_re_runs_a_markets_job_that_parked_its_credential(world, async_on, queues):
+def test_an_operator_re_runs_a_markets_job_that_retained_its_credential(world, async_on, queues):
     job, market = start_job(world)
     AsyncJob.objects.filter(id=job.id).update(
         status="FAILED",

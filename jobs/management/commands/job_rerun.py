@@ -12,7 +12,7 @@ from jobs.models import JobStatus
 class Command(RunbookCommand):
     help = (
         "Re-run FAILED jobs whose error is retryable (RETRIES_EXHAUSTED: Semrush, IMS or DRS was down longer "
-        "than the retries lasted) under the same id, with the credential each job parked, resuming from its "
+        "than the retries lasted) under the same id, with the credential each job retained, resuming from its "
         "checkpoints. Run it once the outage is over (see the playbooks in docs/operations.md); a job with no "
         "credential left is skipped: its user regenerates it from the UI. Narrow with --job, --code or "
         "--older-than. Dry run unless --apply."

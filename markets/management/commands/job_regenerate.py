@@ -12,7 +12,7 @@ from markets.models import Market
 class Command(RunbookCommand):
     help = (
         "Re-run the generation job of a market (--market, repeatable) under its id, with its stored seeds and "
-        "the credential it parked: what POST .../markets/{marketId}/generation does for a user, without the "
+        "the credential it retained: what POST .../markets/{marketId}/generation does for a user, without the "
         "user. An operator has no user's bearer, so neither fresh catalogue seeds nor a new credential can be "
         "obtained: a job that holds no credential (every outcome but RETRIES_EXHAUSTED ends it) is refused, "
         "and the market's user regenerates it from the UI; a job already running is left alone (so a second "
