@@ -123,7 +123,7 @@ class AsyncJob(models.Model):
 class WorkerHeartbeat(models.Model):
     """One row per running worker process: the queues it consumes and when its consumer loop last turned.
 
-    Written every WORKER_HEARTBEAT_SECONDS by the worker itself (jobs/heartbeats.py) and deleted when it stops;
+    Written every WORKER_HEARTBEAT_SECONDS by the worker itself (jobs/worker/heartbeats.py) and deleted when it stops;
     a worker silent for WORKER_SILENT_HEARTBEATS beats is dead. This, not a job's lease, is what tells the
     doctor and the probe whether anything consumes a queue.
     """

@@ -94,7 +94,7 @@ def first_line(
 
 def _drs_budget(in_flight: int, jobs_url: str) -> Tile:
     """The fleet's DRS budget (DRS_MAX_IN_FLIGHT): generations under a live lease of the budget. Full, new
-    generations wait unreceived in the queue (jobs/intake.py) and `oldest waiting` grows; it is back-pressure,
+    generations wait unreceived in the queue (jobs/worker/intake.py) and `oldest waiting` grows; it is back-pressure,
     not a fault, so it warns and never alarms."""
     budget = settings.DRS_MAX_IN_FLIGHT
     if budget <= 0:

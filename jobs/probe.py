@@ -4,7 +4,7 @@ From the database:
 - `StuckInProgressJobs`: jobs IN_PROGRESS with no activity for JOB_STUCK_AFTER_SECONDS (the lease TTL plus the
   longest retry delay);
 - `NeedsReauthBacklog`: unexpired jobs FAILED with NEEDS_REAUTH;
-- `WorkersAlive`: worker processes consuming the market-jobs queue whose heartbeat is fresh (jobs/heartbeats.py).
+- `WorkersAlive`: worker processes consuming the market-jobs queue whose heartbeat is fresh (jobs/worker/heartbeats.py).
 From the queues' approximate counts (nothing is received):
 - `JobMessagesWithoutConsumer`: the market-jobs queue's messages (waiting, in flight, delayed) while no worker is
   alive to take them, else 0;

@@ -36,7 +36,7 @@ from tokens.models import PromiseGrant
 # worker touches the job at every heartbeat).
 SILENT_HEARTBEATS = 3
 # A worker process whose heartbeat row is older than this many WORKER_HEARTBEAT_SECONDS is dead (a live one
-# beats at every interval while its consumer loop turns; jobs/heartbeats.py).
+# beats at every interval while its consumer loop turns; jobs/worker/heartbeats.py).
 WORKER_SILENT_HEARTBEATS = 3
 
 
@@ -369,6 +369,13 @@ def heartbeat_retention() -> timedelta:
     """How long the row of a silent worker is kept (shown dead on the overview) before the purge deletes it:
     WORKER_HEARTBEAT_RETENTION_SECONDS, and never less than `worker_ttl()` (a row is dead before it goes)."""
     return max(timedelta(seconds=settings.WORKER_HEARTBEAT_RETENTION_SECONDS), worker_ttl())
+
+
+def heartbeats_silent(*, now: datetime | None = None) -> "QuerySet[WorkerHeartbeat]":
+    """The rows of workers silent for longer than the retention window (`heartbeat_retention`): nobody needs to
+    know about them any more. Oldest first."""
+    now = now or timezone.now()
+    return WorkerHeartbeat.objects.filter(beat_at__lt=now - heartbeat_retention()).order_by("beat_at")
 
 
 def workers_seen(*, now: datetime | None = None) -> list[WorkerHeartbeat]:

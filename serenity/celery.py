@@ -14,10 +14,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "serenity.settings")
 app = Celery("serenity")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-# A stopping worker waits for the SQS receive it has in flight, so no message is swallowed by it (jobs/polls.py).
-app.steps["worker"].add("jobs.polls:FinishPolls")
-# An SQS 5xx or timeout on a receive ends the whole worker inside kombu; it polls again instead (jobs/receives.py).
-app.steps["worker"].add("jobs.receives:ReceiveErrors")
+# A stopping worker waits for the SQS receive it has in flight, so no message is swallowed by it
+# (jobs/worker/last_receives.py).
+app.steps["worker"].add("jobs.worker.last_receives:FinishPolls")
+# An SQS 5xx or timeout on a receive ends the whole worker inside kombu; it polls again instead
+# (jobs/worker/receive_errors.py).
+app.steps["worker"].add("jobs.worker.receive_errors:ReceiveErrors")
 
 
 @signals.worker_init.connect

@@ -6,7 +6,7 @@ What it reads, and why that way:
 
 - The queues' approximate counts first (waiting, in flight, delayed; nothing is received from the main
   queue: a receive there counts towards maxReceiveCount and would push live work into the DLQ).
-- The worker heartbeats (jobs/heartbeats.py): whether anything consumes a queue is decided from them and
+- The worker heartbeats (jobs/worker/heartbeats.py): whether anything consumes a queue is decided from them and
   from the queue, never from job leases, which a killed worker leaves behind looking like a live one's.
 - The DLQ, by receiving with a short hold and releasing every message it does not delete (a receive is
   the only way to read an SQS message; the DLQ has no redrive policy, so this moves nothing). Fewer

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import heartbeats, interrupts, selectors, states
+from jobs import interrupts, selectors, states
 from jobs.display import resend_warning
 from jobs.dlq import DlqMessage, DlqScan, queue_counts, total
 from jobs.leases import lease_free_q, lease_release_stale
@@ -370,9 +370,16 @@ def jobs_purge_expired(
         for grant in selectors.grants_orphaned():
             done = grant_purge_orphan(grant.job_id) if apply else None
             items.append(PurgeItem(grant.job_id, "orphaned grant", f"pair {grant.pair}, no job row", done))
-        for row in heartbeats.heartbeats_silent(now=now):
-            done = heartbeats.heartbeat_forget_silent(row.worker, now=now) if apply else None
+        for row in selectors.heartbeats_silent(now=now):
+            done = heartbeat_forget_silent(row.worker, now=now) if apply else None
             items.append(
                 PurgeItem(row.worker, "worker heartbeat", f"silent since {row.beat_at:%Y-%m-%dT%H:%M:%SZ}", done)
             )
     return items
+
+
+def heartbeat_forget_silent(worker: str, *, now: datetime | None = None) -> bool:
+    """Delete `worker`'s heartbeat row if it is still silent past the retention window (it may have come back
+    since it was listed); True when deleted."""
+    deleted, _ = selectors.heartbeats_silent(now=now).filter(worker=worker).delete()
+    return deleted > 0

@@ -39,7 +39,7 @@ LEASE_LOST = Outcome("stopped", "lease_lost")
 HELD_BACK = Outcome("held", "fair_share")
 HELD_BACK_BUDGET = Outcome("held", "drs_budget")
 
-# The deliveries this process is running, for a stopping worker to hand back (jobs/worker.py).
+# The deliveries this process is running, for a stopping worker to hand back (jobs/worker/stop.py).
 _active: set[JobContext] = set()
 _active_lock = threading.Lock()
 

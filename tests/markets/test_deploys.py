@@ -55,7 +55,7 @@ def test_a_worker_in_warm_shutdown_receives_no_new_message(world, async_on, queu
 def test_an_idle_worker_stopping_during_a_long_poll_swallows_no_message(world, async_on, queues, long_polls, after):
     """An idle worker stops on SIGTERM while a long poll is in flight. SQS hands that poll a message sent in
     its remaining seconds even though nobody else will run it: the stopping worker starts no other poll, waits
-    for that one's answer and runs what it brought (jobs/polls.py). So the job sent after the signal is either
+    for that one's answer and runs what it brought (jobs/worker/last_receives.py). So the job sent after the signal is either
     run by the stopping worker or never received by it: no receive that ran nothing, and never invisible to
     everyone for a visibility timeout."""
     from django.db import connection

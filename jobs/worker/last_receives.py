@@ -11,7 +11,7 @@ receive that ran nothing.
 registered: it stops the receive loop from starting another poll, then drives the HTTP client until every
 poll in flight has its answer (at most `SQS_WAIT_TIME_SECONDS` plus a margin). What the answers bring goes to
 the consumer as any message does, into the pool, whose warm stop waits for it like every running delivery
-(`jobs/worker.py` hands back what is still running after WORKER_STOP_GRACE_SECONDS). Its `stop`, after the
+(`jobs/worker/stop.py` hands back what is still running after WORKER_STOP_GRACE_SECONDS). Its `stop`, after the
 consumer, drives anything left: kombu routes an answer whose consumer is gone to its release path, which
 makes those messages visible again at once (`ChangeMessageVisibility` 0).
 """

@@ -15,14 +15,14 @@ from django.conf import settings as django_settings
 from django.utils import timezone
 
 from jobs import selectors
-from jobs.heartbeats import HeartbeatWriter, heartbeats_forget_silent
 from jobs.models import WorkerHeartbeat
+from jobs.worker.heartbeats import HeartbeatWriter, heartbeats_forget_silent
 from serenity.celery import app
 from tests.waits import wait_until
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def both_queues() -> list[str]:

@@ -25,7 +25,6 @@ from typing import Any
 from celery import bootsteps
 from django.conf import settings
 from django.db import connection
-from django.db.models import QuerySet
 from django.utils import timezone
 
 from jobs import selectors
@@ -64,25 +63,10 @@ def forget_quietly(worker: str) -> None:
         connection.close()
 
 
-def heartbeats_silent(*, now: datetime | None = None) -> "QuerySet[WorkerHeartbeat]":
-    """The rows of workers silent for longer than the retention window (WORKER_HEARTBEAT_RETENTION_SECONDS):
-    nobody needs to know about them any more. Oldest first."""
-    now = now or timezone.now()
-    return WorkerHeartbeat.objects.filter(beat_at__lt=now - selectors.heartbeat_retention()).order_by("beat_at")
-
-
-def heartbeat_forget_silent(worker: str, *, now: datetime | None = None) -> bool:
-    """Delete `worker`'s row if it is still silent past the retention window (it may have come back since it was
-    listed); True when deleted."""
-    now = now or timezone.now()
-    deleted, _ = heartbeats_silent(now=now).filter(worker=worker).delete()
-    return deleted > 0
-
-
 def heartbeats_forget_silent(*, now: datetime | None = None) -> int:
     """Delete the rows of every worker silent past the retention window; returns how many. Run by each worker as
     it starts; the purge does the same, row by row (jobs/services/operator.py)."""
-    deleted, _ = heartbeats_silent(now=now).delete()
+    deleted, _ = selectors.heartbeats_silent(now=now).delete()
     return deleted
 
 

@@ -1,5 +1,5 @@
 """A receive that SQS answers with an error (5xx, timeout) is an empty receive: the worker logs it and polls
-again, instead of exiting on kombu's AttributeError (jobs/receives.py)."""
+again, instead of exiting on kombu's AttributeError (jobs/worker/receive_errors.py)."""
 
 import http.client
 import json
@@ -17,12 +17,12 @@ from urllib.parse import urlsplit
 import pytest
 from django.conf import settings as django_settings
 
-from jobs import receives
+from jobs.worker import receive_errors as receives
 from serenity.celery import app
 from tests.markets.generation.test_handler import start_job
 from tests.waits import wait_terminal, wait_until
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # An overloaded SQS answers its 503 late: the answer then reaches the worker's event loop on its socket, the path
 # on which kombu's AttributeError ends the process (answered at once, it surfaces in a timer, which kombu logs
 # and the receive loop stops for good).
@@ -47,11 +47,11 @@ def test_an_error_answer_is_an_empty_receive_with_one_warning(channel, caplog):
     receives.install()  # idempotent
     assert receives.installed()
 
-    with caplog.at_level(logging.WARNING, logger="jobs.receives"):
+    with caplog.at_level(logging.WARNING, logger="jobs.worker.receive_errors"):
         got = channel._on_messages_ready(django_settings.MARKET_JOBS_QUEUE_URL, django_settings.MARKET_JOBS_QUEUE, [])
 
     assert got == 0  # what kombu returns for a receive that brought nothing: the loop polls again
-    [record] = [r for r in caplog.records if r.name == "jobs.receives"]
+    [record] = [r for r in caplog.records if r.name == "jobs.worker.receive_errors"]
     assert (record.levelname, record.getMessage()) == ("WARNING", "SQS receive answered with an error; polling again")
     assert record.queue == django_settings.MARKET_JOBS_QUEUE
     # A real answer still goes to kombu: no messages, 0.
@@ -188,7 +188,9 @@ def test_a_worker_whose_receives_sqs_answers_503_keeps_running_and_completes_the
     assert proxy.failed == 2
     lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
     warnings = [
-        {k: line[k] for k in ("level", "message", "queue")} for line in lines if line.get("logger") == "jobs.receives"
+        {k: line[k] for k in ("level", "message", "queue")}
+        for line in lines
+        if line.get("logger") == "jobs.worker.receive_errors"
     ]
     assert warnings == 2 * [
         {

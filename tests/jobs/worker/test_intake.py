@@ -1,4 +1,4 @@
-"""A worker asks SQS for no more job messages than the fleet's DRS budget has places for (jobs/intake.py): at the
+"""A worker asks SQS for no more job messages than the fleet's DRS budget has places for (jobs/worker/intake.py): at the
 budget its messages stay in the queue unreceived, instead of being received, held back and sent again."""
 
 import threading
@@ -9,11 +9,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs import intake
 from jobs import services as job_services
-from jobs.heartbeats import heartbeat_write
 from jobs.leases import in_flight_free
 from jobs.models import AsyncJob
+from jobs.worker import intake
+from jobs.worker.heartbeats import heartbeat_write
 from tests.jobs.factories import AsyncJobFactory
 from tests.jobs.test_drs_budget import running
 
