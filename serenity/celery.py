@@ -4,6 +4,7 @@ import os
 import warnings
 
 from celery import Celery, signals
+from kombu.utils.imports import symbol_by_name
 
 # kombu's SQS transport imports pycurl, which warns about two deprecated constants on import.
 warnings.filterwarnings("ignore", category=DeprecationWarning, module="kombu.asynchronous.http.curl")
@@ -14,12 +15,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "serenity.settings")
 app = Celery("serenity")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-# A stopping worker waits for the SQS receive it has in flight, so no message is swallowed by it
-# (jobs/worker/last_receives.py).
-app.steps["worker"].add("jobs.worker.last_receives:FinishPolls")
-# An SQS 5xx or timeout on a receive ends the whole worker inside kombu; it polls again instead
-# (jobs/worker/receive_errors.py).
-app.steps["worker"].add("jobs.worker.receive_errors:ReceiveErrors")
+# The worker's runtime: its stop, its last receives, receive errors, the DRS-budget intake, heartbeats
+# (jobs/worker/). Named, not imported, as settings name apps: serenity sits below jobs in the layers.
+symbol_by_name("jobs.worker:install")(app)
 
 
 @signals.worker_init.connect

@@ -3,7 +3,8 @@ when its consumer loop last turned. The probe (WorkersAlive) and the doctor (no_
 anything consume this queue" is answered from these rows, never from job leases, which a killed worker leaves
 behind looking exactly like a live one's.
 
-A Celery consumer bootstep (registered in jobs.apps), so it runs in every worker, the suite's included:
+A Celery consumer bootstep (installed on the app by jobs/worker/`install`), so it runs in every worker, the suite's
+included:
 
 - the consumer's own timer marks the loop alive every WORKER_HEARTBEAT_SECONDS; it fires only while the loop
   turns, so a worker whose loop hangs stops beating although its process lives;

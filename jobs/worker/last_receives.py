@@ -7,11 +7,11 @@ seconds is handed to it anyway. Left alone it is received by nobody, invisible f
 (QUEUE_VISIBILITY_TIMEOUT_SECONDS), and counted toward the DLQ's receive limit; released, it still costs a
 receive that ran nothing.
 
-`FinishPolls` is a worker bootstep whose `close` runs first in the shutdown, while the consumers are still
+`FinishLastReceives` is a worker bootstep whose `close` runs first in the shutdown, while the consumers are still
 registered: it stops the receive loop from starting another poll, then drives the HTTP client until every
 poll in flight has its answer (at most `SQS_WAIT_TIME_SECONDS` plus a margin). What the answers bring goes to
 the consumer as any message does, into the pool, whose warm stop waits for it like every running delivery
-(`jobs/worker/stop.py` hands back what is still running after WORKER_STOP_GRACE_SECONDS). Its `stop`, after the
+(jobs/worker/stop.py hands back what is still running after WORKER_STOP_GRACE_SECONDS). Its `stop`, after the
 consumer, drives anything left: kombu routes an answer whose consumer is gone to its release path, which
 makes those messages visible again at once (`ChangeMessageVisibility` 0).
 """
@@ -68,7 +68,7 @@ def stop_receiving(consumer: Any) -> int:
     return stopped
 
 
-class FinishPolls(bootsteps.StartStopStep):
+class FinishLastReceives(bootsteps.StartStopStep):
     """Closed first (stops receiving, runs what the last polls bring); stopped after the consumer (releases
     anything answered later) and before the hub."""
 

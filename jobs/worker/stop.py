@@ -1,33 +1,22 @@
-"""The worker process's lifecycle around deliveries (Celery signals, connected in jobs.apps):
+"""A worker's warm stop: on SIGTERM Celery stops taking messages and waits for running deliveries. Those still
+running WORKER_STOP_GRACE_SECONDS later are handed back (lease released, a fresh message sent), so another
+worker resumes them from their last checkpoint at once instead of after the lease (JOB_LEASE_TTL_SECONDS) and the
+message's visibility (QUEUE_VISIBILITY_TIMEOUT_SECONDS) run out while this process waits to be killed.
 
-- database connections: closed if unusable or past their age around every task, so a delivery never
-  starts on a connection the database dropped while the worker sat idle;
-- a graceful stop: on SIGTERM Celery stops taking messages and waits for running deliveries. Those still
-  running WORKER_STOP_GRACE_SECONDS later are handed back (lease released, a fresh message sent), so
-  another worker resumes them from their last checkpoint at once instead of after the lease (JOB_LEASE_TTL_SECONDS)
-  and the message's visibility (QUEUE_VISIBILITY_TIMEOUT_SECONDS) run out while this process waits to be killed.
+What its last SQS receives bring runs like any delivery (jobs/worker/last_receives.py).
 """
 
 import logging
 import threading
+from typing import Any
 
-from celery import signals
+from celery import bootsteps, signals
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import connection
 
 from jobs.services.runner import active_deliveries, hand_back
 
 log = logging.getLogger(__name__)
-
-
-@signals.task_prerun.connect
-def _fresh_connections_before(**kwargs: object) -> None:
-    close_old_connections()
-
-
-@signals.task_postrun.connect
-def _fresh_connections_after(**kwargs: object) -> None:
-    close_old_connections()
 
 
 def hand_back_running_deliveries(*, reason: str = "worker stopping") -> int:
@@ -46,7 +35,6 @@ def hand_back_running_deliveries(*, reason: str = "worker stopping") -> int:
     return handed
 
 
-@signals.worker_shutting_down.connect
 def _on_shutting_down(**kwargs: object) -> None:
     def later() -> None:
         # Deliveries that finish within the grace period end normally; what is left is handed back.
@@ -54,3 +42,14 @@ def _on_shutting_down(**kwargs: object) -> None:
         hand_back_running_deliveries()
 
     threading.Thread(target=later, name="hand-back-on-stop", daemon=True).start()
+
+
+class GracefulStop(bootsteps.Step):
+    """The worker bootstep that arms the hand-back on a warm stop (Celery's `worker_shutting_down`)."""
+
+    label = "graceful stop"
+
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
+        super().__init__(parent, **kwargs)
+        # Connected once per process however many workers it builds (the suite builds several).
+        signals.worker_shutting_down.connect(_on_shutting_down, dispatch_uid="jobs.worker.stop")
