@@ -233,7 +233,7 @@ def unsent_jobs(*, grace_seconds: int | None = None) -> "QuerySet[AsyncJob]":
     ).order_by("created_at")
 
 
-# --- the operator overview (jobs/admin.py) -----------------------------------------------------------------------
+# --- the operator overview (jobs/admin/) --------------------------------------------------------------------------
 
 # How a finished job ended, as the overview charts it; each name is also the admin's `outcome` filter.
 OUTCOMES = {

@@ -157,7 +157,7 @@ class ScrubbingExporter(SpanExporter):
 
 class JsonLinesExporter(SpanExporter):
     """One span per line of a JSON-lines file, appended by every process of a local run (API, worker, beat)
-    and read by the admin's waterfall (jobs/timeline.py). Each batch is one write(2) on a file opened with
+    and read by the admin's waterfall (jobs/admin/timeline.py). Each batch is one write(2) on a file opened with
     O_APPEND, so lines from several processes never interleave."""
 
     def __init__(self, path: Path):

@@ -1,12 +1,12 @@
 """Geometry of the admin's two charts, drawn server-side as SVG by templates (no script: the admin's
-Content-Security-Policy runs only the service's own files): a job's waterfall (jobs/timeline.py) and the
+Content-Security-Policy runs only the service's own files): a job's waterfall (jobs/admin/timeline.py) and the
 overview's outcomes per hour. Everything here is numbers and labels; the templates only place them."""
 
 from dataclasses import dataclass
 from typing import Any
 
+from jobs.admin.timeline import KINDS, WAITS, Timeline
 from jobs.display import duration
-from jobs.timeline import KINDS, WAITS, Timeline
 
 COLOURS = {
     "request": "#4e79a7",

@@ -1,6 +1,8 @@
-"""Django admin for async jobs: read-only views an operator can filter, and actions that call the same
-services as the runbook commands. No token is ever rendered: parameters, errors and the event history
-are shown redacted, checkpoints summarised, and grants are not part of the job's page."""
+"""The operator's views of async jobs, in the Django admin: the `ModelAdmin`s here (read-only pages an operator
+filters, and actions that call the same services as the runbook commands), and beside them what the pages draw:
+a job's waterfall (timeline.py, its geometry in charts.py) and the overview's first line (overview.py). Nothing
+in the job core imports this package. No token is ever rendered: parameters, errors and the event history are
+shown redacted, checkpoints summarised, and grants are not part of the job's page."""
 
 from __future__ import annotations
 
@@ -20,8 +22,9 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django_stubs_ext import WithAnnotations
 
-from jobs import charts, codes, display, dlq, handlers, overview, selectors, timeline
+from jobs import codes, display, dlq, handlers, selectors
 from jobs import services as job_services
+from jobs.admin import charts, overview, timeline
 from jobs.clients import sqs
 from jobs.display import ago
 from jobs.dlq import dlq_job_ids
@@ -349,7 +352,7 @@ class AsyncJobAdmin(admin.ModelAdmin[AsyncJob]):
 
     @admin.display(description="waterfall")
     def timeline_view(self, job: Job) -> str:
-        """Where the job's time went, from its kept spans or else its history (jobs/timeline.py), as SVG."""
+        """Where the job's time went, from its kept spans or else its history (jobs/admin/timeline.py), as SVG."""
         drawn = timeline.job_timeline(job)
         if not drawn.segments:
             return "nothing recorded yet"

@@ -1,4 +1,4 @@
-"""A job's waterfall (jobs/timeline.py, jobs/charts.py): every delivery is on it, one whose worker died included
+"""A job's waterfall (jobs/admin/timeline.py, jobs/admin/charts.py): every delivery is on it, one whose worker died included
 (drawn from its claim to its lease's expiry, from the history, where it left no spans), every wait between
 deliveries is drawn with its cause, and a long idle stretch is shortened on a broken axis instead of flattening
 everything else."""
@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs import charts
+from jobs.admin import charts
+from jobs.admin.timeline import DIED, job_timeline
 from jobs.models import JobEvent
-from jobs.timeline import DIED, job_timeline
 from tests.jobs.conftest import leased, plant
 
 pytestmark = pytest.mark.django_db

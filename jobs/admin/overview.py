@@ -1,5 +1,5 @@
-"""What the admin's jobs overview says at a glance (jobs/admin.py draws it): the first line of tiles that answers
-"is anything consuming?", with its alarm, and how each worker's heartbeat row reads. Figures come from
+"""What the admin's jobs overview says at a glance (jobs/admin/__init__.py draws it): the first line of tiles that
+answers "is anything consuming?", with its alarm, and how each worker's heartbeat row reads. Figures come from
 jobs/selectors.py and the queues' counts; everything here is wording and thresholds, no query."""
 
 from dataclasses import dataclass
