@@ -3,7 +3,8 @@
 
 A stop (SIGTERM) unwinds a command like Ctrl-C from the first line on: during start-up (settings, app imports)
 no command has done anything yet, so it ends with 130 and one line saying so, not with the signal's own 143.
-Once a runbook command runs, its own handling takes over (jobs/interrupts.py, jobs/management/commands/_runbook.py).
+Once a runbook command runs, its own handling takes over (jobs/runbook_signals.py,
+jobs/management/commands/_runbook.py).
 """
 
 import os

@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 
-from jobs import interrupts
+from jobs import runbook_signals
 from jobs.clients import sqs
 from jobs.messages import decode_job_message, task_name
 
@@ -57,7 +57,7 @@ class DlqScan:
     from here: each receive there counts towards maxReceiveCount and would push live work to the DLQ.
     Messages are held for `hold_seconds`, as short as a read and its decisions need, and every message not
     deleted is made visible again on the way out, an interrupted read included: each receive and the
-    record of what it returned is one step an interrupt does not cut (jobs/interrupts.py), so no message
+    record of what it returned is one step an interrupt does not cut (jobs/runbook_signals.py), so no message
     is ever held without the scan knowing its receipt handle. A dry run leaves the DLQ as it found it.
     """
 
@@ -72,7 +72,7 @@ class DlqScan:
     def __enter__(self) -> "DlqScan":
         try:
             while len(self._seen) < self.limit:
-                with interrupts.deferred():
+                with runbook_signals.deferred():
                     fresh = self._receive()
                 if not fresh:
                     break
@@ -93,7 +93,7 @@ class DlqScan:
         return fresh
 
     def delete(self, message: DlqMessage) -> None:
-        with interrupts.deferred():
+        with runbook_signals.deferred():
             sqs.delete(self.url, message.receipt_handle)
             self._settled.add(message.message_id)
 
@@ -103,7 +103,7 @@ class DlqScan:
     def _release(self) -> None:
         """Make every held message that was not deleted visible again at once (10 per call)."""
         held = [m for m in self._seen.values() if m.message_id not in self._settled]
-        with interrupts.deferred():
+        with runbook_signals.deferred():
             for start in range(0, len(held), 10):
                 batch = held[start : start + 10]
                 try:

@@ -319,6 +319,6 @@ def _job_listener_stopped():
     """A test that started the process's job listener (a waiting poll) stops it, so its connection never holds
     the test database open."""
     yield
-    from jobs.watch import listener
+    from jobs.job_changes import listener
 
     listener.stop()

@@ -1,7 +1,7 @@
 """A job whose visible state changes notifies `serenity_job_changed` with its id, from a trigger: the NOTIFY is
 part of the changing transaction, so PostgreSQL delivers it at that transaction's commit and never for one that
 rolled back, whichever process or statement made the change (a worker's fenced write, the producer, an operator's
-command, a hand-written UPDATE). What the API's waiting polls wake on (jobs/watch.py). Nothing on SQLite."""
+command, a hand-written UPDATE). What the API's waiting polls wake on (jobs/job_changes.py). Nothing on SQLite."""
 
 from django.db import migrations
 

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import interrupts, selectors, states
+from jobs import runbook_signals, selectors, states
 from jobs.display import resend_warning
 from jobs.dlq import DlqMessage, DlqScan, queue_counts, total
 from jobs.leases import lease_free_q, lease_release_stale
@@ -267,7 +267,7 @@ def dlq_redrive(
             item = RedriveItem(message, verdict, reason, warning=warning)
             redrive.items.append(item)
             if apply:
-                with interrupts.deferred():
+                with runbook_signals.deferred():
                     item.done = _carry_out(scan, item, job, actor)
     return redrive
 

@@ -19,8 +19,8 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from jobs.job_changes import listener
 from jobs.models import JobStatus
-from jobs.watch import listener
 from markets.credentials import PromiseHeaders, require_semrush_credential, semrush_generation, semrush_pair
 from markets.generation import jobtype, schemas, services
 from markets.generation.dto import JOB_DTO_FIELDS, job_dto, reauth_accepted, regeneration_accepted
@@ -85,7 +85,7 @@ def wait_for_change(job_id, look, *, known: str, wait: int) -> tuple[bytes, dict
     POLL_WAIT_SETTLE_SECONDS after it, or at once when the status changes meanwhile: a job's last phases come
     within a second of its end, and a waiting UI then learns of them in the one answer that carries the end,
     not one request each. Between looks the request sleeps holding no database connection, woken by the job's
-    NOTIFY (jobs/watch.py), or re-reads every POLL_WAIT_INTERVAL_SECONDS while nothing can wake it.
+    NOTIFY (jobs/job_changes.py), or re-reads every POLL_WAIT_INTERVAL_SECONDS while nothing can wake it.
     """
     # Watch before the first look, so a change committed after it is never missed.
     with listener.watch(job_id) as watch:

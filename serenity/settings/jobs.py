@@ -150,7 +150,7 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
-# --- The waiting poll (GET …/generation/jobs/{jobId}?wait=N; jobs/watch.py) -------------------------------------
+# --- The waiting poll (GET …/generation/jobs/{jobId}?wait=N; jobs/job_changes.py) -------------------------------------
 # The longest wait a poll may ask for, in seconds: under every proxy's idle timeout (60 s) and the worker's.
 POLL_WAIT_MAX_SECONDS = 25
 # How often a waiting poll re-reads the job when nothing can wake it: on SQLite, and on PostgreSQL while the

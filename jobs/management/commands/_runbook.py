@@ -7,7 +7,7 @@ parsing, the one-line-per-object report with a summary, and the exit code an ope
 - 2: the command was called wrongly (a usage error);
 - 130: interrupted (Ctrl-C or SIGTERM) before its work was done, from the first line of `manage.py` on
   (start-up included): held DLQ messages are released on the way out, and a second signal meanwhile is
-  ignored rather than cutting the release short (jobs/interrupts.py). A signal after the work is done (its
+  ignored rather than cutting the release short (jobs/runbook_signals.py). A signal after the work is done (its
   last line written) changes nothing: the command exits with its own code.
 
 A reader that stops reading (`| head`) ends nothing: the rest of the output is dropped, the command finishes
@@ -28,7 +28,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 from django.utils import timezone
 
-from jobs import interrupts
+from jobs import runbook_signals
 from jobs.codes import ERROR_CODE
 from jobs.models import AsyncJob, JobStatus
 from jobs.selectors import JobFilter
@@ -143,7 +143,7 @@ class RunbookCommand(BaseCommand):
         """From the shell: interrupts are routed for the whole life of the process (never handed back to the
         default, which would end it with 143), and an interrupt outside `execute` (argument parsing, the
         closing of connections) exits 130 too."""
-        interrupts.install()
+        runbook_signals.install()
         try:
             super().run_from_argv(argv)
         except KeyboardInterrupt:
@@ -159,11 +159,11 @@ class RunbookCommand(BaseCommand):
             self.stdout = OutputWrapper(QuietPipe(sys.stdout))  # type: ignore[arg-type]
         # SIGTERM unwinds like Ctrl-C, so context managers exit (a DLQ scan releases what it holds). Signal
         # handlers can only be set from the main thread; elsewhere the default stays.
-        restore = interrupts.install()
+        restore = runbook_signals.install()
         try:
             output = super().execute(*args, **options)
             self.stdout.flush()
-            interrupts.settle()  # done: a signal from here on changes nothing, the exit code stays the command's
+            runbook_signals.settle()  # done: a signal from here on changes nothing, the exit code stays the command's
         except KeyboardInterrupt:
             self.stderr.write(f"{self._name()}: interrupted; nothing more was done.")
             sys.exit(130)
@@ -257,7 +257,7 @@ class RunbookCommand(BaseCommand):
     def last_line(self, text: str) -> None:
         """Write the command's last line; from then on an interrupt changes nothing (its exit code stays the
         command's). A signal arriving while the line is written waits for it, then is ignored."""
-        with interrupts.deferred():
+        with runbook_signals.deferred():
             self.stdout.write(text)
             self.stdout.flush()
-            interrupts.settle()
+            runbook_signals.settle()

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection, connections
 from django.test import Client
 
-from jobs.watch import APPLICATION_NAME, listener
+from jobs.job_changes import APPLICATION_NAME, listener
 from markets.generation import apis
 from tests.markets.generation.conftest import Api, make_job
 from tests.markets.generation.test_generation_scoping import missing_job_404
@@ -371,7 +371,7 @@ def test_a_waiter_beyond_the_process_s_share_answers_at_once(tenants, api, setti
 
 
 def test_a_waiting_poll_holds_no_database_connection_while_it_sleeps(tenants, api, settings, monkeypatch, listening):
-    from jobs.watch import Watch
+    from jobs.job_changes import Watch
 
     held: list[bool] = []
     sleep = Watch.wait

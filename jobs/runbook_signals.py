@@ -76,7 +76,7 @@ def settle() -> None:
         signal.signal(sig, signal.SIG_IGN)
 
 
-class deferred:  # lower case: used like a function, `with interrupts.deferred():`
+class deferred:  # lower case: used like a function, `with runbook_signals.deferred():`
     """A block an interrupt does not cut: a signal arriving inside it is raised when the block ends (unless an
     exception already leaves the block, which ends the command anyway)."""
 

@@ -1,5 +1,5 @@
-"""Waiting for a job to change: one listening PostgreSQL connection per process wakes the requests waiting on a
-job (the API's waiting poll) when the job's row changes.
+"""Job changes, heard for the API's waiting polls: one listening PostgreSQL connection per process wakes the requests
+waiting on a job when the job's row changes.
 
 A change notifies `serenity_job_changed` with the job's id from a trigger on `async_jobs` (migration 0007): the
 NOTIFY belongs to the changing transaction, so it is delivered at that commit, never before it and never for a
