@@ -2,8 +2,8 @@
 request acts with in Semrush (`Generation`) is markets/credentials.py.
 
 It never fails the entry point: every refusal or failure is logged with its reason and answered with
-`None` (no handle for that market). It also answers which job a market already has (`market_generation_job`,
-for an entry point's 409): the market's job id is the producer's.
+`None` (no handle for that market). Which job a market already has (an entry point's 409) is a read:
+markets/generation/selectors.py, `market_generation_job`.
 """
 
 import enum
@@ -13,7 +13,6 @@ from django.conf import settings
 
 from jobs import readiness
 from jobs import services as job_services
-from jobs.models import AsyncJob
 from markets.catalogue import seeds_from_catalogue
 from markets.clients.semrush import SemrushClient
 from markets.credentials import Generation
@@ -148,13 +147,3 @@ def market_generation_enqueue(
         level = logging.INFO if refused.reason == NotEnqueued.CONSUMER_NOT_READY else logging.WARNING
         log.log(level, "prompt generation not enqueued", extra=extra)
         return None
-
-
-def market_generation_job(*, brand: Brand, market: Market) -> dict | None:
-    """The market's generation job as `{jobId, status}`, or None when it has none. `brand` is the caller's,
-    already scoped (the 409 of an entry point shows it, so the UI can poll the job or offer a regeneration)."""
-    job_id = generation_job_id(brand.id, market.geo_target_id, market.language_code)
-    status = AsyncJob.objects.filter(id=job_id).values_list("status", flat=True).first()
-    if status is None:
-        return None
-    return {"jobId": str(job_id), "status": status}

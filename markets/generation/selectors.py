@@ -1,7 +1,7 @@
-"""Reads of generation jobs, always scoped to the caller: the one rule of job access (SPEC §7), shared by the poll
-and re-authorisation. Any job the caller may not see reads exactly like one that does not exist.
-(The job of a market whose brand the caller was already scoped to, an entry point's 409, is the producer's:
-markets/generation/producer.py, `market_generation_job`.)"""
+"""Reads of generation jobs. A job by its id is always read scoped to the caller: the one rule of job access
+(SPEC §7), shared by the poll and re-authorisation; any job the caller may not see reads exactly like one that
+does not exist. A market's job is read by its deterministic id (`market_generation_job`), for a brand the caller
+was already scoped to (an entry point's 409)."""
 
 import uuid
 from typing import Any
@@ -11,7 +11,8 @@ from django.db.models import Exists, OuterRef, Q
 
 from jobs.models import AsyncJob
 from markets.exceptions import JobNotFound
-from markets.models import Brand, Organization, Site
+from markets.generation.jobtype import generation_job_id
+from markets.models import Brand, Market, Organization, Site
 from serenity.auth import Caller
 
 
@@ -134,3 +135,13 @@ def _prepared(org_count: int, type_count: int, fields: tuple[str, ...]) -> Prepa
     if query is None:
         query = _prepared_queries[key] = PreparedScopedQuery(org_count, type_count, fields)
     return query
+
+
+def market_generation_job(*, brand: Brand, market: Market) -> dict | None:
+    """The market's generation job as `{jobId, status}`, or None when it has none. `brand` is the caller's,
+    already scoped (the 409 of an entry point shows it, so the UI can poll the job or offer a regeneration)."""
+    job_id = generation_job_id(brand.id, market.geo_target_id, market.language_code)
+    status = AsyncJob.objects.filter(id=job_id).values_list("status", flat=True).first()
+    if status is None:
+        return None
+    return {"jobId": str(job_id), "status": status}

@@ -22,7 +22,8 @@ from markets.clients.semrush import SemrushClient
 from markets.credentials import Generation
 from markets.deadlines import in_parallel, request_deadline
 from markets.exceptions import InvalidRequest, MarketExists, NotAttempted, UnknownLanguage, semrush_failed
-from markets.generation.producer import market_generation_enqueue, market_generation_job
+from markets.generation.producer import market_generation_enqueue
+from markets.generation.selectors import market_generation_job
 from markets.models import Brand, Market, Site
 from markets.onboarding.inputs import UUID, MarketRequest, host_of
 from markets.onboarding.sync_prompts import SyncBudget, sync_prompts_write
