@@ -1,14 +1,15 @@
-"""HTTP interface of generation jobs: poll a job and re-authorise one that awaits a fresh credential (SPEC §7);
-regenerate a market's prompts (SPEC §12). Each view parses the request, calls one selector or service, and
-renders; their OpenAPI descriptions are in markets/generation/schemas.py.
+"""HTTP interface of generation jobs: poll a job, at once or waiting for it to change, and re-authorise one that
+awaits a fresh credential (SPEC §7); regenerate a market's prompts (SPEC §12). Each view parses its request (path
+ids, promise headers, `?wait`), checks the caller's credential where Semrush will be reached, reads what it names
+through the scoping rule, then answers: the poll renders the job, waiting through markets/generation/waiting.py;
+re-authorisation and regeneration call one service each, regeneration once it has charged the entry point's
+limits (re-authorisation's are charged by its service). Their OpenAPI descriptions are in
+markets/generation/schemas.py.
 
 Poll and re-authorisation read the job through `job_get_for_caller`, the one scoping rule of the product, so
 any job the caller may not see answers exactly like a job that does not exist. Regeneration is scoped and
 gated like the entry points; a market that does not exist and one of another brand answer the same 404.
 """
-
-import hashlib
-import time
 
 from django.conf import settings
 from django.http import HttpResponse, HttpResponseNotModified
@@ -19,16 +20,14 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs.job_changes import listener
 from jobs.models import JobStatus
 from markets.credentials import PromiseHeaders, require_semrush_credential, semrush_generation, semrush_pair
-from markets.generation import jobtype, schemas, services
+from markets.generation import jobtype, schemas, services, waiting
 from markets.generation.dto import JOB_DTO_FIELDS, job_dto, reauth_accepted, regeneration_accepted
 from markets.generation.selectors import job_get_for_caller
 from markets.paths import parse_ids
 from markets.selectors import serenity_brand_get_for_caller
-from serenity import limits, stopping
-from serenity.db import release_connection
+from serenity import limits
 from serenity.problems import InvalidInput
 from tokens.delegation import require_promise_token
 
@@ -52,20 +51,6 @@ def retry_after_seconds(phase: str) -> int:
     return RETRY_AFTER_SECONDS.get(phase, DEFAULT_RETRY_AFTER_SECONDS)
 
 
-def etag_for(content: bytes) -> str:
-    """A strong validator over the exact bytes served: any visible change (status, updatedAt, a public
-    message) changes it, and nothing invisible does."""
-    return '"' + hashlib.sha256(content).hexdigest()[:32] + '"'
-
-
-def if_none_match(header: str | None, etag: str) -> bool:
-    """RFC 9110 §13.1.2: weak comparison against a list of entity tags, or `*`."""
-    if not header:
-        return False
-    tags = [tag.strip() for tag in header.split(",")]
-    return "*" in tags or etag in {tag.removeprefix("W/") for tag in tags}
-
-
 def parse_wait(request) -> int:
     """`?wait=N`: whole seconds from 0 to POLL_WAIT_MAX_SECONDS (0 or absent: answer at once). Else 400."""
     text = request.query_params.get("wait")
@@ -76,39 +61,6 @@ def parse_wait(request) -> int:
         message = f"wait must be a whole number of seconds from 0 to {limit}."
         raise InvalidInput(message, errors=[{"parameter": "wait", "code": "invalid_wait", "message": message}])
     return int(text)
-
-
-def wait_for_change(job_id, look, *, known: str, wait: int) -> tuple[bytes, dict[str, str]]:
-    """Look at the job until its answer differs from the ETag `known` or `wait` seconds pass; the last look.
-
-    A change of status answers at once. A change of progress alone (a phase, an attempt, `updatedAt`) answers
-    POLL_WAIT_SETTLE_SECONDS after it, or at once when the status changes meanwhile: a job's last phases come
-    within a second of its end, and a waiting UI then learns of them in the one answer that carries the end,
-    not one request each. Between looks the request sleeps holding no database connection, woken by the job's
-    NOTIFY (jobs/job_changes.py), or re-reads every POLL_WAIT_INTERVAL_SECONDS while nothing can wake it.
-    """
-    # Watch before the first look, so a change committed after it is never missed.
-    with listener.watch(job_id) as watch:
-        now = time.monotonic()
-        deadline, settled_at = now + wait, None
-        content, headers, status = look()
-        started = status
-        if not if_none_match(known, headers["ETag"]):
-            return content, headers  # the caller is behind: the answer at once
-        while now < deadline and not stopping.is_stopping():  # a stopping process answers what it last read
-            if not if_none_match(known, headers["ETag"]):
-                if status != started or (settled_at is not None and now >= settled_at):
-                    break
-                if settled_at is None:
-                    settled_at = now + settings.POLL_WAIT_SETTLE_SECONDS
-            release_connection()  # a waiting request holds no connection
-            until = min(deadline, settled_at) if settled_at is not None else deadline
-            if not listener.listening.is_set():
-                until = min(until, now + settings.POLL_WAIT_INTERVAL_SECONDS)
-            watch.wait(max(0.0, until - now))
-            content, headers, status = look()
-            now = time.monotonic()
-    return content, headers
 
 
 class GenerationJobDetailApi(APIView):
@@ -134,16 +86,13 @@ class GenerationJobDetailApi(APIView):
             # Rendered once: the same bytes are hashed for the ETag and served.
             content = JSONRenderer().render(job_dto(job))
             # Private: the body is per caller. no-cache: any cache must revalidate, which If-None-Match makes cheap.
-            headers = {"ETag": etag_for(content), "Cache-Control": "private, no-cache", "Vary": "Authorization"}
+            headers = {"ETag": waiting.etag_for(content), "Cache-Control": "private, no-cache", "Vary": "Authorization"}
             if job.status == JobStatus.IN_PROGRESS:
                 headers["Retry-After"] = str(retry_after_seconds(job.phase))
             return content, headers, job.status
 
-        if not wait or not known or stopping.is_stopping() or listener.waiters() >= settings.POLL_WAIT_MAX_WAITERS:
-            content, headers, _status = look()
-        else:
-            content, headers = wait_for_change(job_id, look, known=known, wait=wait)
-        if if_none_match(known, headers["ETag"]):
+        content, headers = waiting.look_or_wait(job_id, look, known=known, wait=wait)
+        if waiting.if_none_match(known, headers["ETag"]):
             not_modified = HttpResponseNotModified()
             for name, value in headers.items():
                 not_modified[name] = value
