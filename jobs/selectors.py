@@ -177,7 +177,8 @@ def jobs_stuck(
 def jobs_expired(
     *, expired_for: timedelta = timedelta(0), filters: JobFilter = JobFilter(), now: datetime | None = None
 ) -> "QuerySet[AsyncJob]":
-    """Job records past their expiry (created + JOB_RECORD_TTL_DAYS) by at least `expired_for`."""
+    """Job records past their expiry (`expires_at`: JOB_RECORD_TTL_DAYS after it was created or last put back to
+    work) by at least `expired_for`, whatever their status."""
     now = now or timezone.now()
     return jobs_filtered(filters, AsyncJob.objects.filter(expires_at__lte=now - expired_for)).order_by(
         "expires_at", "id"

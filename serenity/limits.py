@@ -1,11 +1,13 @@
 """Request limits: per user and per organization, counted atomically in the database across every API process.
 
-A limit is charged only once the caller is authenticated *and* may act on what it names (the views call
-`charge_user` / `charge_org` after their scoping), so a stranger can never spend an organization's budget. Each
-check is one conditional upsert (GCRA, the generic cell rate algorithm): a key keeps the time its budget is
-spent up to (`tat`); a charge of `weight` moves it `weight x period/limit` later, and is refused whole, changing
-nothing, when that would run more than `period` ahead of now. Concurrent charges serialise on the row, so N
-concurrent requests against a budget of L get exactly max(0, N - L) refusals; the budget refills continuously.
+A limit is charged only once the caller is authenticated *and* may act on what it names: the views of the entry
+points and of regeneration call `charge_entry_point` after their scoping, and re-authorisation's service calls
+`charge_user` / `charge_org` once the job was read through the scoping rule; so a stranger can never spend an
+organization's budget. Each check is one conditional upsert (GCRA, the generic cell rate algorithm): a key keeps
+the time its budget is spent up to (`tat`); a charge of `weight` moves it `weight x period/limit` later, and is
+refused whole, changing nothing, when that would run more than `period` ahead of now. Concurrent charges
+serialise on the row, so N concurrent requests against a budget of L get exactly max(0, N - L) refusals; the
+budget refills continuously.
 
 Rates are settings (THROTTLE_*_RATE, `N/sec|min|hour|day`); THROTTLE_OVERRIDES raises or lowers one for a tenant
 (`org_markets:<organization id>=5000/hour`), and `manage.py limits_reset` gives a tenant its budget back

@@ -11,7 +11,9 @@ wait (WAIT_IN_PLACE_SECONDS, or what is left of the caller's deadline) is not ta
 it is counted in `SemrushBudgetDeferred`, apart from Semrush's own 429s (`SemrushThrottled`).
 
 A Semrush 429 stores `paused_until_us` on the same row (its Retry-After, at most JOB_THROTTLE_MAX_DELAY_SECONDS;
-one second without one), so every process waits until then, not only the thread that was refused.
+one second without one): from then on, no call of any process takes a slot before the pause ends, so each waits
+for it in place when that is within WAIT_IN_PLACE_SECONDS, or raises `OverBudget` without sending. A call that
+had already taken its slot still goes.
 
 PostgreSQL only: the embedded run (SQLite, one process) sends without it. SEMRUSH_MAX_CALLS_PER_SECOND=0 turns
 it off.
