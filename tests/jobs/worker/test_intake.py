@@ -1,5 +1,5 @@
-"""A worker asks SQS for no more job messages than the fleet's DRS budget has places for (jobs/worker/intake.py): at the
-budget its messages stay in the queue unreceived, instead of being received, held back and sent again."""
+"""A worker asks SQS for no more job messages than the fleet's DRS budget has places for (jobs/worker/intake.py):
+at the budget its messages stay in the queue unreceived, instead of being received, held back and sent again."""
 
 import threading
 import time
