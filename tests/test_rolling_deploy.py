@@ -6,7 +6,9 @@ checkout's. Its code (`git archive`) runs as a real worker on the test database,
 checkout's head, and takes a job the new API created to COMPLETED while the new API serves its waiting poll. A
 migration that breaks the release before it (a column it reads dropped or renamed, a NOT NULL column it does not
 write) fails here. A checkout without that history (a shallow clone, a source archive) skips it, saying why; CI,
-whose clone has the history (.ci/run fetches it when shallow), fails instead.
+whose clone has the history (.ci/run fetches it when shallow), fails instead. The old code runs on this checkout's
+virtualenv, not its own image's: a release that also moves a dependency the previous one cannot run with fails here
+too, and then says so in the old worker's log.
 """
 
 from __future__ import annotations
