@@ -79,7 +79,7 @@ def previous_release_tree(tmp_path) -> Path:
 
 
 def test_the_previous_release_worker_completes_a_job_on_the_new_schema_while_the_new_api_serves_its_poll(
-    world, async_on, queues, live_server, previous_release_tree
+    previous_release_tree, world, async_on, queues, live_server
 ):
     db = settings.DATABASES["default"]
     env = {
