@@ -23,12 +23,17 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python scripts/run_local.py
 
-# The whole lint set, and the first step of `make test`: the two cannot check different things.
+# The whole lint set, and the first step of `make test`: the two cannot check different things. The migration check
+# has PostgreSQL write each migration's SQL (it reads no table: tests/lint_settings.py), so it needs the server
+# `make test` uses.
 lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy
+	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python scripts/check_test_db.py
+	DATABASE_URL=$(TEST_DATABASE_URL) DJANGO_SETTINGS_MODULE=tests.lint_settings LOG_LEVEL=WARNING \
+		$(BIN)/python manage.py lintmigrations
 
 test: lint
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python scripts/check_test_db.py

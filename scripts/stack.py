@@ -156,7 +156,8 @@ class Stack:
         level: str = "WARNING",
         **env,
     ):
-        """A Celery worker as docker/Dockerfile's `worker` role starts it (threads pool, no remote control)."""
+        """A Celery worker as the image's `worker` role starts it (docker/serenity-entrypoint): threads pool, no remote
+        control."""
         argv = [
             str(BIN / "celery"),
             "-A",

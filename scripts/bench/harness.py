@@ -151,8 +151,8 @@ class Harness:
     ) -> subprocess.Popen:
         from django.conf import settings
 
-        # Exactly as docker/Dockerfile's `worker` role starts it: both queues, its log level, the thread count
-        # from WORKER_CONCURRENCY; only the app differs (the production app plus a per-delivery meter).
+        # Exactly as the image's `worker` role starts it (docker/serenity-entrypoint): both queues, its log level, the
+        # thread count from WORKER_CONCURRENCY; only the app differs (the production app plus a per-delivery meter).
         argv = [
             str(BIN / "celery"),
             "-A",

@@ -114,15 +114,15 @@ def test_a_session_key_that_is_not_a_p256_public_key_fails_the_checks():
 
 def variables_read() -> set[str]:
     """Names read by the settings package, by the entry points (manage.py, WSGI, Celery, gunicorn's
-    configuration) and by the image's entrypoint (docker/Dockerfile)."""
+    configuration) and by the image's entrypoint (docker/serenity-entrypoint)."""
     settings_source = "\n".join(f.read_text() for f in sorted((ROOT / "serenity" / "settings").glob("*.py")))
     names = set(re.findall(r"\benv\.\w+\(\s*[\"']([A-Z][A-Z0-9_]+)[\"']", settings_source))
     names |= set(re.findall(r"\brequired\(\s*[\"']([A-Z][A-Z0-9_]+)[\"']", settings_source))
     prefixes = re.findall(r"\b_pair\(\s*[\"']([A-Z][A-Z0-9_]+)[\"']\)", settings_source)
     suffixes = re.findall(r"f[\"']\{prefix\}_([A-Z][A-Z0-9_]+)[\"']", settings_source)
     names |= {f"{prefix}_{suffix}" for prefix in prefixes for suffix in suffixes}
-    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
-    names |= set(re.findall(r"\$\{([A-Z][A-Z0-9_]+):-", dockerfile))
+    entrypoint = (ROOT / "docker" / "serenity-entrypoint").read_text()
+    names |= set(re.findall(r"\$\{([A-Z][A-Z0-9_]+):-", entrypoint))
     for entry_point in (
         ROOT / "manage.py",
         ROOT / "serenity" / "wsgi.py",
