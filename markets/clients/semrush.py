@@ -32,6 +32,9 @@ PAGE_SIZE = 100
 MAX_PAGES = 1000
 # The language catalogue changes with Semrush releases, not per request: read once an hour per process.
 LANGUAGES_CACHE_SECONDS = 3600
+# The AI-model catalogue is read a page at a time, as the original reads it.
+AI_MODELS_PAGE_SIZE = 100
+AI_MODELS_MAX_PAGES = 5
 _languages: dict[str, tuple[float, list[dict]]] = {}
 
 
@@ -122,6 +125,9 @@ class SemrushClient:
         return _Session(bearer=self._bearer, deadline=self._deadline, pair=self._pair)
 
     def _call(self, client: _Session, method: str, url: str, *, what: str, **kwargs) -> dict:
+        return http.json_object(self._send(client, method, url, what=what, **kwargs), what)
+
+    def _send(self, client: _Session, method: str, url: str, *, what: str, **kwargs) -> httpx.Response:
         try:
             response = http.request(client, method, url, what=what, deadline=self._deadline, **kwargs)
         except semrush_budget.OverBudget:
@@ -137,24 +143,41 @@ class SemrushClient:
             # Counted (SemrushCallFailure) so that an outage pages before jobs exhaust their retries.
             metrics.emit(SemrushCallFailure=(1, metrics.COUNT))
             raise
-        return http.json_object(response, what)
+        return response
 
     # -- catalogue --------------------------------------------------------------------------------
 
     def languages(self) -> list[dict]:
-        """Semrush's language catalogue, `[{id, name, code}]`: the languages an AI project may be in. Cached
-        per process for LANGUAGES_CACHE_SECONDS (it is the same for every caller). Read-only, safe to retry."""
+        """The entries of Semrush's language catalogue that name a code, `[{id, name, code}]`: the languages an
+        AI project may be in. Read-only, safe to retry; cached as `language_catalogue`."""
+        return [item for item in self.language_catalogue() if isinstance(item.get("code"), str)]
+
+    def language_catalogue(self) -> list[dict]:
+        """Semrush's language catalogue as it answered it (`GET /v1/languages`), its entries that are objects.
+        Cached per process for LANGUAGES_CACHE_SECONDS (it is the same for every caller). Read-only, safe to
+        retry."""
         base = settings.SEMRUSH_API_BASE
         cached = _languages.get(base)
         if cached is not None and time.monotonic() - cached[0] < LANGUAGES_CACHE_SECONDS:
             return cached[1]
         body = self._call(self._http(), "GET", "/v1/languages", what="semrush.languages")
-        items = [
-            item
-            for item in _items(body, "semrush.languages")
-            if isinstance(item, dict) and isinstance(item.get("code"), str)
-        ]
+        items = [item for item in _items(body, "semrush.languages") if isinstance(item, dict)]
         _languages[base] = (time.monotonic(), items)
+        return items
+
+    def ai_models(self) -> list[dict]:
+        """Semrush's global AI-model catalogue (`GET /v1/ai_models`, not a workspace's): its entries that are
+        objects, every page (AI_MODELS_PAGE_SIZE a page, at most AI_MODELS_MAX_PAGES), as Semrush answered them.
+        Read-only, safe to retry."""
+        client = self._http()
+        items: list[dict] = []
+        for page in range(1, AI_MODELS_MAX_PAGES + 1):
+            params = {"page": page, "limit": AI_MODELS_PAGE_SIZE}
+            body = self._call(client, "GET", "/v1/ai_models", what="semrush.ai_models", params=params)
+            batch = _items(body, "semrush.ai_models")
+            items += [item for item in batch if isinstance(item, dict)]
+            if len(batch) < AI_MODELS_PAGE_SIZE:
+                break
         return items
 
     def brand_topics(self, *, workspace_id: str | None, domain: str, country: str) -> list[dict]:
@@ -225,6 +248,21 @@ class SemrushClient:
             log.info("semrush project already existed", extra={"project_id": existing["id"]})
             return existing
         return _project(body, "semrush.create_project")
+
+    def delete_project(self, *, workspace_id: str | None, project_id: str | None) -> bool:
+        """Delete the workspace's AI project, with its prompts, for good. True when this call deleted it, False
+        when Semrush does not have it (404: already deleted). Idempotent, so safe to retry: a retry whose first
+        try landed finds it gone."""
+        path = (
+            f"/v1/workspaces/{_segment(workspace_id, 'workspace_id')}/ai-projects/{_segment(project_id, 'project_id')}"
+        )
+        try:
+            self._send(self._http(), "DELETE", path, what="semrush.delete_project")
+        except http.PermanentError as exc:
+            if exc.status != 404:
+                raise
+            return False
+        return True
 
     # -- tags -------------------------------------------------------------------------------------
 
