@@ -83,11 +83,15 @@ def job_rerun(job_id: UUID | str, *, actor: str) -> Rerun:
 
     Only a FAILED job whose error is `retryable` and which still holds its credential: an operator has no
     user's bearer to mint a new one, so a job without one is refused (its user regenerates it from the UI,
-    or re-authorises it). One conditional transition, then the message after the commit; safe to repeat.
+    or re-authorises it). A cancelled job (what it worked on is gone: `job_cancel`) is refused saying so. One
+    conditional transition, then the message after the commit; safe to repeat.
     """
     job = AsyncJob.objects.filter(id=job_id).first()
     if job is None:
         return Rerun(False, "no such job")
+    error = job.error or {}
+    if error.get("cancelled"):
+        return Rerun(False, f"it was cancelled ({job.error_code}: {error.get('message')}): nothing re-runs it")
     if job.status != JobStatus.FAILED or not (job.error or {}).get("retryable"):
         return Rerun(
             False,

@@ -13,6 +13,8 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from urllib.parse import quote
 
@@ -37,6 +39,10 @@ AI_MODELS_PAGE_SIZE = 100
 AI_MODELS_MAX_PAGES = 5
 _languages: dict[str, tuple[float, list[dict]]] = {}
 
+# What a write request passes right before it goes out (`SemrushClient(write_guard=...)`): called with the attempt's
+# timeout, it raises to stop the request, or gives a context the request is sent in.
+WriteGuard = Callable[[float], AbstractContextManager[None]]
+
 
 class _Session:
     """The calls of one SemrushClient, sent on this thread's pooled connection (serenity/clients/http.py):
@@ -46,22 +52,29 @@ class _Session:
     fleet's rate budget of that pair (markets/clients/semrush_budget.py), and a 429 pauses the pair for the
     whole fleet."""
 
-    def __init__(self, *, bearer: str, deadline: float | None, pair: str | None = None):
+    def __init__(
+        self, *, bearer: str, deadline: float | None, pair: str | None = None, write_guard: WriteGuard | None = None
+    ):
         self._pool = http.pooled_client(settings.SEMRUSH_API_BASE.rstrip("/"), timeout=settings.SEMRUSH_TIMEOUT_SECONDS)
         self._headers = {"Authorization": f"Bearer {bearer}", "Accept": "application/json"}
         self._deadline = deadline
         self._pair = pair
+        self._write_guard = write_guard
 
     def request(self, method, url, *, headers=None, **kwargs) -> httpx.Response:
         if self._pair is not None:
             semrush_budget.take_slot(self._pair, deadline=self._deadline)
+        timeout = settings.SEMRUSH_TIMEOUT_SECONDS
         if self._deadline is not None:
             remaining = self._deadline - time.monotonic()
             if remaining <= 0:
                 # Raised as a timeout so the retry loop classifies it as transient and stops at once.
                 raise httpx.TimeoutException("deadline reached before the request was sent")
-            kwargs["timeout"] = min(settings.SEMRUSH_TIMEOUT_SECONDS, remaining)
-        response = self._pool.request(method, url, headers={**self._headers, **(headers or {})}, **kwargs)
+            timeout = min(timeout, remaining)
+        kwargs["timeout"] = timeout
+        guard = self._write_guard(timeout) if self._write_guard is not None and method != "GET" else nullcontext()
+        with guard:  # right before the request goes out, after any wait for a slot
+            response = self._pool.request(method, url, headers={**self._headers, **(headers or {})}, **kwargs)
         if response.status_code == 429 and self._pair is not None:
             semrush_budget.pause(self._pair, http.retry_after_seconds(response))
         return response
@@ -107,12 +120,24 @@ class SemrushClient:
     `pair` (an IMS client pair's name: the pair whose token `bearer` is) puts every request under the fleet's
     Semrush rate budget of that pair (SEMRUSH_MAX_CALLS_PER_SECOND): the worker's calls name it; without it a
     call takes no slot (the entry points, whose calls a user waits for under the request's deadline).
+
+    `write_guard` is passed by every request that is not a read (a GET), each attempt, right before it goes out:
+    what it raises stops the request unsent (the worker's fence against a market's deletion,
+    markets/generation/fence.py).
     """
 
-    def __init__(self, bearer: str, *, deadline: float | None = None, pair: str | None = None):
+    def __init__(
+        self,
+        bearer: str,
+        *,
+        deadline: float | None = None,
+        pair: str | None = None,
+        write_guard: WriteGuard | None = None,
+    ):
         self._bearer = bearer
         self._deadline = deadline
         self._pair = pair
+        self._write_guard = write_guard
 
     def __repr__(self) -> str:  # never the bearer
         return f"SemrushClient(deadline={self._deadline})"
@@ -122,7 +147,7 @@ class SemrushClient:
     def _http(self) -> _Session:
         if not isinstance(self._bearer, str) or not self._bearer.strip():
             raise http.ReauthRequired("semrush: no bearer to call with")
-        return _Session(bearer=self._bearer, deadline=self._deadline, pair=self._pair)
+        return _Session(bearer=self._bearer, deadline=self._deadline, pair=self._pair, write_guard=self._write_guard)
 
     def _call(self, client: _Session, method: str, url: str, *, what: str, **kwargs) -> dict:
         return http.json_object(self._send(client, method, url, what=what, **kwargs), what)
