@@ -21,6 +21,7 @@ from jobs.services.operator import (
     job_rerun,
     jobs_purge_expired,
     jobs_sweep_unsent,
+    rerun_refusal,
 )
 from jobs.services.producer import Enqueued, job_enqueue, job_publish, job_reauthorize
 from jobs.services.runner import job_run
@@ -44,4 +45,5 @@ __all__ = [
     "job_run",
     "jobs_purge_expired",
     "jobs_sweep_unsent",
+    "rerun_refusal",
 ]
