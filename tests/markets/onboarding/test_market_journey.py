@@ -30,7 +30,9 @@ def problem(response, status: int, error: str) -> dict:
 
 def create(world, market="FR", language="fr", **fields):
     response = world.post(
-        world.url("markets"), {**world.brand_fields, "market": market, "languageCode": language, **fields}
+        world.url("markets"),
+        {**world.brand_fields, "market": market, "languageCode": language, **fields},
+        **{"x-promise-audience": "semrush"},
     )
     assert response.status_code == 201, response.content
     return Market.objects.get(id=response.json()["id"])
@@ -116,6 +118,24 @@ def test_the_brands_markets_are_listed_oldest_first_with_the_originals_fields_an
         ]
     }
     assert "SECRET" not in response.content.decode()
+
+
+@pytest.mark.worker
+def test_the_list_shows_a_markets_generation_through_its_end(world, async_on, celery_worker):
+    from sandbox.drs import controls as drs_controls
+    from tests.waits import wait_terminal
+
+    drs_controls.set_latency(1000)  # still generating when the list is read
+    market = create(world, generatePrompts=True)
+    job = AsyncJob.objects.get(id=generation_job_id(world.brand.id, 2250, "fr"))
+
+    (running,) = world.client.get(world.url("markets")).json()["items"]
+    wait_terminal(job)
+    (ended,) = world.client.get(world.url("markets")).json()["items"]
+
+    assert running["id"] == ended["id"] == str(market.id)
+    assert running["promptGeneration"] == {"jobId": str(job.id), "status": "IN_PROGRESS", "error": None}
+    assert ended["promptGeneration"] == {"jobId": str(job.id), "status": "COMPLETED", "error": None}
 
 
 def test_a_brand_without_markets_lists_none(world):
