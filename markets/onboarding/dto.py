@@ -233,6 +233,7 @@ MARKET_STATUSES: dict[str, str] = {
     Market.PublishState.UNPUBLISHED.value: "draft",
     Market.PublishState.FAILED.value: "publish_failed",
 }
+MARKET_STATUS_CHOICES = sorted(set(MARKET_STATUSES.values()))
 
 
 class MarketGenerationOutput(serializers.Serializer):
@@ -278,7 +279,7 @@ class MarketOutput(serializers.Serializer):
 
     @extend_schema_field(
         serializers.ChoiceField(
-            choices=sorted(set(MARKET_STATUSES.values())),
+            choices=MARKET_STATUS_CHOICES,
             help_text="Its publish state when this service made it: `live` (published), `draft`, `publish_failed`.",
         )
     )

@@ -38,6 +38,7 @@ from serenity.problems import PROBLEM_CONTENT_TYPE
 
 TEXT_SCHEMA = {"type": "string", "pattern": TEXT, "description": "A text: something besides white space, no NUL."}
 TEXTS_SCHEMA = {"type": "array", "minItems": 1, "items": TEXT_SCHEMA}
+NOT_TEXT = {"not": TEXT_SCHEMA}
 UUID_SCHEMA = {
     "type": "string",
     "format": "uuid",
@@ -67,7 +68,11 @@ CREATE_MARKET_BODY = {
     "ignored. `brandDomain` or `siteId` is required; a `siteId` that names no site of the brand's "
     "organization answers 400.",
     "required": ["market", "languageCode", "brandNames"],
-    "anyOf": [{"required": ["brandDomain"]}, {"required": ["siteId"]}],
+    # Given means a text (the original's `hasText`): a value that is none counts as absent, as the server reads it.
+    "anyOf": [
+        {"required": ["brandDomain"], "properties": {"brandDomain": TEXT_SCHEMA}},
+        {"required": ["siteId"], "properties": {"siteId": TEXT_SCHEMA}},
+    ],
     "properties": {
         "market": MARKET_SCHEMA,
         "languageCode": LANGUAGE_SCHEMA,
@@ -76,11 +81,15 @@ CREATE_MARKET_BODY = {
             "description": "The brand's names in this market (the first is its display "
             "name unless `brandDisplayName` says otherwise).",
         },
-        "brandDomain": DOMAIN_SCHEMA,
+        "brandDomain": {
+            "anyOf": [DOMAIN_SCHEMA, NOT_TEXT],
+            "description": DOMAIN_SCHEMA["description"] + " A value that is no text counts as absent.",
+        },
         "siteId": {
-            **UUID_SCHEMA,
+            "anyOf": [UUID_SCHEMA, NOT_TEXT],
             "description": "A site of the brand (or an unassigned site of its "
-            "organization): the market tracks its domain and is linked to it.",
+            "organization): the market tracks its domain and is linked to it. A value that is no text counts as "
+            "absent.",
         },
         "name": {**TEXT_SCHEMA, "description": "The Semrush project's name; default `<MARKET>-<languageCode>`."},
         "brandDisplayName": {"description": "Accepted; stored with the market (a text), else ignored."},
