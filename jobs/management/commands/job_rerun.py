@@ -28,9 +28,12 @@ class Command(RunbookCommand):
             status=JobStatus.FAILED, error__retryable=True, ended_at__lte=self.now - self.older_than(options)
         )
         jobs = list(qs.order_by("ended_at", "id"))
-        if filters.job_ids:  # a job the operator named that is not one to re-run (a cancelled one above all): why
+        if filters.job_ids:  # a job the operator named that is not one to re-run: what it is, and why
             for named in selectors.jobs_filtered(filters).exclude(id__in=[job.id for job in jobs]):
-                self.needs_attention = True
+                if named.status in (JobStatus.IN_PROGRESS, JobStatus.COMPLETED):  # at work or done (a second run)
+                    self.stdout.write(f"{named.id}  nothing to re-run  it is {named.status}")
+                    continue
+                self.needs_attention = True  # cancelled by a market's delete, say: the operator must know
                 why = job_services.rerun_refusal(named) or "it ended more recently than --older-than"
                 self.stdout.write(f"{named.id}  cannot re-run  {why}")
         done = 0
