@@ -5,8 +5,8 @@ Both sides meet on the market's row (`markets.models.Market`), never inside a tr
 
 - **The generation.** Every Semrush write a generation job makes (a tag, a batch of prompts, a publish) passes
   `semrush_write` right before its HTTP request goes out: one conditional UPDATE of the market's row that passes
-  only while the market the job names (its `marketId`) exists, no delete holds it, the job is IN_PROGRESS under
-  this delivery's lease and that lease outlives the call; it records the write as in flight until the call gives
+  only while the market the job names (its `marketId`) exists, no delete holds it, and the job is IN_PROGRESS under
+  this delivery's live lease; it records the write as in flight until the call gives
   up (`generation_write_lease`, `generation_write_until`), and the record is cleared when the call returns.
 - **The delete.** `market_hold` takes the market (one conditional UPDATE: of concurrent deletes one holds it),
   in the same transaction as the job's cancellation; from its commit no write passes the fence. Then
@@ -16,7 +16,7 @@ Both sides meet on the market's row (`markets.models.Market`), never inside a tr
 Both statements update the one row, so PostgreSQL orders them: a write's UPDATE that comes second re-reads the row
 and finds the hold; a hold that comes second is followed by a read that finds the write's record. A request the
 fence let through therefore reaches Semrush before the project is deleted (and goes with it), or not at all. What
-is left is a call that outlives its record (`WRITE_RECORD_SECONDS`: each of an attempt's four waits is bounded by
+is left is a call that outlives its record (`write_record_seconds`: each of an attempt's four waits is bounded by
 its timeout), which only a worker stalled far beyond its timeouts makes; docs/worker.md ("Deleting a market while
 its prompts are generated") says why even that writes nothing anyone sees.
 """
@@ -33,7 +33,7 @@ from django.db.models import Exists, Q
 from django.utils import timezone
 
 from jobs.context import JobContext
-from jobs.exceptions import JobFailed, OutOfTime
+from jobs.exceptions import JobFailed
 from jobs.models import AsyncJob, JobStatus
 from markets.generation import jobtype
 from markets.models import Market
@@ -66,13 +66,14 @@ def market_open_q() -> Q:
 def semrush_write(ctx: JobContext, *, timeout: float) -> Iterator[None]:
     """Pass the fence for one Semrush write request of `ctx`'s delivery (its attempt bounded by `timeout`), or
     raise: LeaseLost when the delivery no longer holds the job (a delete cancelled it, or another delivery took it
-    over), JobFailed MARKET_DELETED when the job still is this delivery's but its market is gone or being deleted,
-    OutOfTime when the lease would end before the call could. The write is recorded as in flight on the market's
-    row while the request runs; the record is cleared when it returns, whatever it answered."""
+    over), JobFailed MARKET_DELETED when the job still is this delivery's but its market is gone or being deleted.
+    The write is recorded as in flight on the market's row while the request runs; the record is cleared when it
+    returns, whatever it answered."""
     market_id = ctx.job.params.get("marketId")
-    until = timezone.now() + timedelta(seconds=write_record_seconds(timeout))
+    now = timezone.now()
+    until = now + timedelta(seconds=write_record_seconds(timeout))
     running = AsyncJob.objects.filter(
-        id=ctx.job.id, status=JobStatus.IN_PROGRESS, lease_token=ctx.lease_token, lease_expires_at__gt=until
+        id=ctx.job.id, status=JobStatus.IN_PROGRESS, lease_token=ctx.lease_token, lease_expires_at__gt=now
     )
     passed = market_id is not None and (
         Market.objects.filter(market_open_q(), Exists(running), id=market_id).update(
@@ -84,7 +85,8 @@ def semrush_write(ctx: JobContext, *, timeout: float) -> Iterator[None]:
         ctx.confirm()  # LeaseLost when the lease is what failed
         if market_id is None or not Market.objects.filter(market_open_q(), id=market_id).exists():
             raise JobFailed(jobtype.MARKET_DELETED, "The market was deleted (or is being deleted) before this write.")
-        raise OutOfTime("a Semrush write: the lease ends before the call could")
+        # Neither, read again (the lease or the hold changed between the two reads): stop, send nothing.
+        raise ctx.lost("the Semrush write fence")
     release_pooled_connection()  # the call holds no pooled database connection
     try:
         yield

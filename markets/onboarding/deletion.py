@@ -28,6 +28,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs import services as job_services
+from markets import geo
 from markets.clients.semrush import SemrushClient
 from markets.deadlines import request_deadline
 from markets.exceptions import DeleteNotFinished, semrush_failed
@@ -73,6 +74,9 @@ def market_delete(*, caller: Caller, brand: Brand, geo_target_id: int, language_
 
 
 def _market(brand: Brand, geo_target_id: int, language_code: str) -> Market | None:
+    """The brand's market of the slice; a geo target id that is no country's names none."""
+    if geo_target_id not in geo.COUNTRY_GEO_TARGET_IDS:
+        return None
     return Market.objects.filter(brand=brand, geo_target_id=geo_target_id, language_code=language_code).first()
 
 
