@@ -2,7 +2,8 @@
 
 For every task it appends one JSON line to $BENCH_WORKER_METER: the thread's CPU time (waiting on IMS,
 Semrush, DRS or the database costs none), its wall time and the SQL statements it sent (the Semrush rate budget's
-slots, one per Semrush request, counted apart: `semrush_slots`). The lease heartbeat
+slots, one per Semrush request, counted apart: `semrush_slots`; so is the fence against a market's deletion, two per
+Semrush write request: `semrush_fences`). The lease heartbeat
 runs in its own thread and is not counted (it fires only during calls longer than its interval).
 """
 
@@ -24,10 +25,15 @@ _write_lock = threading.Lock()
 
 @signals.task_prerun.connect
 def _start(task_id=None, task=None, **kwargs):
-    statements = [0, 0]
+    statements = [0, 0, 0]
 
     def count(execute, sql, params, many, context):
-        statements[1 if "semrush_rate_budgets" in sql else 0] += 1
+        if "semrush_rate_budgets" in sql:
+            statements[1] += 1
+        elif '"generation_write_lease"' in sql and sql.startswith('UPDATE "markets_market"'):
+            statements[2] += 1
+        else:
+            statements[0] += 1
         return execute(sql, params, many, context)
 
     wrapper = connection.execute_wrapper(count)
@@ -51,6 +57,7 @@ def _stop(task_id=None, task=None, retval=None, **kwargs):
             "wall_ms": (time.perf_counter() - wall0) * 1000,
             "sql": statements[0],
             "semrush_slots": statements[1],
+            "semrush_fences": statements[2],
         }
     )
     with _write_lock, open(os.environ["BENCH_WORKER_METER"], "a") as out:

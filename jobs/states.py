@@ -2,7 +2,8 @@
 the job's history.
 
     IN_PROGRESS  --complete--> COMPLETED    (the handler's last step; services/endings.py)
-    IN_PROGRESS  --fail------> FAILED       (the handler, the retry decision, or an operator's job_mark_failed)
+    IN_PROGRESS  --fail------> FAILED       (the handler, the retry decision, an operator's job_mark_failed, or a
+                                             cancellation: what the job works on is gone, services/endings.py)
     FAILED       --reauth----> IN_PROGRESS  (awaiting re-authorisation only, by its user; services/producer.py)
     FAILED       --rerun-----> IN_PROGRESS  (a retryable failure that kept its credential; services/operator.py)
     any terminal --replace---> IN_PROGRESS  (the producer reuses the deterministic id for a fresh job)

@@ -69,6 +69,18 @@ def async_generation_enabled() -> bool:
     return str(settings.SERENITY_ASYNC_PROMPT_GEN).strip().lower() == "true"
 
 
+@contextmanager
+def semrush_credential(caller: Caller, promise: PromiseHeaders) -> Iterator[RequestCredential]:
+    """What a request that only reads or deletes in Semrush acts with (it makes no job): the exchanged
+    `x-promise-token` on the pair `x-promise-audience` selects, else the caller's IMS bearer. The promise token IMS
+    rotates for it serves nothing here, and is invalidated when the request ends."""
+    credential = request_credential(caller=caller, header=promise.token, pair=promise_pair(promise))
+    try:
+        yield credential
+    finally:
+        credential.release()
+
+
 @dataclass
 class Generation:
     """How a request wants prompts: the async producer (flag on + generatePrompts) or the old path, and what it

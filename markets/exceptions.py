@@ -44,6 +44,13 @@ class MarketNotFound(NotFound):
     code, title = "market_not_found", "Market not found"
 
 
+class MarketSliceNotFound(NotFound):
+    """A slice (`…/markets/{geoTargetId}/{languageCode}`) of the caller's brand that has no market, as the original
+    answers it (its `marketNotFound`)."""
+
+    code, title = "market_slice_not_found", "No market for this brand and (geoTargetId, languageCode) slice"
+
+
 # --- Requests ---------------------------------------------------------------------------------------------
 
 
@@ -124,3 +131,10 @@ class NotAttempted(DomainError):
 
 class GenerationUnavailable(DomainError):
     status, code, title = 503, "prompt_generation_unavailable", "Prompt generation is not available right now"
+
+
+class DeleteNotFinished(DomainError):
+    """A market's delete that could not finish within the request's time budget (another delete of it still under
+    way, or a prompt generation write to it still in flight): nothing was deleted, send it again."""
+
+    status, code, title = 503, "delete_not_finished", "The market's delete could not finish in time; send it again"

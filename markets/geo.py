@@ -34,6 +34,10 @@ def country_code(value) -> str | None:
     return code if code in _COUNTRIES else None
 
 
+# Every country's criterion id falls here (2000 + a three-digit ISO numeric code): a market's geo target id is one.
+COUNTRY_GEO_TARGET_IDS = range(2000, 3000)
+
+
 def geo_target_id(alpha2: str) -> int:
     """Google Ads country criterion id: 2000 + ISO 3166-1 numeric (US 2840, FR 2250, DE 2276)."""
     found = pycountry.countries.get(alpha_2=alpha2.upper()) if isinstance(alpha2, str) else None

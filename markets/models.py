@@ -88,6 +88,14 @@ class Market(models.Model):
     model_ids = models.JSONField(default=list, blank=True, help_text="AI models the project tracks")
     semrush_project_id = models.CharField(max_length=100, null=True, blank=True)
     publish_state = models.CharField(max_length=16, choices=PublishState.choices, default=PublishState.UNPUBLISHED)
+    # The fence between the market's generation and its deletion (markets/generation/fence.py). A delete under way
+    # holds the market until `deletion_hold_expires_at`: no generation write passes the fence meanwhile, and a second
+    # delete waits for the first. The Semrush write a generation has in flight is recorded by the lease of the
+    # delivery sending it, until its call gives up: the delete waits for it before it deletes the Semrush project.
+    deletion_hold = models.UUIDField(null=True, blank=True)
+    deletion_hold_expires_at = models.DateTimeField(null=True, blank=True)
+    generation_write_lease = models.UUIDField(null=True, blank=True)
+    generation_write_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -95,6 +103,15 @@ class Market(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["brand", "geo_target_id", "language_code"], name="market_unique_slice_per_brand"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(deletion_hold__isnull=True) | models.Q(deletion_hold_expires_at__isnull=False),
+                name="market_deletion_hold_expires",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(generation_write_lease__isnull=True)
+                | models.Q(generation_write_until__isnull=False),
+                name="market_generation_write_ends",
             ),
             models.CheckConstraint(condition=models.Q(country__regex=r"^[A-Z]{2}$"), name="market_country_alpha2"),
             models.CheckConstraint(

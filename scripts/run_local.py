@@ -255,7 +255,12 @@ promise token (x-promise-token), which IMS rotates on every use: fetch a fresh o
     case "$BODY" in *'"status":"IN_PROGRESS"'* | '') ;; *) break ;; esac
   done
 
-3. See the prompts the worker wrote to the Semrush simulator:
+3. List the brand's markets, as the UI's Markets tab does: the new one is live, with its generation's end
+   (promptGeneration: the job id, its status, its error if it failed):
+
+  curl -s {markets} -H "Authorization: Bearer $SESSION"
+
+4. See the prompts the worker wrote to the Semrush simulator:
 
   curl -s {base}/sandbox/semrush/_state
 

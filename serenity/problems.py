@@ -58,6 +58,7 @@ ORIGINAL_ERROR_TOKENS: dict[str, str] = {
     "brand_not_found": "notFound",
     "job_not_found": "notFound",
     "market_not_found": "notFound",
+    "market_slice_not_found": "marketNotFound",
     "site_not_found": "notFound",
     "serenity_not_active_for_brand": "notFound",
     # 409: state
@@ -79,6 +80,7 @@ ORIGINAL_ERROR_TOKENS: dict[str, str] = {
     "semrush_unavailable": "serenityUpstreamError",
     "credential_unavailable": "serenityUpstreamError",
     "not_attempted": "serviceUnavailable",
+    "delete_not_finished": "serviceUnavailable",
     "prompt_generation_unavailable": "serviceUnavailable",
     "internal_error": "internalServerError",
 }

@@ -23,6 +23,9 @@ PARAMETERS: dict[str, str] = {
     "brandId": RESOURCE,
     "jobId": RESOURCE,
     "marketId": RESOURCE,
+    # A market's slice: with the brand (read through markets.selectors first) it names one market of that brand.
+    "geoTargetId": RESOURCE,
+    "languageCode": RESOURCE,
     # Semrush simulator (/sandbox/semrush/, local runs only): ids of the simulated Semrush, not our records.
     "semrushWorkspaceId": NON_RESOURCE,
     "semrushTagId": NON_RESOURCE,

@@ -153,6 +153,12 @@ class Walkthrough:
             if time.monotonic() > deadline:
                 raise AssertionError(f"job {job_id} still IN_PROGRESS after {JOB_TIMEOUT}s:\n{self.run.output()}")
 
+    def markets_listed(self) -> list[dict]:
+        """The walkthrough's step 3: the brand's markets, as the Markets tab lists them."""
+        response = self.http.get(self.markets)
+        assert response.status_code == 200, response.text
+        return response.json()["items"]
+
     def reauth(self, job_id: str) -> httpx.Response:
         return self.http.post(f"{self.markets}/generation/jobs/{job_id}/reauth", headers=self.promise())
 
@@ -193,6 +199,15 @@ def test_the_readme_walkthrough_takes_a_market_to_completed_with_its_prompts_pub
 
     assert job["result"]["verdict"] == "ship"
     assert_completed_with_prompts(walkthrough, job)
+    (listed,) = [m for m in walkthrough.markets_listed() if (m["market"], m["languageCode"]) == ("FR", "fr")]
+    assert (listed["status"], listed["semrushProjectId"]) == ("live", job["result"]["projectId"])
+    assert listed["promptGeneration"] == {"jobId": handle["jobId"], "status": "COMPLETED", "error": None}
+    # Removed from the Markets tab, as the UI does: the project goes from Semrush, then the market.
+    removed = walkthrough.http.delete(f"{walkthrough.markets}/2250/fr", headers=walkthrough.promise())
+    assert removed.status_code == 204, removed.text
+    assert [m for m in walkthrough.markets_listed() if m["market"] == "FR"] == []
+    state = walkthrough.http.get("/sandbox/semrush/_state").json()
+    assert job["result"]["projectId"] not in {p["id"] for p in state["projects"]}
     # Its trace is kept in var/ for the admin's waterfall: the request and the worker's delivery, one trace.
     request, delivery = spans_of(walkthrough, handle["jobId"])
     assert request["traceId"] == delivery["traceId"]

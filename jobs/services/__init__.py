@@ -5,10 +5,10 @@
 - runner.py    one delivery of a message -> one Outcome
 - operator.py  every operator write (admin actions, runbook commands, the doctor)
 - doctor.py    reconcile the job table with the queue and the DLQ
-- endings.py   the one way a job ends (status and grant in one transaction)
+- endings.py   the one way a job ends (status and grant in one transaction), and its cancellation
 """
 
-from jobs.services.endings import job_finish
+from jobs.services.endings import job_cancel, job_finish
 from jobs.services.operator import (
     dlq_drop,
     dlq_redrive,
@@ -21,6 +21,7 @@ from jobs.services.operator import (
     job_rerun,
     jobs_purge_expired,
     jobs_sweep_unsent,
+    rerun_refusal,
 )
 from jobs.services.producer import Enqueued, job_enqueue, job_publish, job_reauthorize
 from jobs.services.runner import job_run
@@ -30,6 +31,7 @@ __all__ = [
     "dlq_drop",
     "dlq_redrive",
     "grant_purge_orphan",
+    "job_cancel",
     "job_enqueue",
     "job_finish",
     "job_mark_failed",
@@ -43,4 +45,5 @@ __all__ = [
     "job_run",
     "jobs_purge_expired",
     "jobs_sweep_unsent",
+    "rerun_refusal",
 ]

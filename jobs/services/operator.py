@@ -68,6 +68,20 @@ def _unpark(job: AsyncJob, *, actor: str) -> None:
         states.record(job.id, "unparked", actor=actor, detail="named by an operator: sent again")
 
 
+def rerun_refusal(job: AsyncJob) -> str | None:
+    """Why `job_rerun` would not put `job` back to work, in one sentence for the operator; None when it would."""
+    error = job.error or {}
+    if error.get("cancelled"):
+        return f"it was cancelled ({job.error_code}: {error.get('message')}): nothing re-runs it"
+    if job.status != JobStatus.FAILED or not error.get("retryable"):
+        return (
+            f"only a FAILED job with a retryable error is re-run (it is {job.status} {job.error_code or ''})".rstrip()
+        )
+    if not grants.grant_exists(job.id):
+        return "it holds no credential (an operator cannot mint one): its user must regenerate it from the UI"
+    return None
+
+
 @dataclass(frozen=True)
 class Rerun:
     """What `job_rerun` did: `done`, or why not."""
@@ -83,20 +97,15 @@ def job_rerun(job_id: UUID | str, *, actor: str) -> Rerun:
 
     Only a FAILED job whose error is `retryable` and which still holds its credential: an operator has no
     user's bearer to mint a new one, so a job without one is refused (its user regenerates it from the UI,
-    or re-authorises it). One conditional transition, then the message after the commit; safe to repeat.
+    or re-authorises it). A cancelled job (what it worked on is gone: `job_cancel`) is refused saying so. One
+    conditional transition, then the message after the commit; safe to repeat.
     """
     job = AsyncJob.objects.filter(id=job_id).first()
     if job is None:
         return Rerun(False, "no such job")
-    if job.status != JobStatus.FAILED or not (job.error or {}).get("retryable"):
-        return Rerun(
-            False,
-            f"only a FAILED job with a retryable error is re-run (it is {job.status} {job.error_code or ''})".rstrip(),
-        )
-    if not grants.grant_exists(job_id):
-        return Rerun(
-            False, "it holds no credential (an operator cannot mint one): its user must regenerate it from the UI"
-        )
+    refusal = rerun_refusal(job)
+    if refusal is not None:
+        return Rerun(False, refusal)
     now = timezone.now()
     moved = states.transition(
         job_id,

@@ -13,6 +13,8 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from urllib.parse import quote
 
@@ -32,7 +34,14 @@ PAGE_SIZE = 100
 MAX_PAGES = 1000
 # The language catalogue changes with Semrush releases, not per request: read once an hour per process.
 LANGUAGES_CACHE_SECONDS = 3600
+# The AI-model catalogue is read a page at a time, as the original reads it.
+AI_MODELS_PAGE_SIZE = 100
+AI_MODELS_MAX_PAGES = 5
 _languages: dict[str, tuple[float, list[dict]]] = {}
+
+# What a write request passes right before it goes out (`SemrushClient(write_guard=...)`): called with the attempt's
+# timeout, it raises to stop the request, or gives a context the request is sent in.
+WriteGuard = Callable[[float], AbstractContextManager[None]]
 
 
 class _Session:
@@ -43,22 +52,29 @@ class _Session:
     fleet's rate budget of that pair (markets/clients/semrush_budget.py), and a 429 pauses the pair for the
     whole fleet."""
 
-    def __init__(self, *, bearer: str, deadline: float | None, pair: str | None = None):
+    def __init__(
+        self, *, bearer: str, deadline: float | None, pair: str | None = None, write_guard: WriteGuard | None = None
+    ):
         self._pool = http.pooled_client(settings.SEMRUSH_API_BASE.rstrip("/"), timeout=settings.SEMRUSH_TIMEOUT_SECONDS)
         self._headers = {"Authorization": f"Bearer {bearer}", "Accept": "application/json"}
         self._deadline = deadline
         self._pair = pair
+        self._write_guard = write_guard
 
     def request(self, method, url, *, headers=None, **kwargs) -> httpx.Response:
         if self._pair is not None:
             semrush_budget.take_slot(self._pair, deadline=self._deadline)
+        timeout = settings.SEMRUSH_TIMEOUT_SECONDS
         if self._deadline is not None:
             remaining = self._deadline - time.monotonic()
             if remaining <= 0:
                 # Raised as a timeout so the retry loop classifies it as transient and stops at once.
                 raise httpx.TimeoutException("deadline reached before the request was sent")
-            kwargs["timeout"] = min(settings.SEMRUSH_TIMEOUT_SECONDS, remaining)
-        response = self._pool.request(method, url, headers={**self._headers, **(headers or {})}, **kwargs)
+            timeout = min(timeout, remaining)
+        kwargs["timeout"] = timeout
+        guard = self._write_guard(timeout) if self._write_guard is not None and method != "GET" else nullcontext()
+        with guard:  # right before the request goes out, after any wait for a slot
+            response = self._pool.request(method, url, headers={**self._headers, **(headers or {})}, **kwargs)
         if response.status_code == 429 and self._pair is not None:
             semrush_budget.pause(self._pair, http.retry_after_seconds(response))
         return response
@@ -104,12 +120,24 @@ class SemrushClient:
     `pair` (an IMS client pair's name: the pair whose token `bearer` is) puts every request under the fleet's
     Semrush rate budget of that pair (SEMRUSH_MAX_CALLS_PER_SECOND): the worker's calls name it; without it a
     call takes no slot (the entry points, whose calls a user waits for under the request's deadline).
+
+    `write_guard` is passed by every request that is not a read (a GET), each attempt, right before it goes out:
+    what it raises stops the request unsent (the worker's fence against a market's deletion,
+    markets/generation/fence.py).
     """
 
-    def __init__(self, bearer: str, *, deadline: float | None = None, pair: str | None = None):
+    def __init__(
+        self,
+        bearer: str,
+        *,
+        deadline: float | None = None,
+        pair: str | None = None,
+        write_guard: WriteGuard | None = None,
+    ):
         self._bearer = bearer
         self._deadline = deadline
         self._pair = pair
+        self._write_guard = write_guard
 
     def __repr__(self) -> str:  # never the bearer
         return f"SemrushClient(deadline={self._deadline})"
@@ -119,9 +147,12 @@ class SemrushClient:
     def _http(self) -> _Session:
         if not isinstance(self._bearer, str) or not self._bearer.strip():
             raise http.ReauthRequired("semrush: no bearer to call with")
-        return _Session(bearer=self._bearer, deadline=self._deadline, pair=self._pair)
+        return _Session(bearer=self._bearer, deadline=self._deadline, pair=self._pair, write_guard=self._write_guard)
 
     def _call(self, client: _Session, method: str, url: str, *, what: str, **kwargs) -> dict:
+        return http.json_object(self._send(client, method, url, what=what, **kwargs), what)
+
+    def _send(self, client: _Session, method: str, url: str, *, what: str, **kwargs) -> httpx.Response:
         try:
             response = http.request(client, method, url, what=what, deadline=self._deadline, **kwargs)
         except semrush_budget.OverBudget:
@@ -137,24 +168,41 @@ class SemrushClient:
             # Counted (SemrushCallFailure) so that an outage pages before jobs exhaust their retries.
             metrics.emit(SemrushCallFailure=(1, metrics.COUNT))
             raise
-        return http.json_object(response, what)
+        return response
 
     # -- catalogue --------------------------------------------------------------------------------
 
     def languages(self) -> list[dict]:
-        """Semrush's language catalogue, `[{id, name, code}]`: the languages an AI project may be in. Cached
-        per process for LANGUAGES_CACHE_SECONDS (it is the same for every caller). Read-only, safe to retry."""
+        """The entries of Semrush's language catalogue that name a code, `[{id, name, code}]`: the languages an
+        AI project may be in. Read-only, safe to retry; cached as `language_catalogue`."""
+        return [item for item in self.language_catalogue() if isinstance(item.get("code"), str)]
+
+    def language_catalogue(self) -> list[dict]:
+        """Semrush's language catalogue as it answered it (`GET /v1/languages`), its entries that are objects.
+        Cached per process for LANGUAGES_CACHE_SECONDS (it is the same for every caller). Read-only, safe to
+        retry."""
         base = settings.SEMRUSH_API_BASE
         cached = _languages.get(base)
         if cached is not None and time.monotonic() - cached[0] < LANGUAGES_CACHE_SECONDS:
             return cached[1]
         body = self._call(self._http(), "GET", "/v1/languages", what="semrush.languages")
-        items = [
-            item
-            for item in _items(body, "semrush.languages")
-            if isinstance(item, dict) and isinstance(item.get("code"), str)
-        ]
+        items = [item for item in _items(body, "semrush.languages") if isinstance(item, dict)]
         _languages[base] = (time.monotonic(), items)
+        return items
+
+    def ai_models(self) -> list[dict]:
+        """Semrush's global AI-model catalogue (`GET /v1/ai_models`, not a workspace's): its entries that are
+        objects, every page (AI_MODELS_PAGE_SIZE a page, at most AI_MODELS_MAX_PAGES), as Semrush answered them.
+        Read-only, safe to retry."""
+        client = self._http()
+        items: list[dict] = []
+        for page in range(1, AI_MODELS_MAX_PAGES + 1):
+            params = {"page": page, "limit": AI_MODELS_PAGE_SIZE}
+            body = self._call(client, "GET", "/v1/ai_models", what="semrush.ai_models", params=params)
+            batch = _items(body, "semrush.ai_models")
+            items += [item for item in batch if isinstance(item, dict)]
+            if len(batch) < AI_MODELS_PAGE_SIZE:
+                break
         return items
 
     def brand_topics(self, *, workspace_id: str | None, domain: str, country: str) -> list[dict]:
@@ -225,6 +273,21 @@ class SemrushClient:
             log.info("semrush project already existed", extra={"project_id": existing["id"]})
             return existing
         return _project(body, "semrush.create_project")
+
+    def delete_project(self, *, workspace_id: str | None, project_id: str | None) -> bool:
+        """Delete the workspace's AI project, with its prompts, for good. True when this call deleted it, False
+        when Semrush does not have it (404: already deleted). Idempotent, so safe to retry: a retry whose first
+        try landed finds it gone."""
+        path = (
+            f"/v1/workspaces/{_segment(workspace_id, 'workspace_id')}/ai-projects/{_segment(project_id, 'project_id')}"
+        )
+        try:
+            self._send(self._http(), "DELETE", path, what="semrush.delete_project")
+        except http.PermanentError as exc:
+            if exc.status != 404:
+                raise
+            return False
+        return True
 
     # -- tags -------------------------------------------------------------------------------------
 

@@ -7,11 +7,15 @@ lease, so a redelivery resumes where the last holder stopped:
    batch before anything else. Once a batch is persisted DRS is not called again for the job; a call that
    failed, timed out or was throttled before that is made again by a later delivery.
 2. write: exchange the promise token (only now, and at most once per delivery; IMS rotates it: the new one
-   is stored, fenced, before the access token is used), resolve the market's project, ensure the tags,
-   read what the project already holds and write only the missing prompts (a crash between the write
+   is stored, fenced, before the access token is used), take the project the market's row names, ensure the
+   tags, read what the project already holds and write only the missing prompts (a crash between the write
    and its checkpoint cannot duplicate a prompt), then checkpoint `written`.
 3. publish: publish the project (retryable: the writes are checkpointed) and return the result. A job
    whose prompts are written and published completes without calling IMS or Semrush.
+
+Every Semrush write request (a tag, a batch of prompts, the publish) passes the fence right before it goes out
+(markets/generation/fence.py): the delivery still holds the job, and the market still exists with no delete
+holding it. A market deleted meanwhile cancels the job (LeaseLost here) or ends it MARKET_DELETED.
 """
 
 import logging
@@ -26,7 +30,8 @@ from jobs.handlers import Progress
 from jobs.models import AsyncJob
 from markets.clients import drs
 from markets.clients.semrush import SemrushClient
-from markets.generation import jobtype
+from markets.generation import fence, jobtype
+from markets.models import Market
 from serenity import tracing
 from serenity.clients import http
 from serenity.clients.http import ClientError, PermanentError, ReauthRequired, TransientError
@@ -107,12 +112,14 @@ class MarketGenerationHandler:
         semrush = SemrushSession(self, ctx)
         if ctx.job.checkpoints.get("written") is None:
             ctx.require_time(phase_minimum(), before="writing")
+            project_id = self.project_of(ctx)  # the market still there, before the token is exchanged
             client = semrush.client()
             with tracing.span("semrush.write", prompts=len(prompts)):
-                self.write(ctx, client, prompts)
+                self.write(ctx, client, prompts, project_id)
         project_id = ctx.job.checkpoints["projectId"]
         if not ctx.job.checkpoints.get("published"):
             ctx.require_time(phase_minimum(), before="publishing")
+            self.project_of(ctx)  # the market still there, before the token is exchanged
             client = semrush.client()
             with tracing.span("semrush.publish"):
                 self.publish(ctx, client, project_id)
@@ -191,28 +198,36 @@ class MarketGenerationHandler:
             exchanged.access.access_token,
             deadline=time.monotonic() + min(settings.SEMRUSH_WRITE_BUDGET_SECONDS, ctx.remaining()),
             pair=loaded.pair.name,
+            # Every write request passes the fence right before it goes out: the lease is still this delivery's,
+            # and the market still exists with no delete holding it (markets/generation/fence.py).
+            write_guard=lambda timeout: fence.semrush_write(ctx, timeout=timeout),
         )
 
-    def write(self, ctx: JobContext, semrush: SemrushClient, prompts: list[str]) -> None:
+    @staticmethod
+    def project_of(ctx: JobContext) -> str:
+        """The Semrush project of the job's market: the one the market's row names, read now. Never a project
+        found by its slice, which after a delete and a re-create of the market would be the new market's.
+        JobFailed MARKET_DELETED when the market is gone; RetryLater while it has no project yet."""
+        market_id = ctx.job.params.get("marketId")
+        market = Market.objects.filter(id=market_id).first() if market_id else None
+        if market is None:
+            raise JobFailed(jobtype.MARKET_DELETED, "The market was deleted before its prompts were written.")
+        if not market.semrush_project_id:
+            raise RetryLater(jobtype.SEMRUSH_PROJECT_MISSING, "The market's Semrush project does not exist yet.")
+        return market.semrush_project_id
+
+    def write(self, ctx: JobContext, semrush: SemrushClient, prompts: list[str], project_id: str) -> None:
         params = ctx.job.params
+        ctx.checkpoint(phase=jobtype.PHASE_WRITING, projectId=project_id)
         try:
-            project = semrush.find_project(
-                workspace_id=params["workspaceId"],
-                geo_target_id=params["geoTargetId"],
-                language_code=params["languageCode"],
-            )
-            if project is None:
-                raise RetryLater(jobtype.SEMRUSH_PROJECT_MISSING, "The market's Semrush project does not exist yet.")
-            ctx.checkpoint(phase=jobtype.PHASE_WRITING, projectId=project["id"])
             tags = semrush.ensure_tags(
                 workspace_id=params["workspaceId"], wanted={"source": ["semrush"], "origin": ["ai"]}
             )
-            present = {p.get("text") for p in semrush.list_prompts(project_id=project["id"])}
+            present = {p.get("text") for p in semrush.list_prompts(project_id=project_id)}
             missing = [p for p in prompts if p not in present]
-            ctx.confirm()  # fence: the writes below happen only while the lease is ours
             if missing:
                 semrush.write_prompts(
-                    project_id=project["id"],
+                    project_id=project_id,
                     user_id=ctx.job.user_id or "",
                     prompts=[{"text": text, "tagIds": [tags[SOURCE_TAG], tags[ORIGIN_TAG]]} for text in missing],
                 )
@@ -230,8 +245,7 @@ class MarketGenerationHandler:
 
     # -- phase 3 --------------------------------------------------------------------------------------
     def publish(self, ctx: JobContext, semrush: SemrushClient, project_id: str) -> None:
-        ctx.confirm()  # fence: never publish for a job another delivery owns
-        try:
+        try:  # the publish request passes the fence (`semrush_for`): never for a job another delivery owns
             semrush.publish(project_id=project_id)
         except http.Throttled as exc:
             raise Throttled(

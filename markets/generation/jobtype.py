@@ -36,6 +36,7 @@ DRS_INVALID_TARGET = drs.DRS_INVALID_TARGET
 PROMPT_GENERATION_EMPTY = "PROMPT_GENERATION_EMPTY"
 SEMRUSH_REJECTED = "SEMRUSH_REJECTED"  # Semrush refused a write with a 4xx
 IMS_EXCHANGE_REJECTED = "IMS_EXCHANGE_REJECTED"  # IMS answered an exchange with something unusable
+MARKET_DELETED = "MARKET_DELETED"  # the market was deleted while its prompts were being generated: cancelled
 
 # Retryable codes: they appear in the job history and in a RETRIES_EXHAUSTED message, never as a final code.
 DRS_TRANSIENT = drs.DRS_TRANSIENT
@@ -64,6 +65,7 @@ PUBLIC_MESSAGES = {
     DRS_INVALID_TARGET: "The prompt generation service is not configured correctly.",
     SEMRUSH_REJECTED: "Semrush rejected the generated prompts.",
     IMS_EXCHANGE_REJECTED: "The identity service did not accept the delegated credential.",
+    MARKET_DELETED: "Prompt generation was cancelled by a request to delete the market.",
 }
 # Codes without a sentence of their own (an operator's code, one added later) show this.
 DEFAULT_PUBLIC_MESSAGE = "Prompt generation failed."

@@ -4,14 +4,16 @@ does not exist. A market's job is read by its deterministic id (`market_generati
 was already scoped to (an entry point's 409)."""
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import connection
 from django.db.models import Exists, OuterRef, Q
+from django.db.models.fields.json import KT
 
 from jobs.models import AsyncJob
 from markets.exceptions import JobNotFound
-from markets.generation.jobtype import generation_job_id
+from markets.generation.jobtype import MARKET_GENERATION_JOB_TYPE, generation_job_id
 from markets.models import Brand, Market, Organization, Site
 from serenity.auth import Caller
 
@@ -145,3 +147,42 @@ def market_generation_job(*, brand: Brand, market: Market) -> dict | None:
     if status is None:
         return None
     return {"jobId": str(job_id), "status": status}
+
+
+# --- The generation of every market of a page (listMarkets, getMarket): the batch form of the market's job -------
+
+
+def markets_generation_jobs(*, caller: Caller, brand: Brand, markets: Sequence[Market]) -> dict[uuid.UUID, AsyncJob]:
+    """The latest generation job of each of `markets` (markets of `brand`, a brand the caller was scoped to), as
+    `{market id: job}`; a market without one is absent. One query for the whole page, whatever its size.
+
+    A market's job is the one under its slice's deterministic id (markets/generation/jobtype.py) that names the
+    market in its parameters: a job an earlier market of the same slice left behind (that market deleted, the slice
+    created again) is not this market's. The rules of job access hold as for the poll (`job_get_for_caller`): the
+    job is of the generation type, belongs to the brand and its organization, the caller's token lists that
+    organization (or reaches every one), and a job naming a site names one of an organization the caller may
+    access. Only the columns the token-safe projection reads are loaded (never the parameters, which hold the
+    seeds, or the checkpoints, which hold the batch)."""
+    ids = {generation_job_id(brand.id, m.geo_target_id, m.language_code): m.id for m in markets}
+    if not ids:
+        return {}
+    member_orgs = (
+        Organization.objects.all()
+        if caller.reads_every_org
+        else Organization.objects.filter(ims_org_id__in=sorted(caller.org_ids))
+    )
+    jobs = (
+        AsyncJob.objects.filter(
+            id__in=list(ids),
+            organization_id=brand.organization_id,
+            brand_id=brand.id,
+            job_type=MARKET_GENERATION_JOB_TYPE,
+        )
+        .filter(Exists(member_orgs.filter(id=OuterRef("organization_id"))))
+        .filter(
+            Q(site_id__isnull=True) | Exists(Site.objects.filter(id=OuterRef("site_id"), organization__in=member_orgs))
+        )
+        .only("id", "status", "error", "error_code")
+        .annotate(market_id=KT("params__marketId"))
+    )
+    return {ids[job.id]: job for job in jobs if job.market_id == str(ids[job.id])}

@@ -16,6 +16,7 @@ from markets.exceptions import (
     NoCatalogueSeeds,
     SemrushUnavailable,
 )
+from markets.generation.fence import market_open_q
 from markets.generation.producer import NotEnqueued, ProducerRefused, market_generation_produce
 from markets.models import Brand, Market
 from serenity import limits
@@ -54,11 +55,12 @@ def market_regenerate(*, caller: Caller, brand: Brand, market_id, generation: Ge
     added to the project; those it already holds are not written twice, and none is removed. Gated like
     the entry points (Serenity active: the caller's selector; the flag; readiness). Returns the handle
     `{jobId, status, reused}`; raises MarketNotFound (also for another brand's market), the gates'
-    errors, and what the producer's refusal maps to.
+    errors, and what the producer's refusal maps to. A market being deleted answers as a missing one.
     """
     if not async_generation_enabled():
         raise GenerationDisabled("Prompt generation runs only with SERENITY_ASYNC_PROMPT_GEN on.")
-    market = Market.objects.select_related("site").filter(id=market_id, brand=brand).first()
+    # A market a delete holds is as good as gone: its generation would be cancelled again at once.
+    market = Market.objects.select_related("site").filter(market_open_q(), id=market_id, brand=brand).first()
     if market is None:
         raise MarketNotFound()
     if not brand.semrush_workspace_id:

@@ -1,5 +1,6 @@
-"""What the onboarding entry points answer (SPEC §3): a brand, a market, an activation. Each shape is defined
-once, by its serializer below: the answer is rendered through it and the OpenAPI document is generated from it.
+"""What the onboarding routes answer (SPEC §3, §3.1): a brand, a market, an activation; the brand's markets and
+one market; the wizard's catalogues. Each shape is defined once, by its serializer below: the answer is rendered
+through it and the OpenAPI document is generated from it.
 
 The original service's fields come first, in its order, then this service's. A part that depends on what
 happened (the old synchronous path's counts, a queued generation job, an activation's `baseSiteId`) is present
@@ -9,10 +10,14 @@ only when it happened.
 from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
+from jobs.models import AsyncJob, JobStatus
+from markets.generation.dto import GenerationJobErrorSerializer, public_error
 from markets.models import Brand, Market
 from markets.onboarding.activation import Activation
 from markets.onboarding.brands import BrandCreated
+from markets.onboarding.inputs import host_of
 from markets.onboarding.provisioning import MarketOutcome
+from markets.onboarding.reads import MarketRead
 
 # A brand's `origin`, as the original's V2Brand enumerates it (a user's create is `human`).
 ORIGINS = ("human", "ai")
@@ -218,3 +223,123 @@ class ActivationOutput(serializers.Serializer):
         if not activation.all_live:
             del body["baseSiteId"]
         return body
+
+
+# --- The market journey around onboarding (SPEC §3.1) ------------------------------------------------------------
+
+# A market's publish state as the original's `SerenityMarketStatus` names it.
+MARKET_STATUSES: dict[str, str] = {
+    Market.PublishState.PUBLISHED.value: "live",
+    Market.PublishState.UNPUBLISHED.value: "draft",
+    Market.PublishState.FAILED.value: "publish_failed",
+}
+MARKET_STATUS_CHOICES = sorted(set(MARKET_STATUSES.values()))
+
+
+class MarketGenerationOutput(serializers.Serializer):
+    """A market's latest prompt generation (an AsyncJob), token-safe as the poll shows it: the job to poll, its
+    status and, when it failed, its public error."""
+
+    jobId = serializers.UUIDField(source="id", help_text="Poll it at …/serenity/markets/generation/jobs/{jobId}.")
+    status = serializers.ChoiceField(choices=JobStatus.choices)
+    error = serializers.SerializerMethodField()
+
+    @extend_schema_field(GenerationJobErrorSerializer(allow_null=True))
+    def get_error(self, job: AsyncJob) -> dict | None:
+        return public_error(job)
+
+
+class MarketOutput(serializers.Serializer):
+    """A market of the brand (a MarketRead): the original's `SerenityMarket` as it answers in sub-workspace mode
+    (what every brand here is in), then this service's fields. `promptsCount` and `modelsCount` are absent, as the
+    original leaves them when it has no count: this service does not keep one."""
+
+    brandId = serializers.UUIDField(source="market.brand_id")
+    geoTargetId = serializers.IntegerField(
+        source="market.geo_target_id", help_text="Google Ads country criterion id (2000 + ISO numeric)."
+    )
+    languageCode = serializers.CharField(source="market.language_code")
+    createdAt = serializers.DateTimeField(source="market.created_at")
+    updatedAt = serializers.DateTimeField(source="market.updated_at")
+    status = serializers.SerializerMethodField()
+    semrushProjectId = serializers.CharField(source="market.semrush_project_id", help_text="Its Semrush AI project.")
+    domain = serializers.SerializerMethodField()
+    primaryUrl = serializers.SerializerMethodField()
+    siteId = serializers.UUIDField(source="market.site_id", allow_null=True, help_text="The site it tracks, if any.")
+    id = serializers.UUIDField(source="market.id", help_text="This service's id of the market.")
+    market = serializers.CharField(source="market.country", help_text="ISO 3166-1 alpha-2, in capitals.")
+    name = serializers.CharField(source="market.name", help_text="Its Semrush project's name.")
+    publishState = serializers.ChoiceField(source="market.publish_state", choices=Market.PublishState.choices)
+    promptGeneration = MarketGenerationOutput(
+        source="generation",
+        allow_null=True,
+        help_text="Added to the original's fields: the market's latest prompt generation job, null when it has "
+        "none. A UI that lost the job id an entry point returned finds it here.",
+    )
+
+    @extend_schema_field(
+        serializers.ChoiceField(
+            choices=MARKET_STATUS_CHOICES,
+            help_text="Its publish state when this service made it: `live` (published), `draft`, `publish_failed`.",
+        )
+    )
+    def get_status(self, read: MarketRead) -> str:
+        return MARKET_STATUSES[read.market.publish_state]
+
+    @extend_schema_field(serializers.CharField(allow_null=True, help_text="The domain the market tracks."))
+    def get_domain(self, read: MarketRead) -> str | None:
+        return read.market.domain or None
+
+    @extend_schema_field(
+        serializers.CharField(
+            allow_null=True,
+            help_text="The URL the market tracks, host and path without the scheme (`shop.example.com/fr`): its "
+            "site's URL when that site is on its domain, else its domain.",
+        )
+    )
+    def get_primaryUrl(self, read: MarketRead) -> str | None:
+        market, site = read.market, read.market.site
+        url = site.base_url if site is not None and host_of(site.base_url) == market.domain else market.domain
+        return url.split("://", 1)[-1].rstrip("/") or None
+
+
+class MarketListOutput(serializers.Serializer):
+    """listMarkets' answer: the original's `SerenityMarketListResponse`."""
+
+    items = MarketOutput(many=True)
+
+
+class MarketDetailOutput(MarketOutput):
+    """getMarket's answer: the original's `SerenityMarketDetail`, the market with its `semrushProjectId` (always
+    present: the id the embedded Semrush dashboard mounts), and this service's fields as in the list."""
+
+
+class LanguageOutput(serializers.Serializer):
+    """One language of Semrush's catalogue: the original's `SerenityLanguage`, then its code (ours)."""
+
+    id = serializers.CharField(allow_null=True, help_text="Semrush's catalogue id, null when it has none.")
+    name = serializers.CharField(help_text="The language's English name, as Semrush spells it.")
+    code = serializers.CharField(
+        allow_null=True, help_text="Added: the code createMarket takes for it (`languageCode`), null when none."
+    )
+
+
+class LanguageListOutput(serializers.Serializer):
+    """listLanguages' answer: the original's `SerenityLanguageListResponse`, sorted by name."""
+
+    items = LanguageOutput(many=True)
+
+
+class ModelOutput(serializers.Serializer):
+    """One AI model of Semrush's catalogue: the original's `SerenityModel`."""
+
+    id = serializers.CharField(help_text="The model's catalogue id (what `semrushModelIds` and `modelIds` take).")
+    key = serializers.CharField(help_text="The value Semrush's reporting API expects for it.")
+    name = serializers.CharField(allow_null=True)
+    icon = serializers.CharField(allow_null=True)
+
+
+class ModelListOutput(serializers.Serializer):
+    """listModels' answer: the original's `SerenityModelListResponse`."""
+
+    items = ModelOutput(many=True)

@@ -153,11 +153,9 @@ def _market_provision(
         )
     geo_target_id = geo.geo_target_id(country)
     try:
-        if geo.language_in(semrush.languages(), language_code) is None:
-            return outcome_failed(outcome, UnknownLanguage(f"Language '{language_code}' not found"))
-    except ClientError as exc:
-        log.warning("semrush language catalogue unreadable", extra={"reason": type(exc).__name__})
-        return outcome_failed(outcome, semrush_failed(exc, f"{slice_} could not be set up in Semrush; retry later."))
+        language_supported(semrush=semrush, language_code=language_code, slice_=slice_)
+    except DomainError as exc:
+        return outcome_failed(outcome, exc)
     try:
         with transaction.atomic():
             market = Market.objects.create(
@@ -254,10 +252,28 @@ def existing_market_handle(brand: Brand, country: str, language_code: str) -> di
     return handle
 
 
+def language_supported(*, semrush: SemrushClient, language_code: str, slice_: str) -> None:
+    """Semrush's language catalogue (read once an hour per process) has the language: its whole code or its
+    primary subtag (`de-ch` -> German). Raises UnknownLanguage naming it (400, the original's "Language 'xx' not
+    found"), or what a catalogue that cannot be read is answered with."""
+    try:
+        if geo.language_in(semrush.languages(), language_code) is None:
+            raise UnknownLanguage(f"Language '{language_code}' not found")
+    except ClientError as exc:
+        log.warning("semrush language catalogue unreadable", extra={"reason": type(exc).__name__})
+        raise semrush_failed(exc, f"{slice_} could not be set up in Semrush; retry later.") from None
+
+
 def market_create(*, caller: Caller, brand: Brand, request: MarketRequest, generation: Generation) -> MarketOutcome:
     """Add one market to a brand (createMarket): on `siteId`'s site or the brand's base site, in the brand's
-    sub-workspace (provisioned here if the brand has none yet, as the original does)."""
+    sub-workspace (provisioned here if the brand has none yet, as the original does). A language Semrush does not
+    support is refused before anything is made in Semrush, the sub-workspace included."""
     site = market_site(brand=brand, request=request)
+    language_supported(
+        semrush=SemrushClient(generation.credential.semrush_bearer, deadline=request_deadline()),
+        language_code=request.language_code,
+        slice_=f"{request.country}/{request.language_code}",
+    )
     brand_ensure_workspace(brand=brand, semrush_bearer=generation.credential.semrush_bearer)
     (outcome,) = markets_provision(caller=caller, brand=brand, requests=[request], sites=[site], generation=generation)
     return outcome

@@ -1,4 +1,4 @@
-"""The OpenAPI description of the onboarding entry points (SPEC §3), kept beside the views so each view reads as
+"""The OpenAPI description of the onboarding routes (SPEC §3, §3.1), kept beside the views so each view reads as
 what it does: one set of `extend_schema` arguments per view (at the end), the headers and problems they
 answer, and the request bodies.
 
@@ -10,10 +10,18 @@ rules (one of two fields, any case, a catalogue) are not a serializer's; registe
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 
 from markets import geo
-from markets.onboarding.dto import ActivationOutput, BrandCreatedOutput, MarketCreatedOutput
+from markets.onboarding.dto import (
+    ActivationOutput,
+    BrandCreatedOutput,
+    LanguageListOutput,
+    MarketCreatedOutput,
+    MarketDetailOutput,
+    MarketListOutput,
+    ModelListOutput,
+)
 from markets.onboarding.inputs import (
     BRAND_STATUSES,
     DOMAIN_OR_URL,
@@ -30,6 +38,7 @@ from serenity.problems import PROBLEM_CONTENT_TYPE
 
 TEXT_SCHEMA = {"type": "string", "pattern": TEXT, "description": "A text: something besides white space, no NUL."}
 TEXTS_SCHEMA = {"type": "array", "minItems": 1, "items": TEXT_SCHEMA}
+NOT_TEXT = {"not": TEXT_SCHEMA}
 UUID_SCHEMA = {
     "type": "string",
     "format": "uuid",
@@ -59,7 +68,11 @@ CREATE_MARKET_BODY = {
     "ignored. `brandDomain` or `siteId` is required; a `siteId` that names no site of the brand's "
     "organization answers 400.",
     "required": ["market", "languageCode", "brandNames"],
-    "anyOf": [{"required": ["brandDomain"]}, {"required": ["siteId"]}],
+    # Given means a text (the original's `hasText`): a value that is none counts as absent, as the server reads it.
+    "anyOf": [
+        {"required": ["brandDomain"], "properties": {"brandDomain": TEXT_SCHEMA}},
+        {"required": ["siteId"], "properties": {"siteId": TEXT_SCHEMA}},
+    ],
     "properties": {
         "market": MARKET_SCHEMA,
         "languageCode": LANGUAGE_SCHEMA,
@@ -68,11 +81,15 @@ CREATE_MARKET_BODY = {
             "description": "The brand's names in this market (the first is its display "
             "name unless `brandDisplayName` says otherwise).",
         },
-        "brandDomain": DOMAIN_SCHEMA,
+        "brandDomain": {
+            "anyOf": [DOMAIN_SCHEMA, NOT_TEXT],
+            "description": DOMAIN_SCHEMA["description"] + " A value that is no text counts as absent.",
+        },
         "siteId": {
-            **UUID_SCHEMA,
+            "anyOf": [UUID_SCHEMA, NOT_TEXT],
             "description": "A site of the brand (or an unassigned site of its "
-            "organization): the market tracks its domain and is linked to it.",
+            "organization): the market tracks its domain and is linked to it. A value that is no text counts as "
+            "absent.",
         },
         "name": {**TEXT_SCHEMA, "description": "The Semrush project's name; default `<MARKET>-<languageCode>`."},
         "brandDisplayName": {"description": "Accepted; stored with the market (a text), else ignored."},
@@ -306,4 +323,124 @@ ACTIVATE: dict[str, Any] = dict(
     request={"application/json": ref("ActivateRequest")},
     parameters=[*PATH_IDS[:2], *PROMISE_HEADERS],
     responses={200: ActivationOutput, 207: OpenApiResponse(ActivationOutput, "Some market failed"), **PROBLEMS},
+)
+
+
+# --- The market journey around onboarding (SPEC §3.1) ------------------------------------------------------------
+
+SLICE = [
+    OpenApiParameter(
+        "geoTargetId",
+        {"type": "integer", "minimum": 1},
+        OpenApiParameter.PATH,
+        description="The market's Google Ads country criterion id (2000 + ISO 3166-1 numeric, e.g. 2250 for "
+        "France): ASCII digits only (`2840abc` is a 400, never read as 2840). Any other positive integer "
+        "names no market.",
+    ),
+    OpenApiParameter(
+        "languageCode",
+        {"type": "string", "pattern": "^[A-Za-z]{2,3}(-[A-Za-z]{2,4})?$"},
+        OpenApiParameter.PATH,
+        description="The market's language, a BCP-47 tag in any case (read lower-cased, e.g. `fr`, `de-ch`).",
+    ),
+]
+READ_PROBLEMS = {
+    (400, PROBLEM_CONTENT_TYPE): problem_described("A path id or slice part is malformed (`invalidRequest`)."),
+    (401, PROBLEM_CONTENT_TYPE): problem_described("Missing, invalid or expired bearer token."),
+    (403, PROBLEM_CONTENT_TYPE): problem_described("Not a member of the organization."),
+    (404, PROBLEM_CONTENT_TYPE): problem_described(
+        "No such organization or brand for this caller, or Serenity is not active for the brand."
+    ),
+}
+CATALOGUE_PROBLEMS = {
+    (400, PROBLEM_CONTENT_TYPE): problem_described("`orgId` is not a UUID, or an unusable header."),
+    (401, PROBLEM_CONTENT_TYPE): problem_described(
+        "Missing, invalid or expired bearer token; a session token without `x-promise-token`; or Semrush refused "
+        "the credential the request acted with (`Upstream authorization failed`)."
+    ),
+    (403, PROBLEM_CONTENT_TYPE): problem_described(
+        "Not a member of the organization, or Semrush would not let the request's credential read it."
+    ),
+    (404, PROBLEM_CONTENT_TYPE): problem_described("No such organization."),
+    (502, PROBLEM_CONTENT_TYPE): problem_described("Semrush failed (`serenityUpstreamError`)."),
+}
+READ_PROMISE_HEADERS = [
+    audience_parameter(AUDIENCE_DESCRIPTION + "."),
+    promise_token_parameter(
+        "A promise token of the caller's, as for createMarket: the request's Semrush calls act with what IMS "
+        "exchanges it for (401 `Invalid or expired promise token` when the exchange fails). Absent: the caller's "
+        "IMS bearer; a session-token caller must send it (401 `PROMISE_TOKEN_REQUIRED`)."
+    ),
+    X_ERROR_HEADER,
+]
+
+LIST_MARKETS: dict[str, Any] = dict(
+    operation_id="listMarkets",
+    summary="List the brand's markets",
+    description="Every market of the brand whose Semrush project exists, oldest first, each with its latest prompt "
+    "generation (`promptGeneration`, the poll's token-safe projection: a UI that lost a job id finds it here). "
+    "Read from this service's records: no Semrush call, no promise token needed.",
+    parameters=[*PATH_IDS[:2], X_ERROR_HEADER],
+    responses={200: MarketListOutput, **READ_PROBLEMS},
+)
+GET_MARKET: dict[str, Any] = dict(
+    operation_id="getMarket",
+    summary="One market of the brand, with its Semrush project id",
+    description="The market of one (geoTargetId, languageCode) slice, with `semrushProjectId` (the id the embedded "
+    "Semrush dashboard mounts). Read from this service's records: no Semrush call, no promise token needed.",
+    parameters=[*PATH_IDS[:2], *SLICE, X_ERROR_HEADER],
+    responses={
+        200: MarketDetailOutput,
+        **READ_PROBLEMS,
+        (404, PROBLEM_CONTENT_TYPE): problem_described(
+            "No such organization or brand for this caller, Serenity is not active for the brand, or the brand has "
+            "no market of this slice (`marketNotFound`; another tenant's brand answers as one that does not exist)."
+        ),
+    },
+)
+DELETE_MARKET: dict[str, Any] = dict(
+    operation_id="deleteMarket",
+    summary="Delete a market of the brand",
+    description="Idempotent: a slice without a market answers 204. A prompt generation in flight is cancelled (its "
+    "job ends FAILED `MARKET_DELETED`, its credential invalidated) and nothing it sends reaches Semrush after this "
+    "answer; then the market's Semrush project is deleted (Semrush not having it is success), then the market. "
+    "The project and its prompts are gone for good: confirm with the user first.",
+    parameters=[*PATH_IDS[:2], *SLICE, *READ_PROMISE_HEADERS],
+    responses={
+        204: OpenApiResponse(description="Deleted, or there was nothing to delete."),
+        **READ_PROBLEMS,
+        (401, PROBLEM_CONTENT_TYPE): problem_described(
+            "Missing, invalid or expired bearer token; a session token without `x-promise-token`; or Semrush refused "
+            "the credential the request acted with (`Upstream authorization failed`): the market stays."
+        ),
+        (403, PROBLEM_CONTENT_TYPE): problem_described(
+            "Not a member of the organization, or Semrush would not let the request's credential delete the project: "
+            "the market stays."
+        ),
+        (502, PROBLEM_CONTENT_TYPE): problem_described(
+            "Semrush did not delete the project (`serenityUpstreamError`): the market stays (its generation, if one "
+            "was running, stays cancelled); send the delete again."
+        ),
+        (503, PROBLEM_CONTENT_TYPE): problem_described(
+            "Another delete of the market, or a generation write to it, did not end within the request's time "
+            "budget: nothing was deleted; send it again (`Retry-After`)."
+        ),
+    },
+)
+LIST_LANGUAGES: dict[str, Any] = dict(
+    operation_id="listLanguages",
+    summary="The languages a market may be in (Semrush's catalogue)",
+    description="For the add-brand wizard, before any brand exists: Semrush's language catalogue, sorted by name. "
+    "createMarket refuses any other language (400 `unknownLanguage`). An empty list when Semrush does not serve "
+    "the catalogue (404 or 405).",
+    parameters=[PATH_IDS[0], *READ_PROMISE_HEADERS],
+    responses={200: LanguageListOutput, **CATALOGUE_PROBLEMS},
+)
+LIST_MODELS: dict[str, Any] = dict(
+    operation_id="listModels",
+    summary="The AI models a market may track (Semrush's catalogue)",
+    description="For the add-brand wizard, before any brand exists: Semrush's global AI-model catalogue (not a "
+    "workspace's). An empty list when Semrush does not serve it (404 or 405).",
+    parameters=[PATH_IDS[0], *READ_PROMISE_HEADERS],
+    responses={200: ModelListOutput, **CATALOGUE_PROBLEMS},
 )

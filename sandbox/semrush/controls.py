@@ -23,7 +23,8 @@ from sandbox.semrush.models import (
     Workspace,
 )
 
-FAILURE_STATUSES = (401, 403, 429, 500, 502, 503, 504)
+# 404 and 405: an endpoint the deployment does not serve (the catalogue routes fall back to an empty list).
+FAILURE_STATUSES = (401, 403, 404, 405, 429, 500, 502, 503, 504)
 # A deliberately broken Semrush, for proving that the soak notices a broken guarantee (docs/soak.md): with
 # this set to true in the simulators' environment, a repeated Idempotency-Key is served again.
 FORGET_IDEMPOTENCY_ENV = "SANDBOX_SEMRUSH_FORGET_IDEMPOTENCY"

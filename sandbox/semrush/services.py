@@ -11,7 +11,7 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from sandbox.semrush.models import Project, Prompt, TagRoot, TagValue, Workspace
+from sandbox.semrush.models import IdempotentResponse, Project, Prompt, TagRoot, TagValue, Workspace
 
 MAX_PROMPTS_PER_WRITE = 100
 
@@ -76,6 +76,17 @@ def project_create(*, workspace_id: str, name, geo_target_id, language_code) -> 
             workspace=workspace, geo_target_id=geo_target_id, language_code=language_code.lower()
         )
         raise Duplicate("a project for this geo target and language exists", existingId=existing.id) from None
+
+
+def project_delete(*, workspace_id: str, project_id: str) -> None:
+    """Delete the workspace's project with its prompts, for good: a later call naming it answers 404 (ids are never
+    reused), and so does a repeated write that carried an Idempotency-Key (its stored answer goes with the
+    project). Raises NotFound for a project the workspace does not have."""
+    with transaction.atomic():
+        deleted, _ = Project.objects.filter(id=project_id, workspace_id=workspace_id).delete()
+        if not deleted:
+            raise NotFound("no such project in this workspace")
+        IdempotentResponse.objects.filter(path__contains=f"/ai-projects/{project_id}/").delete()
 
 
 def project_get(project_id: str) -> Project:

@@ -85,9 +85,12 @@ def prompts(project_id: str) -> list[dict]:
     return [prompt_json(p) for p in Prompt.objects.filter(project_id=project_id).order_by("seq")]
 
 
-def calls(*, path_contains: str | None = None, method: str | None = None) -> list[dict]:
-    """The API calls answered so far, oldest first: [{method, path, query, status, userId}]."""
+def calls(*, path_contains: str | None = None, method: str | None = None, after: int | None = None) -> list[dict]:
+    """The API calls answered so far, oldest first: [{method, path, query, status, userId}]; with `after` (a
+    `last_call_seq()`), only those answered since."""
     rows = Call.objects.order_by("seq")
+    if after is not None:
+        rows = rows.filter(seq__gt=after)
     if path_contains:
         rows = rows.filter(path__contains=path_contains)
     if method:
@@ -95,6 +98,12 @@ def calls(*, path_contains: str | None = None, method: str | None = None) -> lis
     return [
         {"method": c.method, "path": c.path, "query": c.query, "status": c.status, "userId": c.user_id} for c in rows
     ]
+
+
+def last_call_seq() -> int:
+    """The place of the last call answered so far in the call log (0 when none): what `calls(after=...)` counts
+    from, e.g. to prove that nothing was written after a given moment."""
+    return Call.objects.order_by("-seq").values_list("seq", flat=True).first() or 0
 
 
 def snapshot(workspace_id: str | None = None) -> dict:

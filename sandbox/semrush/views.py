@@ -14,7 +14,7 @@ from functools import wraps
 
 import jwt
 from django.db import IntegrityError, transaction
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from sandbox.semrush import controls, services, state
@@ -205,6 +205,21 @@ def languages(request):
 
 
 @api("GET")
+def ai_models(request):
+    """GET /v1/ai_models?page=&limit= -> {items: [{id, key, name, icon}]}: the global catalogue of AI models, one
+    page (`page` from 1, `limit` 1..100, default 100); a page past the end is empty."""
+    from sandbox.semrush.ai_models import AI_MODELS
+
+    page, limit = request.GET.get("page", "1"), request.GET.get("limit", str(MAX_PAGE_SIZE))
+    if not page.isdigit() or int(page) < 1:
+        raise services.Invalid("`page` must be a positive integer")
+    if not limit.isdigit() or not 1 <= int(limit) <= MAX_PAGE_SIZE:
+        raise services.Invalid(f"`limit` must be between 1 and {MAX_PAGE_SIZE}")
+    start = (int(page) - 1) * int(limit)
+    return JsonResponse({"items": [dict(model) for model in AI_MODELS[start : start + int(limit)]]})
+
+
+@api("GET")
 def brand_topics(request, semrushWorkspaceId):
     """GET /v1/workspaces/{id}/brand-topics?domain=&country= -> {items: [{topic, volume, examplePrompts}]}."""
     domain, country = request.GET.get("domain", "").strip(), request.GET.get("country", "").strip()
@@ -237,6 +252,14 @@ def projects(request, semrushWorkspaceId):
     if language:
         rows = rows.filter(language_code=language.lower())
     return JsonResponse({"items": [state.project_json(p) for p in rows]})
+
+
+@api("DELETE")
+def workspace_project(request, semrushWorkspaceId, semrushProjectId):
+    """DELETE /v1/workspaces/{id}/ai-projects/{projectId} -> 204: the project and its prompts are gone for good;
+    404 for a project the workspace does not have (already deleted, or never there)."""
+    services.project_delete(workspace_id=semrushWorkspaceId, project_id=semrushProjectId)
+    return HttpResponse(status=204)
 
 
 @api("GET")

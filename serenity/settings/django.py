@@ -296,6 +296,7 @@ SPECTACULAR_SETTINGS = {
         "JobStatusEnum": "jobs.models.JobStatus",
         "AcceptedStatusEnum": ["IN_PROGRESS"],
         "BrandStatusEnum": "markets.models.Brand.Status",
+        "MarketStatusEnum": "markets.onboarding.dto.MARKET_STATUS_CHOICES",
     },
     "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
 }

@@ -2,7 +2,7 @@
 status (tests/conformance/schemas/original.yaml), with jsonschema and its format checker (uuid, date-time).
 
 A 2xx or 4xx answer on a route or status with no schema here is itself a failure: the map below is the list of
-what the suite checks, and it grows with the suite."""
+what the suite checks, and it grows with the suite. A status mapped to NO_BODY must come without one (a 204)."""
 
 import re
 from functools import cache
@@ -16,6 +16,9 @@ SCHEMAS = Path(__file__).parent / "schemas" / "original.yaml"
 _ORG = r"/v2/orgs/[^/]+"
 _BRAND = _ORG + r"/brands/[^/]+"
 _JOB = _BRAND + r"/serenity/markets/generation/jobs/[^/]+"
+# A market's slice: `…/markets/{geoTargetId}/{languageCode}` (never `generation/jobs`, never `{marketId}/generation`).
+_SLICE = _BRAND + r"/serenity/markets/(?!generation/)[^/]+/(?!generation$)[^/]+"
+NO_BODY = ""
 
 # (method, path, status class or status) -> schema, after the original's operation:
 #   createBrandForOrgV2 (docs/openapi/brands-v2-api.yaml), createSerenityMarket and activateSerenityBrand
@@ -34,6 +37,13 @@ ROUTES: list[tuple[str, str, dict[int | str, str]]] = [
             "4xx": "SerenityErrorResponse",
         },
     ),
+    # listSerenityMarkets, getSerenityMarket, deleteSerenityMarket, listSerenityOrgLanguages, listSerenityOrgModels
+    # (docs/openapi/serenity-api.yaml).
+    ("GET", _BRAND + r"/serenity/markets", {200: "SerenityMarketListResponse", "4xx": "SerenityErrorResponse"}),
+    ("GET", _SLICE, {200: "SerenityMarketDetail", "4xx": "SerenityErrorResponse"}),
+    ("DELETE", _SLICE, {204: NO_BODY, "4xx": "SerenityErrorResponse"}),
+    ("GET", _ORG + r"/serenity/languages", {200: "SerenityLanguageListResponse", "4xx": "SerenityErrorResponse"}),
+    ("GET", _ORG + r"/serenity/models", {200: "SerenityModelListResponse", "4xx": "SerenityErrorResponse"}),
     ("GET", _JOB, {200: "GenerationJob", "4xx": "SerenityErrorResponse"}),
     ("POST", _JOB + r"/reauth", {202: "GenerationJobReauthAccepted", "4xx": "SerenityErrorResponse"}),
 ]
@@ -55,7 +65,7 @@ def validator(names: str) -> jsonschema.Draft202012Validator:
 def schema_for(method: str, path: str, status: int) -> str | None:
     for route_method, pattern, by_status in ROUTES:
         if route_method == method and re.fullmatch(pattern, path):
-            return by_status.get(status) or by_status.get(f"{status // 100}xx")
+            return by_status[status] if status in by_status else by_status.get(f"{status // 100}xx")
     return None
 
 
@@ -69,6 +79,8 @@ def failures(response: httpx.Response) -> list[str]:
     names = schema_for(request.method, request.url.path, response.status_code)
     if names is None:
         return [f"{where}: no schema of the original's for this answer"]
+    if names == NO_BODY:
+        return [f"{where}: a body where the original sends none"] if response.content else []
     try:
         body = response.json()
     except ValueError:

@@ -100,8 +100,15 @@ class Api:
             return self.http.post(path, headers=sent)
         return self.http.post(path, json=body, headers=sent)
 
-    def get(self, path: str, *, headers: dict | None = None, caller: Caller | None = None) -> httpx.Response:
-        return self.http.get(path, headers={**(caller or self.caller).headers(promise=False), **(headers or {})})
+    def get(
+        self, path: str, *, promise: bool = False, headers: dict | None = None, caller: Caller | None = None
+    ) -> httpx.Response:
+        return self.http.get(path, headers={**(caller or self.caller).headers(promise=promise), **(headers or {})})
+
+    def delete(
+        self, path: str, *, promise: bool = True, headers: dict | None = None, caller: Caller | None = None
+    ) -> httpx.Response:
+        return self.http.delete(path, headers={**(caller or self.caller).headers(promise=promise), **(headers or {})})
 
 
 @dataclass
@@ -117,6 +124,10 @@ class World:
 
     def path(self, tail: str, brand: Brand | None = None) -> str:
         return f"/v2/orgs/{self.org.id}/brands/{(brand or self.brand).id}/serenity/{tail}"
+
+    def org_path(self, tail: str, org=None) -> str:
+        """An organization-level route: `/v2/orgs/{orgId}/serenity/{tail}`."""
+        return f"/v2/orgs/{org or self.org.id}/serenity/{tail}"
 
     def job_path(self, job_id, brand: Brand | None = None) -> str:
         return self.path(f"markets/generation/jobs/{job_id}", brand)

@@ -233,3 +233,26 @@ def test_regenerating_a_market_that_does_not_exist_never_counts_it_as_found():
         "No markets to re-run found; 1 named market(s) do not exist (see above).",
     ]
     assert dry.code == 1
+
+
+def test_an_operator_cannot_re_run_a_deleted_markets_job_even_once_its_slice_is_created_again(world, async_on, queues):
+    from markets.models import Market
+
+    job, market = start_job(world)
+    assert world.client.delete(world.url(f"markets/{market.geo_target_id}/de")).status_code == 204
+    again = world.post(world.url("markets"), {**world.brand_fields, "market": "DE", "languageCode": "de"})
+    new_market = Market.objects.get(id=again.json()["id"])  # created again, this time without generation
+
+    deleted = run("job_regenerate", "--market", str(market.id), "--apply")
+    recreated = run("job_regenerate", "--market", str(new_market.id), "--apply")
+    rerun = run("job_rerun", "--job", str(job.id), "--apply")
+
+    assert deleted[0] == f"market {market.id}  not found (deleted, or never created)" and deleted.code == 1
+    assert recreated[0] == (
+        f"{new_market.id}  cannot re-run  DE/de, job {job.id}: the job is of an earlier market of this slice, deleted "
+        "since (FAILED MARKET_DELETED): its user starts this market's generation from the UI"
+    )
+    assert recreated.code == 1
+    assert rerun[0].startswith(f"{job.id}  cannot re-run  it was cancelled (MARKET_DELETED: ") and rerun.code == 1
+    job.refresh_from_db()
+    assert (job.status, job.error_code) == ("FAILED", "MARKET_DELETED")

@@ -136,6 +136,33 @@ def test_catalogue_for_a_bad_country_is_400(api):
     }
 
 
+def test_the_language_catalogue_lists_every_language_an_ai_project_may_be_in(api):
+    answer = api.get("/v1/languages")
+
+    assert answer.status_code == 200
+    items = answer.json()["items"]
+    assert {"id", "name", "code"} <= set(items[0])
+    assert {"name": "French", "code": "fr"}.items() <= next(i for i in items if i["code"] == "fr").items()
+
+
+def test_the_ai_model_catalogue_is_served_a_page_at_a_time(api):
+    from sandbox.semrush.ai_models import AI_MODELS
+
+    first = api.get("/v1/ai_models", params={"page": 1, "limit": 4}).json()["items"]
+    second = api.get("/v1/ai_models", params={"page": 2, "limit": 4}).json()["items"]
+    past_the_end = api.get("/v1/ai_models", params={"page": 3, "limit": 4}).json()["items"]
+
+    assert first + second == list(AI_MODELS) and len(first) == 4
+    assert past_the_end == []
+    assert api.get("/v1/ai_models").json()["items"] == list(AI_MODELS)
+    assert all({"id", "key", "name", "icon"} == set(model) for model in first)
+
+
+@pytest.mark.parametrize("query", [{"page": "0"}, {"limit": "101"}, {"page": "x"}])
+def test_an_ai_model_page_out_of_range_is_400(api, query):
+    assert api.get("/v1/ai_models", params=query).status_code == 400
+
+
 # -- bearer ----------------------------------------------------------------------------------------
 
 
@@ -331,6 +358,46 @@ def test_a_bad_cursor_is_400(api, project):
     assert api.get(f"/v1/ai-projects/{project['id']}/prompts", params={"cursor": "abc"}).status_code == 400
 
 
+def test_deleting_a_project_removes_it_and_its_prompts_for_good(api, project):
+    api.post(f"/v1/ai-projects/{project['id']}/prompts", json={"prompts": [prompt("Which tent?")]})
+
+    answer = api.delete(f"/v1/workspaces/ws_1/ai-projects/{project['id']}")
+
+    assert answer.status_code == 204 and answer.content == b""
+    assert state.project(project["id"]) is None
+    assert api.get(f"/v1/ai-projects/{project['id']}/prompts").status_code == 404
+    assert api.post(f"/v1/ai-projects/{project['id']}/publish", json={}).status_code == 404
+
+
+def test_deleting_a_project_again_or_from_another_workspace_is_404(api, project):
+    assert api.delete(f"/v1/workspaces/ws_other/ai-projects/{project['id']}").status_code == 404
+    assert state.project(project["id"]) is not None
+
+    assert api.delete(f"/v1/workspaces/ws_1/ai-projects/{project['id']}").status_code == 204
+    assert api.delete(f"/v1/workspaces/ws_1/ai-projects/{project['id']}").status_code == 404
+
+
+def test_a_write_repeated_after_the_project_was_deleted_is_404_not_its_stored_answer(api, project):
+    write = {"json": {"prompts": [prompt("Which tent?")]}, "headers": {"Idempotency-Key": "batch-1"}}
+    assert api.post(f"/v1/ai-projects/{project['id']}/prompts", **write).status_code == 201
+    api.delete(f"/v1/workspaces/ws_1/ai-projects/{project['id']}")
+
+    again = api.post(f"/v1/ai-projects/{project['id']}/prompts", **write)
+
+    assert again.status_code == 404
+    assert "Idempotent-Replayed" not in again.headers
+
+
+def test_a_project_made_again_for_the_slice_gets_a_new_id(api, project):
+    api.delete(f"/v1/workspaces/ws_1/ai-projects/{project['id']}")
+
+    again = api.post(
+        "/v1/workspaces/ws_1/ai-projects", json={"name": "France", "geoTargetId": 2250, "languageCode": "fr"}
+    ).json()
+
+    assert again["id"] != project["id"]
+
+
 # -- switches --------------------------------------------------------------------------------------
 
 
@@ -514,3 +581,11 @@ def test_a_rate_limit_on_one_path_and_method_leaves_the_other_calls_alone(api):
     }
     assert (first.status_code, second.status_code) == (201, 429)
     assert [r.status_code for r in reads] == [200, 200, 200]
+
+
+def test_the_call_log_counts_from_a_moment(api, project):
+    mark = state.last_call_seq()
+    api.get("/v1/workspaces/ws_1/tags")
+
+    assert [c["path"] for c in state.calls(after=mark)] == ["/sandbox/semrush/v1/workspaces/ws_1/tags"]
+    assert state.last_call_seq() > mark

@@ -8,12 +8,30 @@ fuzzed.
 createBrand reads `x-promise-audience` only when the brand needs Semrush work (an active brand; the fuzzed
 organization has Serenity on), as the original does: a case whose header breaks the schema's pattern asks for
 an active brand, so that the header is read and its refusal checked, rather than ignored for a pending brand.
+
+The coverage phase names its filters by their source, for their repr alone: hypothesis parses the module a filter's
+lambda is in, wherever in the stack that happens, and CPython 3.11 can fail a parse made deep in a recursion
+(`SystemError: AST constructor recursion depth mismatch`, a bug of the interpreter, not of the schema). Such a lambda
+is described as hypothesis describes one it cannot read, instead of ending the run.
 """
 
 import os
 import re
 
 import schemathesis
+from hypothesis.internal import lambda_sources
+
+_describe_lambda = lambda_sources._lambda_description
+
+
+def _lambda_description(f):
+    try:
+        return _describe_lambda(f)
+    except SystemError:
+        return "lambda: <unknown>"
+
+
+lambda_sources._lambda_description = _lambda_description
 
 UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 

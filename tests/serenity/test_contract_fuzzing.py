@@ -39,7 +39,16 @@ def world(sims, bearer, settings, queues):
     token = bearer(user_id=REQUESTER, org_ids=[CALLER_ORG])
     org = make_org(CALLER_ORG)
     brand = make_brand(org, "Fuzzed", workspace_token=token)
-    market = MarketFactory(brand=brand, site=brand.base_site, country="FR", language_code="fr", geo_target_id=2250)
+    market = MarketFactory(
+        brand=brand,
+        site=brand.base_site,
+        country="FR",
+        language_code="fr",
+        geo_target_id=2250,
+        semrush_project_id="prj-fuzzed-fr",
+    )
+    # The market deleteMarket deletes (its project is not in Semrush: a 404 there is success), FR stays for the rest.
+    MarketFactory(brand=brand, country="ES", language_code="es", geo_target_id=2724, semrush_project_id="prj-fuzzed-es")
     job = make_job(
         org=org, brand=brand, site=brand.base_site, id=generation_job_id(brand.id, 2250, "fr"), **needs_reauth_fields()
     )
@@ -54,6 +63,12 @@ def test_every_operation_keeps_the_contract_under_fuzzing(world, sims, tmp_path)
 "path.brandId" = "{world["brand"].id}"
 "path.marketId" = "{world["market"].id}"
 "path.jobId" = "{world["job"].id}"
+"path.geoTargetId" = 2250
+"path.languageCode" = "fr"
+
+[[operations]]
+include-operation-id = "deleteMarket"
+parameters = {{ "path.geoTargetId" = 2724, "path.languageCode" = "es" }}
 
 # An activation creates up to 50 markets, each with its Semrush calls: the coverage phase's hundreds of
 # boundary cases would take minutes. Activation is fuzzed and walked statefully like every operation.
@@ -117,6 +132,11 @@ phases.coverage.enabled = false
         "getGenerationJob",
         "reauthorizeGenerationJob",
         "regenerateMarketPrompts",
+        "listMarkets",
+        "getMarket",
+        "deleteMarket",
+        "listLanguages",
+        "listModels",
     }
 
 
@@ -133,6 +153,11 @@ UUID = "[0-9a-f-]{36}"
 OPERATIONS = [
     ("createBrand", "POST", f"orgs/{UUID}/brands"),
     ("createMarket", "POST", f"orgs/{UUID}/brands/{UUID}/serenity/markets"),
+    ("listMarkets", "GET", f"orgs/{UUID}/brands/{UUID}/serenity/markets"),
+    ("getMarket", "GET", f"orgs/{UUID}/brands/{UUID}/serenity/markets/[0-9]+/[A-Za-z-]+"),
+    ("deleteMarket", "DELETE", f"orgs/{UUID}/brands/{UUID}/serenity/markets/[0-9]+/[A-Za-z-]+"),
+    ("listLanguages", "GET", f"orgs/{UUID}/serenity/languages"),
+    ("listModels", "GET", f"orgs/{UUID}/serenity/models"),
     ("activateMarkets", "POST", f"orgs/{UUID}/brands/{UUID}/serenity/activate"),
     ("getGenerationJob", "GET", f"orgs/{UUID}/brands/{UUID}/serenity/markets/generation/jobs/{UUID}"),
     ("reauthorizeGenerationJob", "POST", f"orgs/{UUID}/brands/{UUID}/serenity/markets/generation/jobs/{UUID}/reauth"),
@@ -165,20 +190,22 @@ def test_a_client_generated_from_the_schema_creates_a_market_and_polls_its_job(w
     from serenity_client import AuthenticatedClient
     from serenity_client.api.generation_jobs import get_generation_job
     from serenity_client.api.v2 import create_market
-    from serenity_client.models import GenerationJob, MarketCreatedOutput
+    from serenity_client.models import CreateMarketRequestType0, GenerationJob, MarketCreatedOutput
 
     client = AuthenticatedClient(base_url=sims.url, token=world["token"])
-    # The body's "one of brandDomain or siteId" is beyond the generator's models: it takes the JSON object as is.
+    # The body is one of two models, by which of brandDomain or siteId names the market's domain.
     created = create_market.sync(
         client=client,
         org_id=world["org"].id,
         brand_id=world["brand"].id,
-        body={
-            "market": "de",
-            "languageCode": "DE",
-            "brandDomain": world["brand"].domain,
-            "brandNames": [world["brand"].name],
-        },
+        body=CreateMarketRequestType0.from_dict(
+            {
+                "market": "de",
+                "languageCode": "DE",
+                "brandDomain": world["brand"].domain,
+                "brandNames": [world["brand"].name],
+            }
+        ),
     )
     polled = get_generation_job.sync(
         client=client, org_id=world["org"].id, brand_id=world["brand"].id, job_id=world["job"].id

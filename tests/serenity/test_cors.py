@@ -19,12 +19,13 @@ def product_paths() -> list[str]:
             path = parameter.route
             for name in ("orgId", "brandId", "jobId", "marketId"):
                 path = path.replace(f"<str:{name}>", uuid)
+            path = path.replace("<str:geoTargetId>", "2250").replace("<str:languageCode>", "fr")
             paths.add("/" + path)
     return sorted(paths)
 
 
 def test_the_walk_finds_every_product_route():
-    assert len(product_paths()) == 6
+    assert len(product_paths()) == 9
 
 
 @pytest.mark.parametrize("path", product_paths())
@@ -42,7 +43,7 @@ def test_a_preflight_on_any_api_route_is_answered_204_without_authentication(sim
     assert response.headers["access-control-allow-origin"] == "*"
     allowed = {h.strip() for h in response.headers["access-control-allow-headers"].split(",")}
     assert {"authorization", "content-type", "x-promise-token", "x-promise-audience"} <= allowed
-    assert {"GET", "POST", "OPTIONS"} <= {
+    assert {"GET", "POST", "DELETE", "OPTIONS"} <= {
         m.strip() for m in response.headers["access-control-allow-methods"].split(",")
     }
     assert response.headers["access-control-max-age"] == "86400"

@@ -23,6 +23,11 @@ def test_the_walk_sees_the_product_routes():
 
     job = "v2/orgs/<str:orgId>/brands/<str:brandId>/serenity/markets/generation/jobs/<str:jobId>"
     assert {(job, "orgId"), (job, "brandId"), (job, "jobId"), (job + "/reauth", "jobId")} <= found
+    market = "v2/orgs/<str:orgId>/brands/<str:brandId>/serenity/markets/<str:geoTargetId>/<str:languageCode>"
+    assert {(market, "geoTargetId"), (market, "languageCode"), ("v2/orgs/<str:orgId>/serenity/languages", "orgId")} <= (
+        found
+    )
+    assert (routes.classify("geoTargetId"), routes.classify("languageCode")) == (routes.RESOURCE, routes.RESOURCE)
 
 
 def test_a_new_unclassified_parameter_is_reported_with_its_route(settings):

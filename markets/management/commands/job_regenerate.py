@@ -15,8 +15,9 @@ class Command(RunbookCommand):
         "the credential it retained: what POST .../markets/{marketId}/generation does for a user, without the "
         "user. An operator has no user's bearer, so neither fresh catalogue seeds nor a new credential can be "
         "obtained: a job that holds no credential (every outcome but RETRIES_EXHAUSTED ends it) is refused, "
-        "and the market's user regenerates it from the UI; a job already running is left alone (so a second "
-        "run exits 0). Dry run unless --apply."
+        "and the market's user regenerates it from the UI; so is a job a market's delete cancelled "
+        "(MARKET_DELETED), and the job an earlier, deleted market of the same slice left behind; a job already "
+        "running is left alone (so a second run exits 0). Dry run unless --apply."
     )
     filters = ()
 
@@ -49,6 +50,16 @@ class Command(RunbookCommand):
                 self.stdout.write(
                     f"{market_id}  cannot re-run  {label}: the market never had a generation job (or it was purged): "
                     "its user starts one from the UI"
+                )
+                continue
+            if (job.params or {}).get("marketId") != str(market.id):
+                # The slice's job id is deterministic: this job was an earlier market's of the same slice, deleted
+                # since (its generation cancelled). Nothing of it may touch the market made again.
+                self.needs_attention = True
+                ended = f"{job.status} {job.error_code or ''}".rstrip()
+                self.stdout.write(
+                    f"{market_id}  cannot re-run  {label}: the job is of an earlier market of this slice, deleted "
+                    f"since ({ended}): its user starts this market's generation from the UI"
                 )
                 continue
             if job.status == JobStatus.IN_PROGRESS:

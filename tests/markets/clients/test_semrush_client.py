@@ -126,6 +126,42 @@ def test_creating_an_existing_project_returns_the_existing_one(semrush, project)
 # -- tags ------------------------------------------------------------------------------------------
 
 
+def test_delete_project_deletes_it_then_finds_it_gone(semrush, project):
+    assert semrush.delete_project(workspace_id=WORKSPACE, project_id=project["id"]) is True
+    assert semrush.delete_project(workspace_id=WORKSPACE, project_id=project["id"]) is False
+    assert statuses("/ai-projects/", method="DELETE") == [204, 404]
+    assert state.project(project["id"]) is None
+
+
+def test_delete_project_raises_what_semrush_answers_besides_404(semrush, project):
+    controls.fail_next(4, status=503, path="/ai-projects/", method="DELETE")
+
+    with pytest.raises(TransientError):
+        semrush.delete_project(workspace_id=WORKSPACE, project_id=project["id"])
+    assert state.project(project["id"]) is not None
+
+
+def test_ai_models_reads_every_page_until_a_short_one(semrush, monkeypatch):
+    from markets.clients import semrush as client_module
+    from sandbox.semrush.ai_models import AI_MODELS
+
+    monkeypatch.setattr(client_module, "AI_MODELS_PAGE_SIZE", 4)
+
+    assert semrush.ai_models() == list(AI_MODELS)
+    assert [c["query"] for c in state.calls(path_contains="/ai_models")] == ["page=1&limit=4", "page=2&limit=4"]
+
+
+def test_the_language_catalogue_is_read_once_for_languages_and_the_catalogue(semrush):
+    from markets.clients import semrush as client_module
+
+    client_module._languages.clear()
+
+    catalogue = semrush.language_catalogue()
+
+    assert semrush.languages() == [item for item in catalogue if "code" in item]
+    assert len(state.calls(path_contains="/v1/languages")) == 1
+
+
 def test_ensure_tags_creates_missing_roots_and_values_and_returns_their_ids(semrush):
     ids = semrush.ensure_tags(workspace_id=WORKSPACE, wanted={"source": ["semrush"], "origin": ["ai", "human"]})
 

@@ -158,13 +158,13 @@ def test_a_publish_failure_is_retried_without_calling_drs_again(world, async_on,
     assert len(semrush.prompts(market.semrush_project_id)) == job.result["promptCount"] == 50
 
 
-def test_a_missing_semrush_project_is_retryable(world, async_on, celery_worker, settings):
+def test_a_market_without_its_semrush_project_yet_is_retryable(world, async_on, celery_worker, settings):
     settings.JOB_RETRY_BASE_SECONDS = 1
     settings.JOB_MAX_ATTEMPTS = 2
+    drs_controls.set_latency(1000)  # the market loses its project while DRS works
     job, market = start_job(world)
-    from sandbox.semrush.models import Project
 
-    Project.objects.filter(id=market.semrush_project_id).update(geo_target_id=2999)  # the project "vanished"
+    Market.objects.filter(id=market.id).update(semrush_project_id=None)
     job = wait_terminal(job, timeout=45)
     assert job.status == "FAILED"
     assert job.error == {
