@@ -141,9 +141,15 @@ def _prepared(org_count: int, type_count: int, fields: tuple[str, ...]) -> Prepa
 
 def market_generation_job(*, brand: Brand, market: Market) -> dict | None:
     """The market's generation job as `{jobId, status}`, or None when it has none. `brand` is the caller's,
-    already scoped (the 409 of an entry point shows it, so the UI can poll the job or offer a regeneration)."""
+    already scoped (the 409 of an entry point shows it, so the UI can poll the job or offer a regeneration).
+
+    The job under the slice's deterministic id is this market's only when it names the market: one an earlier
+    market of the same slice left behind (that market deleted, the slice created again without a generation) is
+    not, as in `markets_generation_jobs`."""
     job_id = generation_job_id(brand.id, market.geo_target_id, market.language_code)
-    status = AsyncJob.objects.filter(id=job_id).values_list("status", flat=True).first()
+    status = (
+        AsyncJob.objects.filter(id=job_id, params__marketId=str(market.id)).values_list("status", flat=True).first()
+    )
     if status is None:
         return None
     return {"jobId": str(job_id), "status": status}

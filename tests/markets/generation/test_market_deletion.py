@@ -214,3 +214,21 @@ def test_a_slice_deleted_and_created_again_gets_a_new_generation_the_old_one_tou
     kinds = list(JobEvent.objects.filter(job_id=new_job.id).values_list("kind", flat=True))
     assert kinds.index("cancelled") < kinds.index("replaced") < kinds.index("completed")
     wait_until(lambda: ledger.live_tokens() == 0, timeout=10)
+
+
+def test_a_slice_created_again_without_generation_shows_no_handle_of_the_deleted_markets_job(world, async_on, queues):
+    old_job, old_market = start_job(world)  # queued: no worker runs it
+    delete(world, old_market)
+    fields = {**world.brand_fields, "market": "DE", "languageCode": "de"}
+    created = world.post(world.url("markets"), {**fields, "generatePrompts": False})
+    assert created.status_code == 201, created.content
+    new_market_id = created.json()["id"]
+
+    again = world.post(world.url("markets"), {**fields, "generatePrompts": False})
+
+    # The slice's deterministic job id still holds the deleted market's cancelled job: the 409 names the live market
+    # and no generation of its own, never the old market's FAILED job as if it were this one's.
+    assert again.status_code == 409, again.content
+    assert again.json()["marketId"] == new_market_id != str(old_market.id)
+    assert "promptGeneration" not in again.json()
+    assert AsyncJob.objects.filter(id=old_job.id, status="FAILED", error_code="MARKET_DELETED").exists()
