@@ -1,6 +1,6 @@
 """Middleware of our own: the request id (accept a sane X-Request-Id or mint one, expose it on the response and
-in logs), django-cors-headers answering every API preflight the way the original service does, and django-csp
-choosing the policy by path."""
+in logs), django-cors-headers answering every API preflight the way the original service does, django-csp
+choosing the policy by path, and the request's target as tracing reads it."""
 
 import re
 import uuid
@@ -31,6 +31,21 @@ class RequestIdMiddleware:
             context.request_id.reset(token)
         response["X-Request-Id"] = rid
         return response
+
+
+class RequestTargetMiddleware:
+    """Gives the request its target as sent (`REQUEST_URI`, percent-encoded) when the server did not: gunicorn
+    sets `RAW_URI`, Django's development and test servers set neither. OpenTelemetry's Django middleware, placed
+    right after this one (serenity.tracing), otherwise rebuilds the URL from `PATH_INFO` as Latin-1, which raises
+    on any path with a character outside it (`/v2/orgs/%E2%82%AC`): a 500 where every other path answers its 404."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if request.META.get("RAW_URI") is None and not request.META.get("REQUEST_URI"):
+            request.META["REQUEST_URI"] = request.get_full_path()
+        return self.get_response(request)
 
 
 class CorsMiddleware(LibraryCorsMiddleware):

@@ -245,6 +245,12 @@ def _instrument() -> None:
 
     # Health checks are polled every few seconds and say nothing about a generation.
     DjangoInstrumentor().instrument(excluded_urls="healthz,readyz,static/")
+    # Before OpenTelemetry's middleware (which the instrumentor puts first): the request's target as sent, where the
+    # server gives none, so a path outside Latin-1 is answered like any other.
+    from django.conf import settings
+
+    otel_at = next(i for i, name in enumerate(settings.MIDDLEWARE) if name.startswith("opentelemetry."))
+    settings.MIDDLEWARE.insert(otel_at, "serenity.middleware.RequestTargetMiddleware")
     CeleryInstrumentor().instrument()
     HTTPXClientInstrumentor().instrument()
     # No SQL comments: prepared statements (DB_SERVER_SIDE_BINDING) are reused only when the text is the same.

@@ -115,6 +115,26 @@ def test_an_unknown_path_is_a_404_problem(db):
     assert response.json()["code"] == "not_found" and response.json()["status"] == 404
 
 
+@pytest.mark.parametrize("path", ["/v2/orgs/%E2%82%AC/brands", "/v2/%E6%97%A5%E6%9C%AC"])
+def test_a_path_with_characters_outside_latin_1_is_answered_like_any_other_path_with_tracing_on(
+    org, bearer, spans, path
+):
+    """Tracing rebuilds the request's URL when the server does not hand it over (Django's own servers): a path
+    outside Latin-1 must not turn that into a 500."""
+    client = APIClient(raise_request_exception=False)
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {bearer(org_ids=[org.ims_org_id])}")
+    ascii_twin = client.post("/v2/orgs/not-an-org/brands" if "orgs" in path else "/v2/nothing", {}, format="json")
+
+    response = client.post(path, {}, format="json")
+
+    assert response.status_code == ascii_twin.status_code < 500
+    assert response["Content-Type"] == PROBLEM and response.json()["code"] == ascii_twin.json()["code"]
+    targets = {
+        s.attributes.get("http.target"): s.attributes.get("http.status_code") for s in spans.get_finished_spans()
+    }
+    assert targets[path] == response.status_code  # the request's span names it as it was sent
+
+
 def test_a_wrong_method_is_a_405_problem_with_allow(org, bearer):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {bearer(org_ids=[org.ims_org_id])}")
