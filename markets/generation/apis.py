@@ -127,7 +127,14 @@ class MarketRegenerateApi(APIView):
         require_semrush_credential(request.user, promise)
         brand = serenity_brand_get_for_caller(request.user, org_id, brand_id)
         limits.charge_entry_point(request.user, brand.organization_id, markets=1)  # once the brand is in sight
-        with semrush_generation(request.user, promise, generate_prompts=True, pair=pair, use_async=True) as generation:
+        with semrush_generation(
+            request.user,
+            promise,
+            ims_org_id=brand.organization.ims_org_id,
+            generate_prompts=True,
+            pair=pair,
+            use_async=True,
+        ) as generation:
             handle = services.market_regenerate(
                 caller=request.user, brand=brand, market_id=market_id, generation=generation
             )
