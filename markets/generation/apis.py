@@ -91,7 +91,9 @@ class GenerationJobDetailApi(APIView):
                 headers["Retry-After"] = str(retry_after_seconds(job.phase))
             return content, headers, job.status
 
-        content, headers = waiting.look_or_wait(job_id, look, known=known, wait=wait)
+        content, headers = waiting.look_or_wait(
+            job_id, look, known=known, wait=wait, user_id=request.user.user_id, org_id=str(org_id)
+        )
         if waiting.if_none_match(known, headers["ETag"]):
             not_modified = HttpResponseNotModified()
             for name, value in headers.items():
