@@ -93,6 +93,7 @@ class ScrubbedLogger(glogging.Logger):
 HEAD_BUFFER_MAX = 64 * 1024
 BODY_BUFFER_MAX = 1024 * 1024
 _CONTENT_LENGTH = re.compile(rb"\r?\ncontent-length[ \t]*:[ \t]*([0-9]{1,12})[ \t]*\r?(?=\n)", re.IGNORECASE)
+_EXPECT_CONTINUE = re.compile(rb"\r?\nexpect[ \t]*:[ \t]*100-continue", re.IGNORECASE)
 _CHUNKED = re.compile(rb"\r?\ntransfer-encoding[ \t]*:[^\n]*chunked", re.IGNORECASE)
 
 
@@ -104,7 +105,11 @@ def request_buffered(data: bytes | bytearray) -> bool:
         end, sep = data.find(b"\n\n"), 2
     if end < 0:
         return len(data) > HEAD_BUFFER_MAX
-    head, body = bytes(data[:end]), len(data) - end - sep
+    head, body = bytes(data[: end + sep]), len(data) - end - sep
+    if _EXPECT_CONTINUE.search(head):
+        return (
+            True  # the client sends its body after gunicorn's `100 Continue`: the thread reads it, under the deadline
+        )
     if _CHUNKED.search(head):
         return body >= BODY_BUFFER_MAX or data.endswith(b"0\r\n\r\n")
     length = _CONTENT_LENGTH.search(head)
@@ -246,13 +251,16 @@ class GracefulThreadWorker(ThreadWorker):
 
     def serve_turn(self) -> None:
         """One turn of gthread's loop: the poller's events (connections to accept, requests to read), then the
-        requests that finished."""
+        requests that finished. It waits at most a second, and no later than the next read deadline."""
+        wait = 1.0
+        if self.reading:
+            wait = min(wait, max(0.0, next(iter(self.reading.values())) - time.monotonic()))
         if self.nr_conns < self.worker_connections:
-            for key, _ in self.poller.select(1.0):
+            for key, _ in self.poller.select(wait):
                 key.data(key.fileobj)
             result = futures.wait(self.futures, timeout=0, return_when=futures.FIRST_COMPLETED)
         else:
-            result = futures.wait(self.futures, timeout=1.0, return_when=futures.FIRST_COMPLETED)
+            result = futures.wait(self.futures, timeout=wait, return_when=futures.FIRST_COMPLETED)
         for fut in result.done:
             self.futures.remove(fut)
 
