@@ -70,11 +70,14 @@ def async_generation_enabled() -> bool:
 
 
 @contextmanager
-def semrush_credential(caller: Caller, promise: PromiseHeaders) -> Iterator[RequestCredential]:
-    """What a request that only reads or deletes in Semrush acts with (it makes no job): the exchanged
-    `x-promise-token` on the pair `x-promise-audience` selects, else the caller's IMS bearer. The promise token IMS
-    rotates for it serves nothing here, and is invalidated when the request ends."""
-    credential = request_credential(caller=caller, header=promise.token, pair=promise_pair(promise))
+def semrush_credential(caller: Caller, promise: PromiseHeaders, *, ims_org_id: str) -> Iterator[RequestCredential]:
+    """What a request that only reads or deletes in Semrush for the organization `ims_org_id` acts with (it makes
+    no job): the exchanged `x-promise-token` on the pair `x-promise-audience` selects (minted for that
+    organization), else the caller's IMS bearer. The promise token IMS rotates for it serves nothing here, and is
+    invalidated when the request ends."""
+    credential = request_credential(
+        caller=caller, header=promise.token, pair=promise_pair(promise), ims_org_id=ims_org_id
+    )
     try:
         yield credential
     finally:
@@ -97,15 +100,17 @@ def semrush_generation(
     caller: Caller,
     promise: PromiseHeaders,
     *,
+    ims_org_id: str,
     generate_prompts: bool,
     pair: pairs.ClientPair | None = None,
     use_async: bool | None = None,
 ) -> Iterator[Generation]:
-    """What the request acts with in Semrush (the exchanged `x-promise-token`, else the caller's IMS bearer) and
-    how it wants prompts: the producer with the flag on and `generatePrompts: true`, else the old path. When
-    the request ends, a promise token IMS rotated for it that no job took is invalidated."""
+    """What the request acts with in Semrush for the organization `ims_org_id` (the exchanged `x-promise-token`,
+    minted for that organization, else the caller's IMS bearer) and how it wants prompts: the producer with the
+    flag on and `generatePrompts: true`, else the old path. When the request ends, a promise token IMS rotated for
+    it that no job took is invalidated."""
     pair = pair or promise_pair(promise)
-    credential = request_credential(caller=caller, header=promise.token, pair=pair)
+    credential = request_credential(caller=caller, header=promise.token, pair=pair, ims_org_id=ims_org_id)
     if use_async is None:
         use_async = async_generation_enabled() and generate_prompts
     try:

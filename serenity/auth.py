@@ -4,11 +4,11 @@
   caller's user id is its `user_id` claim (never `sub` or email), its organizations its `org_ids`.
 - A **SpaceCat session token**, as the original service's UI sends after its login: ES256, verified with the
   public key configured as base64 SPKI PEM (SESSION_TOKEN_PUBLIC_KEY_B64), the configured issuer, 5 s
-  leeway, expiry required, `exp`/`iat`/`nbf` JSON numbers, `aud` checked only when SESSION_TOKEN_AUDIENCE is
-  set (the original's verifier checks none). Its user id is `sub` (the IMS user id the original's login puts
-  there); its organizations `tenants[].id` (IMS org idents, `@AdobeOrg` added when absent); `is_admin`
-  reaches every organization and `is_read_only_admin` may read every one. Sent as a bearer or in the
-  `sessionToken` cookie (two such cookies: refused).
+  leeway, expiry required, `exp`/`iat`/`nbf` JSON numbers, `aud` checked against SESSION_TOKEN_AUDIENCE
+  (which a deployment must set; the original's verifier checks none). Its user id is `sub` (the IMS user id
+  the original's login puts there); its organizations `tenants[].id` (IMS org idents, `@AdobeOrg` added when
+  absent); `is_admin` reaches every organization and `is_read_only_admin` may read every one. Sent as a bearer
+  or in the `sessionToken` cookie (two such cookies: refused).
 
 The kind is chosen by the token's own `alg` header, and each kind is then verified with its algorithm and key
 pinned, so a token of one kind never verifies as the other: `alg: none`, an HS256 token keyed with a public

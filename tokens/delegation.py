@@ -7,6 +7,8 @@
   minted from; the rotated promise token it hands back (typed, its lifetime known) belongs to the request and
   serves its first new job. A bare token never becomes a job's credential as it stands, only what IMS returns
   for it. A failed exchange, or a token of another user, answers 401 "Invalid or expired promise token".
+  The token acts only for an organization the bearer it was minted from named (the access token's `org_ids`):
+  for any other, even one the caller may act on, 403 as the organization check answers a non-member.
 - Without it: the caller's IMS bearer, for an IMS caller; a session caller has none to offer Semrush (401
   PROMISE_TOKEN_REQUIRED, naming the header).
 
@@ -22,7 +24,7 @@ from urllib.parse import unquote
 from serenity import metrics
 from serenity.auth import Caller
 from serenity.clients.http import ClientError, TransientError
-from serenity.problems import DomainError
+from serenity.problems import DomainError, Forbidden
 from tokens.clients import ims
 from tokens.exceptions import InvalidForwardedToken
 from tokens.pairs import ClientPair
@@ -62,6 +64,14 @@ class PromiseTokenRejected(DomainError):
 
     def __init__(self) -> None:
         super().__init__(headers=WWW_AUTHENTICATE)
+
+
+class PromiseTokenOrganizationRefused(Forbidden):
+    """A forwarded promise token whose minting bearer did not name the organization the request acts on: the
+    same answer as the organization check's refusal of a non-member (its code, title and message), so the
+    answer tells nothing more about the token or the organization."""
+
+    code, title = "organization_access_denied", "User does not have access to this organization"
 
 
 def forwarded_promise(header: str | None) -> PromiseToken | ForwardedPromise | None:
@@ -112,9 +122,11 @@ class RequestCredential:
             promise_invalidate_quietly(pair=self.pair, token=token)
 
 
-def request_credential(*, caller: Caller, header: str | None, pair: ClientPair) -> RequestCredential:
-    """The request's credential: the exchanged forwarded token, else the caller's IMS bearer. Raises
-    PromiseTokenRequired, InvalidForwardedToken (400, a malformed typed object) or PromiseTokenRejected."""
+def request_credential(*, caller: Caller, header: str | None, pair: ClientPair, ims_org_id: str) -> RequestCredential:
+    """The request's credential for work in the organization `ims_org_id` (which the caller was checked to
+    reach): the exchanged forwarded token, else the caller's IMS bearer. Raises PromiseTokenRequired,
+    InvalidForwardedToken (400, a malformed typed object), PromiseTokenRejected (401: not exchanged, or another
+    user's) or PromiseTokenOrganizationRefused (403: minted from a bearer that did not name the organization)."""
     forwarded = forwarded_promise(header)
     if forwarded is None:
         if caller.ims_token is None:
@@ -133,5 +145,9 @@ def request_credential(*, caller: Caller, header: str | None, pair: ClientPair) 
         log.warning("forwarded promise token of another user refused", extra={"pair": pair.name})
         promise_invalidate_quietly(pair=pair, token=exchanged.rotated)
         raise PromiseTokenRejected()
+    if ims_org_id not in exchanged.org_ids:
+        log.warning("forwarded promise token of another organization refused", extra={"pair": pair.name})
+        promise_invalidate_quietly(pair=pair, token=exchanged.rotated)
+        raise PromiseTokenOrganizationRefused()
     access = exchanged.access.access_token
     return RequestCredential(pair=pair, semrush_bearer=access, mint_bearer=access, promise=exchanged.rotated)

@@ -91,7 +91,9 @@ class GenerationJobDetailApi(APIView):
                 headers["Retry-After"] = str(retry_after_seconds(job.phase))
             return content, headers, job.status
 
-        content, headers = waiting.look_or_wait(job_id, look, known=known, wait=wait)
+        content, headers = waiting.look_or_wait(
+            job_id, look, known=known, wait=wait, user_id=request.user.user_id, org_id=str(org_id)
+        )
         if waiting.if_none_match(known, headers["ETag"]):
             not_modified = HttpResponseNotModified()
             for name, value in headers.items():
@@ -127,7 +129,14 @@ class MarketRegenerateApi(APIView):
         require_semrush_credential(request.user, promise)
         brand = serenity_brand_get_for_caller(request.user, org_id, brand_id)
         limits.charge_entry_point(request.user, brand.organization_id, markets=1)  # once the brand is in sight
-        with semrush_generation(request.user, promise, generate_prompts=True, pair=pair, use_async=True) as generation:
+        with semrush_generation(
+            request.user,
+            promise,
+            ims_org_id=brand.organization.ims_org_id,
+            generate_prompts=True,
+            pair=pair,
+            use_async=True,
+        ) as generation:
             handle = services.market_regenerate(
                 caller=request.user, brand=brand, market_id=market_id, generation=generation
             )

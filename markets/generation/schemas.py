@@ -149,7 +149,10 @@ REAUTHORIZE: dict[str, Any] = dict(
             "Missing, invalid or expired bearer token; a promise token IMS did not exchange; or a session-token "
             "caller without x-promise-token (`PROMISE_TOKEN_REQUIRED`)."
         ),
-        (403, PROBLEM_CONTENT_TYPE): problem_described("The caller is not the user who started the job."),
+        (403, PROBLEM_CONTENT_TYPE): problem_described(
+            "The caller is not the user who started the job (`not_job_requester`), or the `x-promise-token` was "
+            "minted from a bearer that did not name the job's organization (`organization_access_denied`)."
+        ),
         (404, PROBLEM_CONTENT_TYPE): COMMON_PROBLEMS[(404, PROBLEM_CONTENT_TYPE)],
         (409, PROBLEM_CONTENT_TYPE): problem_described(
             "The job is not awaiting re-authorisation, or another re-authorisation of it is under way."
@@ -193,7 +196,8 @@ REGENERATE: dict[str, Any] = dict(
         (400, PROBLEM_CONTENT_TYPE): problem_described("An id is not a UUID, or a header is unusable."),
         (401, PROBLEM_CONTENT_TYPE): problem_described("Missing, invalid or expired bearer token."),
         (403, PROBLEM_CONTENT_TYPE): problem_described(
-            "Not a member of the organization, or Serenity is not active for it."
+            "Not a member of the organization (or the `x-promise-token` was minted from a bearer that did not name "
+            "it: the same answer), or Serenity is not active for it."
         ),
         (404, PROBLEM_CONTENT_TYPE): problem_described("No such organization, brand or market for this caller."),
         (409, PROBLEM_CONTENT_TYPE): problem_described(

@@ -18,7 +18,7 @@ from markets.exceptions import (
 )
 from markets.generation.fence import market_open_q
 from markets.generation.producer import NotEnqueued, ProducerRefused, market_generation_produce
-from markets.models import Brand, Market
+from markets.models import Brand, Market, Organization
 from serenity import limits
 from serenity.auth import Caller
 from serenity.clients.http import ClientError
@@ -87,16 +87,19 @@ def generation_job_reauthorize(*, caller: Caller, job: AsyncJob, header: str | N
        job but not re-authorise it (a read-only admin, another user of the organization) spends only their own.
     3. The job's reopen lock: of concurrent calls one takes it, the others get 409 at once and obtain nothing.
     4. Only the winner, outside any transaction, obtains the credential: the promise token IMS rotated for the
-       forwarded one, or one minted from the caller's IMS bearer. If IMS does not issue it, the lock is given
-       back and the job still awaits re-authorisation (502).
+       forwarded one (minted from a bearer that named the job's organization: 403 otherwise), or one minted from
+       the caller's IMS bearer. If IMS does not issue it, the lock is given back and the job still awaits
+       re-authorisation (502).
     """
     forwarded_promise(header)
     limits.charge_user(limits.REAUTH, caller)
     if job.user_id and job.user_id == caller.user_id:
         limits.charge_org(limits.ORG_REAUTH, job.organization_id)
 
+    ims_org_id = Organization.objects.values_list("ims_org_id", flat=True).filter(id=job.organization_id).first()
+
     def obtain_token():
-        credential = request_credential(caller=caller, header=header, pair=pair)
+        credential = request_credential(caller=caller, header=header, pair=pair, ims_org_id=ims_org_id or "")
         return credential.take_promise() or promise_mint(bearer=credential.mint_bearer, pair=pair)
 
     try:

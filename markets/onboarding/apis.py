@@ -60,7 +60,7 @@ class BrandCreateApi(APIView):
                 promise = PromiseHeaders.of(request.headers)
                 require_semrush_credential(request.user, promise)
                 with semrush_generation(
-                    request.user, promise, generate_prompts=brand_input.generate_prompts
+                    request.user, promise, ims_org_id=org.ims_org_id, generate_prompts=brand_input.generate_prompts
                 ) as generation:
                     created = brand_create(caller=request.user, org=org, request=brand_input, generation=generation)
             else:
@@ -85,7 +85,12 @@ class MarketsApi(APIView):
         brand = serenity_brand_get_for_caller(request.user, *parse_ids(orgId=orgId, brandId=brandId))
         market_input = market_request(json_object(request))
         limits.charge_entry_point(request.user, brand.organization_id, markets=1)
-        with semrush_generation(request.user, promise, generate_prompts=market_input.generate_prompts) as generation:
+        with semrush_generation(
+            request.user,
+            promise,
+            ims_org_id=brand.organization.ims_org_id,
+            generate_prompts=market_input.generate_prompts,
+        ) as generation:
             outcome = market_create(caller=request.user, brand=brand, request=market_input, generation=generation)
         if outcome.market is None:
             return problem_response(market_dto(outcome))
@@ -104,7 +109,12 @@ class BrandActivateApi(APIView):
             brand.organization_id,
             markets=markets_requested(brand=brand, request=activate_input),
         )
-        with semrush_generation(request.user, promise, generate_prompts=activate_input.generate_prompts) as generation:
+        with semrush_generation(
+            request.user,
+            promise,
+            ims_org_id=brand.organization.ims_org_id,
+            generate_prompts=activate_input.generate_prompts,
+        ) as generation:
             activation = brand_activate(caller=request.user, brand=brand, request=activate_input, generation=generation)
         activation.brand.refresh_from_db()
         return Response(ActivationOutput(activation).data, status=activation.status)
@@ -128,7 +138,7 @@ class MarketSliceApi(APIView):
         require_semrush_credential(request.user, promise)
         brand = serenity_brand_get_for_caller(request.user, *parse_ids(orgId=orgId, brandId=brandId))
         geo_target_id, language_code = parse_slice(geoTargetId, languageCode)
-        with semrush_credential(request.user, promise) as credential:
+        with semrush_credential(request.user, promise, ims_org_id=brand.organization.ims_org_id) as credential:
             market_delete(
                 caller=request.user,
                 brand=brand,
@@ -147,8 +157,8 @@ class LanguagesApi(APIView):
         promise = PromiseHeaders.of(request.headers)
         require_semrush_credential(request.user, promise)
         (org_id,) = parse_ids(orgId=orgId)
-        org_get_for_caller(request.user, org_id, write=False)
-        with semrush_credential(request.user, promise) as credential:
+        org = org_get_for_caller(request.user, org_id, write=False)
+        with semrush_credential(request.user, promise, ims_org_id=org.ims_org_id) as credential:
             languages = languages_catalogue(semrush_bearer=credential.semrush_bearer)
         return Response(LanguageListOutput({"items": languages}).data)
 
@@ -161,7 +171,7 @@ class ModelsApi(APIView):
         promise = PromiseHeaders.of(request.headers)
         require_semrush_credential(request.user, promise)
         (org_id,) = parse_ids(orgId=orgId)
-        org_get_for_caller(request.user, org_id, write=False)
-        with semrush_credential(request.user, promise) as credential:
+        org = org_get_for_caller(request.user, org_id, write=False)
+        with semrush_credential(request.user, promise, ims_org_id=org.ims_org_id) as credential:
             models = models_catalogue(semrush_bearer=credential.semrush_bearer)
         return Response(ModelListOutput({"items": models}).data)

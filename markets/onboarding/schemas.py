@@ -289,8 +289,9 @@ PROBLEMS = {
         "failed`)."
     ),
     (403, PROBLEM_CONTENT_TYPE): problem_described(
-        "Not a member of the organization, or Semrush would not let the "
-        "request's credential do this (`Upstream authorization failed`)."
+        "Not a member of the organization (or the `x-promise-token` was minted from a bearer that did not name it: "
+        "the same answer), or Semrush would not let the request's credential do this (`Upstream authorization "
+        "failed`)."
     ),
     (404, PROBLEM_CONTENT_TYPE): problem_described(
         "No such organization or brand for this caller, or Serenity is not active for the brand."
@@ -359,7 +360,8 @@ CATALOGUE_PROBLEMS = {
         "the credential the request acted with (`Upstream authorization failed`)."
     ),
     (403, PROBLEM_CONTENT_TYPE): problem_described(
-        "Not a member of the organization, or Semrush would not let the request's credential read it."
+        "Not a member of the organization (or the `x-promise-token` was minted from a bearer that did not name it: "
+        "the same answer), or Semrush would not let the request's credential read it."
     ),
     (404, PROBLEM_CONTENT_TYPE): problem_described("No such organization."),
     (502, PROBLEM_CONTENT_TYPE): problem_described("Semrush failed (`serenityUpstreamError`)."),
@@ -414,8 +416,9 @@ DELETE_MARKET: dict[str, Any] = dict(
             "the credential the request acted with (`Upstream authorization failed`): the market stays."
         ),
         (403, PROBLEM_CONTENT_TYPE): problem_described(
-            "Not a member of the organization, or Semrush would not let the request's credential delete the project: "
-            "the market stays."
+            "Not a member of the organization (or the `x-promise-token` was minted from a bearer that did not name "
+            "it: the same answer), or Semrush would not let the request's credential delete the project: the market "
+            "stays."
         ),
         (502, PROBLEM_CONTENT_TYPE): problem_described(
             "Semrush did not delete the project (`serenityUpstreamError`): the market stays (its generation, if one "

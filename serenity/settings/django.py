@@ -226,9 +226,14 @@ CORS_PREFLIGHT_MAX_AGE = 86400
 # session tokens on and no key refuses to start.
 SESSION_TOKENS_ENABLED = env.bool("SESSION_TOKENS_ENABLED", default=True)
 SESSION_TOKEN_ISSUER = env.str("SESSION_TOKEN_ISSUER", default="https://spacecat.experiencecloud.live")
-# The audience a session token must name (`aud`). The original's verifier checks none, so none is required by
-# default; once one is configured, a token without it is refused.
-SESSION_TOKEN_AUDIENCE = env.str("SESSION_TOKEN_AUDIENCE", default="").strip()
+# The audience a session token must name (`aud`), then required in every token. The original's verifier checks
+# none; a deployment with session tokens on must name it (or refuses to start), so that a token its sign-in key
+# signed for another service is not a caller here. Local runs leave it unset unless given (docs/api.md).
+SESSION_TOKEN_AUDIENCE = (
+    required("SESSION_TOKEN_AUDIENCE", "").strip()
+    if SESSION_TOKENS_ENABLED
+    else env.str("SESSION_TOKEN_AUDIENCE", default="").strip()
+)
 SESSION_TOKEN_PUBLIC_KEY_B64 = (
     required("SESSION_TOKEN_PUBLIC_KEY_B64", _local.get("SESSION_TOKEN_PUBLIC_KEY_B64"))
     if SESSION_TOKENS_ENABLED

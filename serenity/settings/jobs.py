@@ -163,6 +163,11 @@ POLL_WAIT_SETTLE_SECONDS = env.float("POLL_WAIT_SETTLE_SECONDS", default=1.0)
 # waiters can never take the threads ordinary requests need: serenity/gunicorn.py adds this many threads to
 # GUNICORN_THREADS (docs/api.md).
 POLL_WAIT_MAX_WAITERS = env.int("POLL_WAIT_MAX_WAITERS", default=640)
+# A caller's share of them: the waits of one process one user (the bearer's user id) may hold at once, and one
+# organization (the one the poll's path names); a wait beyond either answers at once as a plain poll, so one
+# caller holding waits cannot leave none for another tenant (docs/api.md "Waiting for a change").
+POLL_WAIT_MAX_WAITERS_PER_USER = env.int("POLL_WAIT_MAX_WAITERS_PER_USER", default=64)
+POLL_WAIT_MAX_WAITERS_PER_ORG = env.int("POLL_WAIT_MAX_WAITERS_PER_ORG", default=160)
 # The listener proves its idle connection alive this often (a dropped one raises, and it reconnects).
 POLL_LISTENER_PROBE_SECONDS = env.float("POLL_LISTENER_PROBE_SECONDS", default=10.0)
 POLL_LISTENER_MAX_BACKOFF_SECONDS = env.float("POLL_LISTENER_MAX_BACKOFF_SECONDS", default=8.0)

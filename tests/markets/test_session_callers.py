@@ -7,6 +7,7 @@ from urllib.parse import quote, unquote
 
 import pytest
 from django.db import connection
+from rest_framework.test import APIClient
 
 from jobs.models import AsyncJob
 from markets.models import Brand, Market
@@ -318,3 +319,95 @@ def test_one_forwarded_token_sent_by_concurrent_requests_serves_exactly_one_of_t
     job = wait_terminal(AsyncJob.objects.get(id=answers[won[0]].json()["promptGeneration"]["jobId"]), timeout=60)
     assert job.status == "COMPLETED", job.error
     assert AsyncJob.objects.count() == 1 and ledger.count(ledger.REFUSED) == 2  # IMS refused the token twice
+
+
+ORG_B = "0B1B2C3D4E5F60718293A4B5@AdobeOrg"
+
+
+@pytest.mark.parametrize("minted_for", [[ORG_B], []], ids=["another-org", "no-org"])
+@pytest.mark.parametrize("caller_kind", ["session", "ims", "admin"])
+def test_a_promise_token_minted_for_other_organizations_cannot_act_for_this_one(
+    world, bearer, promise, async_on, gate, minted_for, caller_kind
+):
+    # The caller may act on the world's organization (a tenant of it, or an admin); the token it forwards was
+    # minted by the same user from a bearer that named only org B, or no organization at all.
+    callers = {
+        "session": issue_session_token(user_id=world.user_id, org_ids=[world.org.ims_org_id, ORG_B]),
+        "ims": bearer(user_id=world.user_id, org_ids=[world.org.ims_org_id, ORG_B]),
+        "admin": issue_session_token(user_id=world.user_id, org_ids=[], is_admin=True),
+    }
+    world.client.credentials(HTTP_AUTHORIZATION=f"Bearer {callers[caller_kind]}")
+    forwarded = promise(bearer(user_id=world.user_id, org_ids=minted_for))
+    stranger = type(world.org).objects.create(name="Elsewhere", ims_org_id="0C1B2C3D4E5F60718293A4B5@AdobeOrg")
+    not_a_member = APIClient()
+    not_a_member.credentials(HTTP_AUTHORIZATION=f"Bearer {callers['session']}")
+    ownership_refusal = not_a_member.post(
+        f"/v2/orgs/{stranger.id}/brands", {"name": "Fjell", "urls": ["fjell.example"]}, format="json"
+    )
+
+    response = world.post(
+        world.url("markets"),
+        {**world.brand_fields, "market": "FR", "languageCode": "fr", "generatePrompts": True},
+        **SEMRUSH,
+        **{"x-promise-token": forwarded},
+    )
+
+    assert ownership_refusal.status_code == 403
+    assert response.status_code == 403, response.content
+    assert response.json() == ownership_refusal.json()
+    assert response["x-error"] == ownership_refusal["x-error"]
+    assert Market.objects.count() == 0 and AsyncJob.objects.count() == 0
+    assert ledger.live_tokens() == 0  # the token IMS rotated for the refused one was invalidated
+
+
+def test_a_promise_token_acts_for_an_organization_its_bearer_named_among_others(world, session, bearer, promise):
+    forwarded = promise(bearer(user_id=world.user_id, org_ids=[ORG_B, world.org.ims_org_id]))
+
+    response = world.post(
+        world.url("markets"),
+        {**world.brand_fields, "market": "FR", "languageCode": "fr"},
+        **SEMRUSH,
+        **{"x-promise-token": forwarded},
+    )
+
+    assert response.status_code == 201, response.content
+
+
+@pytest.mark.parametrize("route", ["delete", "languages", "reauth", "regenerate"])
+def test_every_route_that_forwards_a_promise_token_binds_it_to_the_organization(
+    world, session, bearer, promise, async_on, queues, route
+):
+    from jobs.services import job_finish
+    from markets.generation import jobtype
+
+    created = world.post(
+        world.url("markets"),
+        {**world.brand_fields, "market": "FR", "languageCode": "fr", "generatePrompts": True},
+        **SEMRUSH,
+        **{"x-promise-token": promise()},
+    )
+    assert created.status_code == 201, created.content
+    job = AsyncJob.objects.get(id=created.json()["promptGeneration"]["jobId"])
+    job_finish(
+        job.id,
+        to="FAILED",
+        event="failed",
+        error={"code": jobtype.NEEDS_REAUTH, "message": "refused", "retryable": False, "needsReauth": True},
+    )
+    queues.drain()
+    market = Market.objects.get()
+    forwarded = {"x-promise-token": promise(bearer(user_id=world.user_id, org_ids=[ORG_B])), **SEMRUSH}
+    headers = {f"HTTP_{k.upper().replace('-', '_')}": v for k, v in forwarded.items()}
+
+    response = {
+        "delete": lambda: world.client.delete(world.url(f"markets/{market.geo_target_id}/fr"), **headers),
+        "languages": lambda: world.client.get(f"/v2/orgs/{world.org.id}/serenity/languages", **headers),
+        "reauth": lambda: world.post(world.url(f"markets/generation/jobs/{job.id}/reauth"), {}, **forwarded),
+        "regenerate": lambda: world.post(world.url(f"markets/{market.id}/generation"), {}, **forwarded),
+    }[route]()
+
+    assert response.status_code == 403, response.content
+    assert (response.json()["code"], response.json()["error"]) == ("organization_access_denied", "forbidden")
+    assert Market.objects.filter(id=market.id).exists() and queues.drain() == []
+    job.refresh_from_db()
+    assert job.status == "FAILED" and ledger.live_tokens() == 0

@@ -55,6 +55,7 @@ def production_env(**overrides) -> dict:
         "AWS_REGION": "us-east-1",
         "AWS_ACCOUNT_ID": "123456789012",
         "SESSION_TOKEN_PUBLIC_KEY_B64": session_public_key_b64(),
+        "SESSION_TOKEN_AUDIENCE": "serenity-api",
         **pair,
     }
     env.update(overrides)
@@ -79,7 +80,10 @@ def test_check_deploy_passes_with_production_values_without_a_security_warning()
     assert flagged == []
 
 
-@pytest.mark.parametrize("name", ["SECRET_KEY", "DATABASE_URL", "PROMISE_TOKEN_KEYS", "SESSION_TOKEN_PUBLIC_KEY_B64"])
+@pytest.mark.parametrize(
+    "name",
+    ["SECRET_KEY", "DATABASE_URL", "PROMISE_TOKEN_KEYS", "SESSION_TOKEN_PUBLIC_KEY_B64", "SESSION_TOKEN_AUDIENCE"],
+)
 def test_production_refuses_to_start_without_a_value_that_has_no_safe_default(name):
     # Empty rather than absent: an empty value counts as missing, and a developer's .env cannot fill it in.
     result = manage(production_env(**{name: ""}), "check", "--deploy")
@@ -94,7 +98,9 @@ def test_production_refuses_to_start_without_a_value_that_has_no_safe_default(na
 
 def test_production_with_session_tokens_off_needs_no_session_key():
     result = manage(
-        production_env(SESSION_TOKENS_ENABLED="false", SESSION_TOKEN_PUBLIC_KEY_B64=""), "check", "--deploy"
+        production_env(SESSION_TOKENS_ENABLED="false", SESSION_TOKEN_PUBLIC_KEY_B64="", SESSION_TOKEN_AUDIENCE=""),
+        "check",
+        "--deploy",
     )
 
     assert result.returncode == 0, result.stderr

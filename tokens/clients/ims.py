@@ -6,6 +6,7 @@ Wire contract (form-encoded POSTs on IMS_HOST; see docs/simulators/ims.md):
 - exchange:   POST /ims/token/v4  grant_type=promise_token_exchange, client_id, client_secret,
               promise_token                    -> {access_token, token_type, expires_in, user_id,
                                                    promise: {promise_token, token_type, expires_in}}
+              the access token's `org_ids` claim: the organizations the minting bearer named
 - invalidate: POST /ims/invalidate_token/v2  client_id, client_secret, token_type=promise_token, token
 
 A mint creates a live credential and an exchange rotates one, so neither is retried in place unless the
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import jwt
 from django.conf import settings
 
 from serenity import metrics
@@ -38,11 +40,27 @@ INVALIDATE_PATH = "/ims/invalidate_token/v2"
 @dataclass(frozen=True)
 class Exchanged:
     """What an exchange gives back: the access token, the promise token that replaces the one presented,
-    and the IMS user the token belongs to."""
+    the IMS user the token belongs to, and the organizations the bearer it was minted from named (the access
+    token's `org_ids`; empty when it names none, which binds the token to no organization)."""
 
     access: AccessToken
     rotated: PromiseToken
     user_id: str
+    org_ids: frozenset[str] = frozenset()
+
+
+def access_token_orgs(access_token: str) -> frozenset[str]:
+    """The `org_ids` claim of an access token IMS has just handed back in the answer to this client's own
+    authenticated call (TLS to IMS_HOST): read as the answer's `user_id` is, without a signature check of its
+    own. Anything that is not a JWT with a list of strings there names no organization."""
+    try:
+        claims = jwt.decode(access_token, options={"verify_signature": False})
+    except jwt.PyJWTError:
+        return frozenset()
+    orgs = claims.get("org_ids")
+    if not isinstance(orgs, list):
+        return frozenset()
+    return frozenset(org for org in orgs if isinstance(org, str) and org)
 
 
 _places: tuple[int, threading.BoundedSemaphore] | None = None
@@ -159,7 +177,12 @@ def exchange(*, promise: PromiseToken | ForwardedPromise, pair: ClientPair) -> E
         rotated = PromiseToken.parse(body.get("promise"))
     except InvalidPromiseToken as exc:
         raise http.PermanentError(f"ims.exchange: rotated promise token unusable ({exc})") from None
-    return Exchanged(access=AccessToken(access_token=access, expires_in=expires_in), rotated=rotated, user_id=user_id)
+    return Exchanged(
+        access=AccessToken(access_token=access, expires_in=expires_in),
+        rotated=rotated,
+        user_id=user_id,
+        org_ids=access_token_orgs(access),
+    )
 
 
 def invalidate(*, promise: PromiseToken, pair: ClientPair) -> None:

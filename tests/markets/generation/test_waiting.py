@@ -13,8 +13,8 @@ from django.db import connection, connections
 from django.test import Client
 
 from jobs.job_changes import APPLICATION_NAME, listener
-from markets.generation import apis
-from tests.markets.generation.conftest import Api, make_job
+from markets.generation import apis, waiting
+from tests.markets.generation.conftest import REQUESTER, Api, make_job
 from tests.markets.generation.test_generation_scoping import missing_job_404
 
 # Changes one job from another process, in a transaction that commits when told: `update` once the UPDATE ran
@@ -434,3 +434,78 @@ def test_a_waiting_poll_that_arrives_while_the_process_stops_answers_at_once_as_
     assert response.status_code == 304 and response["ETag"] == etag
     assert len(looks) == 2  # one look each: it never waited
     assert listener.connects == 0
+
+
+class Poll(threading.Thread):
+    """One waiting poll of any caller on any job, in a thread of its own; `done` once it has answered."""
+
+    def __init__(self, token: str, job, *, etag: str, wait: int = 25):
+        super().__init__(daemon=True)
+        self.token, self.path, self.etag = token, apis_path(job.organization_id, job.brand_id, job.id), etag
+        self.wait, self.response = wait, None
+
+    def run(self):
+        try:
+            self.response = Client().get(
+                self.path + f"?wait={self.wait}",
+                headers={"Authorization": f"Bearer {self.token}", "If-None-Match": self.etag},
+            )
+        finally:
+            connections.close_all()
+
+
+def start_polls(token, job, etag, count) -> list[Poll]:
+    polls = [Poll(token, job, etag=etag) for _ in range(count)]
+    for poll in polls:
+        poll.start()
+    return polls
+
+
+def answered(polls) -> list[Poll]:
+    return [poll for poll in polls if poll.response is not None]
+
+
+def test_callers_over_their_share_of_waits_cannot_make_another_tenants_wait_answer_early(
+    tenants, api, bearer, settings, listening
+):
+    # A process of 4 waits; a user may hold 2 of them, an organization 3.
+    settings.POLL_WAIT_MAX_WAITERS = 4
+    settings.POLL_WAIT_MAX_WAITERS_PER_USER = 2
+    settings.POLL_WAIT_MAX_WAITERS_PER_ORG = 3
+    job = make_job(org=tenants.org, brand=tenants.brand, site=tenants.site, phase="generating")
+    etag = api.poll(tenants.org.id, tenants.brand.id, job.id)["ETag"]
+    colleague = bearer(user_id="colleague-user-id", org_ids=[tenants.org.ims_org_id])
+    other_token = bearer(user_id="other-user-id", org_ids=[tenants.other_org.ims_org_id])
+    other_job = make_job(org=tenants.other_org, brand=tenants.other_brand, site=None, user_id="other-user-id")
+    other_etag = Api(other_token).poll(tenants.other_org.id, tenants.other_brand.id, other_job.id)["ETag"]
+
+    # One user asks for 6 waits, then a colleague of the same organization for 6: all that fits the process (4).
+    flood = start_polls(api.token, job, etag, 6)
+    until(lambda: len(answered(flood)) + listener.waiters() == 6, "the user's polls wait or answer")
+    flood += start_polls(colleague, job, etag, 6)
+    until(lambda: len(answered(flood)) + listener.waiters() == 12, "the colleague's polls wait or answer")
+    held = listener.waiters()
+    # Another tenant's own wait, while the first organization's users keep asking.
+    other = Poll(other_token, other_job, etag=other_etag)
+    other.start()
+    until(lambda: other.response is not None or listener.waiters() == held + 1, "the other tenant's poll")
+    Changer(other_job.id).commit()
+    other.join(timeout=60)
+
+    # It waited and was woken by its job's change: the flood did not turn it into a plain poll.
+    assert other.response.status_code == 200, other.response.status_code
+    assert json.loads(other.response.content)["status"] == "COMPLETED"
+    # The first organization holds its share (the user 2, the colleague the organization's third); every wait
+    # beyond it answered at once as a plain poll, 304 with the same ETag.
+    assert held == 3
+    early = answered(flood)
+    assert len(early) == 9 and {(p.response.status_code, p.response["ETag"]) for p in early} == {(304, etag)}
+    assert waiting.shares.held("user", REQUESTER) == 2
+    assert waiting.shares.held("user", "colleague-user-id") == 1
+    assert waiting.shares.held("org", str(tenants.org.id)) == 3
+    listener.wake_all()  # the held waits re-read (nothing changed) and go on to their end; none is left behind
+    Changer(job.id).commit()
+    for poll in flood:
+        poll.join(timeout=60)
+    assert [p.response.status_code for p in flood].count(200) == 3
+    assert waiting.shares.held("org", str(tenants.org.id)) == 0 and waiting.shares.held("user", REQUESTER) == 0
