@@ -261,9 +261,7 @@ class Wait(Harness):
             None,
             "",
         )
-        from django.conf import settings
-
-        budget = 2 * settings.DB_POOL_MAX_SIZE + 2
+        budget = 2 * SIZE.api_pool + 2
         self.row(
             f"wait: the API's PostgreSQL connections during the {SIZE.wait_many} waits (pooled + listeners, "
             "pg_stat_activity twice a second) vs the pools' size plus one listener per process",

@@ -3,11 +3,9 @@
 import json
 import math
 import statistics
-import time
 
 from scripts.bench.config import SIZE, TARGETS
 from scripts.bench.harness import Harness, cpu_seconds
-from scripts.stack import Failed
 
 
 class Worker(Harness):
@@ -21,27 +19,16 @@ class Worker(Harness):
         if not AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exists():  # run alone: queue its own
             self.queue_jobs(self.brand("worker"), SIZE.create_samples + SIZE.activate_markets)
         queued = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).count()
+        since = AsyncJob.objects.order_by("created_at").values_list("created_at", flat=True).first()
         controls.set_latency(SIZE.drs_latency_ms)
         meter = self.var / "worker-meter.jsonl"
         self.sim_calls.mark()
         self.start_worker(meter)
         groups = {name: proc.pid for name, proc in self.runner.children if name in ("worker", "simulators", "sqs")}
-        deadline = time.monotonic() + 300
-        while not AsyncJob.objects.filter(started_at__isnull=False).exists():  # the worker's start-up excluded
-            self.runner.check_children()
-            if time.monotonic() > deadline:
-                raise Failed("the worker claimed no job within 300 s")
-            time.sleep(0.05)
+        self.wait_first_claim(since)  # the worker's start-up excluded
         cpu_before = cpu_seconds(groups)
-        while AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exists():
-            self.runner.check_children()
-            if time.monotonic() > deadline:
-                raise Failed("the worker did not finish the queued jobs within 300 s")
-            time.sleep(0.5)
+        self.wait_drained("worker", 300)
         cpu = {name: used - cpu_before[name] for name, used in cpu_seconds(groups).items()}
-        failed = AsyncJob.objects.exclude(status=JobStatus.COMPLETED).values_list("error_code", flat=True)
-        if failed:
-            raise Failed(f"jobs did not complete: {sorted(set(failed), key=str)}")
         span = AsyncJob.objects.aggregate(first=Min("started_at"), last=Max("ended_at"))
         wall = (span["last"] - span["first"]).total_seconds()
         ideal = math.ceil(queued / SIZE.worker_threads) * SIZE.drs_latency_ms / 1000
