@@ -53,8 +53,15 @@ class _Session:
     whole fleet."""
 
     def __init__(
-        self, *, bearer: str, deadline: float | None, pair: str | None = None, write_guard: WriteGuard | None = None
+        self,
+        *,
+        bearer: str,
+        deadline: float | None,
+        pair: str | None = None,
+        write_guard: WriteGuard | None = None,
+        reservation: semrush_budget.Reservation | None = None,
     ):
+        self._reservation = reservation
         self._pool = http.pooled_client(settings.SEMRUSH_API_BASE.rstrip("/"), timeout=settings.SEMRUSH_TIMEOUT_SECONDS)
         self._headers = {"Authorization": f"Bearer {bearer}", "Accept": "application/json"}
         self._deadline = deadline
@@ -62,7 +69,9 @@ class _Session:
         self._write_guard = write_guard
 
     def request(self, method, url, *, headers=None, **kwargs) -> httpx.Response:
-        if self._pair is not None:
+        if self._reservation is not None and self._reservation.left():
+            self._reservation.use()  # a slot this delivery reserved for its phase
+        elif self._pair is not None:
             semrush_budget.take_slot(self._pair, deadline=self._deadline)
         timeout = settings.SEMRUSH_TIMEOUT_SECONDS
         if self._deadline is not None:
@@ -121,6 +130,9 @@ class SemrushClient:
     Semrush rate budget of that pair (SEMRUSH_MAX_CALLS_PER_SECOND): the worker's calls name it; without it a
     call takes no slot (the entry points, whose calls a user waits for under the request's deadline).
 
+    `reservation` (semrush_budget.reserve) holds slots of that budget its requests use first, in order, before
+    taking one each (the worker's phase reserves its calls at once: markets/generation/handler.py).
+
     `write_guard` is passed by every request that is not a read (a GET), each attempt, right before it goes out:
     what it raises stops the request unsent (the worker's fence against a market's deletion,
     markets/generation/fence.py).
@@ -133,11 +145,13 @@ class SemrushClient:
         deadline: float | None = None,
         pair: str | None = None,
         write_guard: WriteGuard | None = None,
+        reservation: semrush_budget.Reservation | None = None,
     ):
         self._bearer = bearer
         self._deadline = deadline
         self._pair = pair
         self._write_guard = write_guard
+        self._reservation = reservation
 
     def __repr__(self) -> str:  # never the bearer
         return f"SemrushClient(deadline={self._deadline})"
@@ -147,7 +161,13 @@ class SemrushClient:
     def _http(self) -> _Session:
         if not isinstance(self._bearer, str) or not self._bearer.strip():
             raise http.ReauthRequired("semrush: no bearer to call with")
-        return _Session(bearer=self._bearer, deadline=self._deadline, pair=self._pair, write_guard=self._write_guard)
+        return _Session(
+            bearer=self._bearer,
+            deadline=self._deadline,
+            pair=self._pair,
+            write_guard=self._write_guard,
+            reservation=self._reservation,
+        )
 
     def _call(self, client: _Session, method: str, url: str, *, what: str, **kwargs) -> dict:
         return http.json_object(self._send(client, method, url, what=what, **kwargs), what)

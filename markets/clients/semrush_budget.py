@@ -10,6 +10,10 @@ wait (WAIT_IN_PLACE_SECONDS, or what is left of the caller's deadline) is not ta
 `OverBudget` (a `Throttled`) without sending, as a Semrush 429 would, and the worker hands its job back for later;
 it is counted in `SemrushBudgetDeferred`, apart from Semrush's own 429s (`SemrushThrottled`).
 
+A worker's Semrush phase does not queue call by call: it reserves its calls' slots at once (`reserve`, one
+statement taking that many consecutive slots), waits for the first as long as it can afford, and sends each call
+at its own slot (`Reservation`), so a job is not handed back half-way and made to repeat its reads on resuming.
+
 A Semrush 429 stores `paused_until_us` on the same row (its Retry-After, at most JOB_THROTTLE_MAX_DELAY_SECONDS;
 one second without one): from then on, no call of any process takes a slot before the pause ends, so each waits
 for it in place when that is within WAIT_IN_PLACE_SECONDS, or raises `OverBudget` without sending. A call that
@@ -53,6 +57,13 @@ _TAKE = (
     f"INSERT INTO {TABLE} (pair, next_slot_us, paused_until_us) VALUES (%(pair)s, {_grid(_NOW_US)} + %(iv)s, 0) "  # noqa: S608
     f"ON CONFLICT (pair) DO UPDATE SET next_slot_us = {_SLOT} + %(iv)s WHERE {_SLOT} <= {_NOW_US} + %(wait)s "
     f"RETURNING next_slot_us - %(iv)s, {_NOW_US}"
+)
+# `n` consecutive slots at once, for the calls of one delivery's Semrush phase (`reserve`): same grid, same rule.
+_RESERVE = (
+    f"INSERT INTO {TABLE} (pair, next_slot_us, paused_until_us) "  # noqa: S608
+    f"VALUES (%(pair)s, {_grid(_NOW_US)} + %(n)s * %(iv)s, 0) "
+    f"ON CONFLICT (pair) DO UPDATE SET next_slot_us = {_SLOT} + %(n)s * %(iv)s WHERE {_SLOT} <= {_NOW_US} + %(wait)s "
+    f"RETURNING next_slot_us - %(n)s * %(iv)s, {_NOW_US}"
 )
 _WAIT = f"SELECT {_SLOT} - {_NOW_US} FROM {TABLE} WHERE pair = %(pair)s"  # noqa: S608 (constants only)
 _PAUSE = (
@@ -103,6 +114,64 @@ def take_slot(pair: str, *, deadline: float | None = None, what: str = "semrush"
     slot_us, now_us = row
     if slot_us > now_us:
         time.sleep((slot_us - now_us) / 1_000_000)
+
+
+class Reservation:
+    """Consecutive slots of a pair's grid taken at once by one delivery for the calls of its Semrush phase
+    (`reserve`): each of its calls goes at its own slot (`use`), none waits in line again behind the fleet's
+    other calls, so a delivery that has started its phase finishes it at the budget's pace instead of being
+    handed back half-way and repeating its reads when it resumes. A call beyond them takes its slot as any
+    call does (`take_slot`)."""
+
+    def __init__(self, slots: list[float]):
+        self._slots = slots  # `time.monotonic()` of each slot, in order
+
+    @classmethod
+    def from_grid(cls, first_us: int, now_us: int, calls: int, interval: int) -> "Reservation":
+        base = time.monotonic()
+        return cls([base + (first_us + i * interval - now_us) / 1_000_000 for i in range(calls)])
+
+    def starts_in(self) -> float:
+        """Seconds until its next slot (0 when due, or when it has none left)."""
+        return max(0.0, self._slots[0] - time.monotonic()) if self._slots else 0.0
+
+    def left(self) -> int:
+        return len(self._slots)
+
+    def use(self) -> None:
+        """Take the next slot: sleep until it (no database connection held), then return (the caller sends)."""
+        delay = self._slots.pop(0) - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+
+
+def reserve(pair: str, calls: int, *, wait: float, what: str = "semrush") -> Reservation:
+    """`calls` consecutive slots of `pair`'s budget, the first at most `wait` seconds away (the caller waits for
+    it, `Reservation.starts_in`, and each call then `use`s its slot). Raises `OverBudget` (its `retry_after` the
+    seconds until a slot would be free), taking nothing, when the first is further. One statement; a second only
+    when nothing is taken. Without the budget (`enabled`), a reservation of no slot: every call then goes as
+    `take_slot` lets it."""
+    if not enabled() or calls <= 0:
+        return Reservation([])
+    params: dict[str, str | int] = {
+        "pair": pair,
+        "iv": interval_us(),
+        "n": calls,
+        "wait": max(0, int(wait * 1_000_000)),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_RESERVE, params)
+        row = cursor.fetchone()
+        if row is None:
+            cursor.execute(_WAIT, params)
+            waiting = cursor.fetchone()
+    release_pooled_connection()
+    if row is None:
+        retry_after = max(0.0, (waiting[0] if waiting else 0) / 1_000_000)
+        raise OverBudget(
+            f"{what}: over the fleet's Semrush rate budget for {retry_after:.1f}s", retry_after=retry_after
+        )
+    return Reservation.from_grid(row[0], row[1], calls, interval_us())
 
 
 def pause(pair: str, retry_after: float | None) -> None:

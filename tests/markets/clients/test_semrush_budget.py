@@ -2,6 +2,7 @@
 records when each call arrives: callers on real threads and in two real processes never pass the budget in any
 second, and a 429 pauses every caller of the pair, in this process and in another."""
 
+import itertools
 import json
 import threading
 import time
@@ -242,3 +243,34 @@ def test_the_budget_off_sends_without_a_slot(recorder, settings):
     call()
     assert len(recorder.calls) == 1
     assert not SemrushRateBudget.objects.exists()
+
+
+def test_a_reservation_takes_consecutive_slots_its_calls_use_in_order_while_other_callers_queue_behind_it(recorder):
+    """A delivery's phase reserves its calls at once: they go one slot apart, at the budget's pace, and a caller
+    that asks meanwhile gets the first slot after them, never one in between."""
+    reservation = semrush_budget.reserve("semrush", 3, wait=5)
+    client = SemrushClient("Bearer-reserved", pair="semrush", reservation=reservation)
+    other = threading.Thread(target=call, args=("Bearer-other",))
+    other.start()  # asks for its slot while the reserved calls are still to go
+    for _call in range(3):
+        client.publish_status(project_id="p")
+    other.join()
+
+    assert reservation.left() == 0
+    order = [bearer for _arrived, bearer, _status in sorted(recorder.calls)]
+    assert order == ["Bearer Bearer-reserved"] * 3 + ["Bearer Bearer-other"]
+    arrivals = [arrived for arrived, _b, _s in sorted(recorder.calls)]
+    assert all(later - earlier >= 1 / BUDGET - 0.02 for earlier, later in itertools.pairwise(arrivals))
+
+
+def test_a_reservation_further_than_its_wait_is_not_taken(recorder):
+    call()  # creates the row
+    semrush_budget.pause("semrush", 60)
+    before = SemrushRateBudget.objects.get(pair="semrush").next_slot_us
+
+    with pytest.raises(semrush_budget.OverBudget) as refused:
+        semrush_budget.reserve("semrush", 4, wait=30)
+
+    assert 30 < refused.value.retry_after <= 61
+    assert SemrushRateBudget.objects.get(pair="semrush").next_slot_us == before
+    assert semrush_budget.reserve("semrush", 4, wait=62).left() == 4
