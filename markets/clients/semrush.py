@@ -69,13 +69,16 @@ class _Session:
         self._write_guard = write_guard
 
     def request(self, method, url, *, headers=None, **kwargs) -> httpx.Response:
-        if self._reservation is not None and self._reservation.left():
-            self._reservation.use()  # a slot this delivery reserved for its phase
+        deadline = self._deadline
+        if self._reservation is not None and self._reservation.covers():
+            self._reservation.use()  # a slot this delivery reserved for its phase, or one more after them
+            if deadline is not None:
+                deadline += self._reservation.waited  # a wait in line is not time spent writing
         elif self._pair is not None:
             semrush_budget.take_slot(self._pair, deadline=self._deadline)
         timeout = settings.SEMRUSH_TIMEOUT_SECONDS
-        if self._deadline is not None:
-            remaining = self._deadline - time.monotonic()
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
             if remaining <= 0:
                 # Raised as a timeout so the retry loop classifies it as transient and stops at once.
                 raise httpx.TimeoutException("deadline reached before the request was sent")

@@ -120,16 +120,15 @@ class Reservation:
     """Consecutive slots of a pair's grid taken at once by one delivery for the calls of its Semrush phase
     (`reserve`): each of its calls goes at its own slot (`use`), none waits in line again behind the fleet's
     other calls, so a delivery that has started its phase finishes it at the budget's pace instead of being
-    handed back half-way and repeating its reads when it resumes. A call beyond them takes its slot as any
-    call does (`take_slot`)."""
+    handed back half-way and repeating its reads when it resumes. A call beyond them (a workspace's first job
+    creating its tags, a retry) reserves one more slot at the end of the line and waits for it, as long as the
+    first could have waited (`latest`); the time it waits (`waited`) is not counted against the caller's write
+    deadline. Further than that: `OverBudget`, nothing sent."""
 
-    def __init__(self, slots: list[float]):
+    def __init__(self, slots: list[float], *, pair: str | None = None, latest: float | None = None):
         self._slots = slots  # `time.monotonic()` of each slot, in order
-
-    @classmethod
-    def from_grid(cls, first_us: int, now_us: int, calls: int, interval: int) -> "Reservation":
-        base = time.monotonic()
-        return cls([base + (first_us + i * interval - now_us) / 1_000_000 for i in range(calls)])
+        self.pair, self.latest = pair, latest
+        self.waited = 0.0
 
     def starts_in(self) -> float:
         """Seconds until its next slot (0 when due, or when it has none left)."""
@@ -138,9 +137,20 @@ class Reservation:
     def left(self) -> int:
         return len(self._slots)
 
+    def covers(self) -> bool:
+        """Whether the next call goes through it (`use`): a slot left, or one more may be reserved."""
+        return bool(self._slots) or (self.pair is not None and self.latest is not None)
+
     def use(self) -> None:
-        """Take the next slot: sleep until it (no database connection held), then return (the caller sends)."""
-        delay = self._slots.pop(0) - time.monotonic()
+        """Take the next slot, reserved or one more: sleep until it (no database connection held), then return (the
+        caller sends)."""
+        if self._slots:
+            delay = self._slots.pop(0) - time.monotonic()
+        else:
+            assert self.pair is not None and self.latest is not None, "use() past a reservation that covers nothing"
+            more = reserve(self.pair, 1, wait=max(0.0, self.latest - time.monotonic()), what="semrush (one more)")
+            delay = more._slots[0] - time.monotonic() if more._slots else 0.0
+            self.waited += max(0.0, delay)
         if delay > 0:
             time.sleep(delay)
 
@@ -152,7 +162,7 @@ def reserve(pair: str, calls: int, *, wait: float, what: str = "semrush") -> Res
     when nothing is taken. Without the budget (`enabled`), a reservation of no slot: every call then goes as
     `take_slot` lets it."""
     if not enabled() or calls <= 0:
-        return Reservation([])
+        return Reservation([])  # covers nothing: each call goes as `take_slot` lets it
     params: dict[str, str | int] = {
         "pair": pair,
         "iv": interval_us(),
@@ -171,7 +181,9 @@ def reserve(pair: str, calls: int, *, wait: float, what: str = "semrush") -> Res
         raise OverBudget(
             f"{what}: over the fleet's Semrush rate budget for {retry_after:.1f}s", retry_after=retry_after
         )
-    return Reservation.from_grid(row[0], row[1], calls, interval_us())
+    first_us, now_us, interval, base = row[0], row[1], interval_us(), time.monotonic()
+    slots = [base + (first_us + i * interval - now_us) / 1_000_000 for i in range(calls)]
+    return Reservation(slots, pair=pair, latest=base + wait)
 
 
 def pause(pair: str, retry_after: float | None) -> None:

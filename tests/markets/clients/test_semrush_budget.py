@@ -274,3 +274,19 @@ def test_a_reservation_further_than_its_wait_is_not_taken(recorder):
     assert 30 < refused.value.retry_after <= 61
     assert SemrushRateBudget.objects.get(pair="semrush").next_slot_us == before
     assert semrush_budget.reserve("semrush", 4, wait=62).left() == 4
+
+
+def test_a_call_beyond_the_reservation_waits_at_the_end_of_the_line_however_long_rather_than_handing_back(recorder):
+    """A workspace's first job creates its tags: calls its reservation did not count. Each reserves one more slot
+    at the end of the line and waits for it, even when the line is longer than a call waits for in place: handing
+    the job back would send it to the end of the line again, and the next time too."""
+    reservation = semrush_budget.reserve("semrush", 1, wait=30)
+    semrush_budget.reserve("semrush", 6 * BUDGET, wait=30)  # the fleet's next six seconds are taken
+    client = SemrushClient("Bearer-reserved", pair="semrush", deadline=time.monotonic() + 3, reservation=reservation)
+
+    client.publish_status(project_id="p")
+    client.publish_status(project_id="p")  # beyond its reservation, six seconds in line and its deadline 3 s
+
+    arrivals = sorted(arrived for arrived, _b, _s in recorder.calls)
+    assert len(arrivals) == 2 and arrivals[1] - arrivals[0] >= 6
+    assert reservation.waited >= 5.5
