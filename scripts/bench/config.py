@@ -171,6 +171,8 @@ LAMBDA_MEMORY_MB = 512
 WORKER_APP_NAME = "serenity-bench-worker"  # the worker's PostgreSQL connections carry it (PGAPPNAME)
 TARGETS = {
     "poll": 0.5,
+    "poll_floor": 0.9,
+    "worker_cpu_ms": 25,
     "worker_wall": 1.5,
     "worker_cpu_x_bare": 100,
     "worker_sql": 25,
@@ -178,6 +180,7 @@ TARGETS = {
     "scale_wall": 2.0,
     "scale_rss_mb": 512,
     "scale_pg_connections": 20,
+    "intake_claims_per_s": 50,
     "lambda_memory": 0.1,
     "fair_wait": 2.5,
     "fair_alone": 1.10,

@@ -131,6 +131,8 @@ class Harness:
             self.stack.runner,
         )
         self.scenario = ""
+        # Brands made from now on have their workspace's tags (`brand`): a scenario measuring the steady state.
+        self.brands_tagged = False
         self.rows: list[tuple[str, str, str, str, str]] = []
         self.sim_calls = LogCounter(
             self.var / "sim-access.log",
@@ -276,6 +278,9 @@ class Harness:
         )
         site = Site.objects.create(organization=org, brand=brand, base_url=f"https://{domain}/")
         workspace = services.workspace_create(name=brand.name, parent_id=settings.SEMRUSH_PARENT_WORKSPACE_ID)
+        if self.brands_tagged:  # the tags a job writes its prompts with, as after a brand's first job
+            services.tag_root_create(workspace_id=workspace.id, name="source", values=["semrush"])
+            services.tag_root_create(workspace_id=workspace.id, name="origin", values=["ai"])
         Brand.objects.filter(id=brand.id).update(base_site=site, semrush_workspace_id=workspace.id)
         return {
             "org": str(org.id),

@@ -61,6 +61,14 @@ class Worker(Harness):
             TARGETS["worker_cpu_x_bare"],
             "≤",
         )
+        self.row(
+            f"worker CPU per delivery (median of {len(runs)}), against the {TARGETS['worker_cpu_ms']} ms target",
+            f"{cpu:.1f} ms",
+            cpu / TARGETS["worker_cpu_ms"],
+            1.0,
+            "≤",
+            unit=f"of {TARGETS['worker_cpu_ms']} ms",
+        )
         slots = statistics.median(d.get("semrush_slots", 0) for d in runs)
         fences = statistics.median(d.get("semrush_fences", 0) for d in runs)
         self.row(
