@@ -2,6 +2,7 @@
 
 import math
 
+from scripts.bench import fit
 from scripts.bench.config import SIZE, TARGETS
 from scripts.bench.harness import Harness
 from scripts.stack import Failed
@@ -77,7 +78,7 @@ class Budgets(Harness):
         )
         self.row(
             "… the workers' PostgreSQL connections at peak (all processes), each process's peak RSS",
-            f"{run['peak']['connections']} (pools of {SIZE.worker_pool}); "
+            f"{run['peak']['connections']} (pools of {fit.pool_per_process(SIZE, SIZE.budget_processes)}); "
             + ", ".join(f"{name} {mb:.0f} MB" for name, mb in run["rss"].items()),
             None,
             None,

@@ -79,6 +79,16 @@ def worker_processes(sizes: "Sizes", scenario: str) -> int:
     }.get(scenario, 0)
 
 
+def most_processes(sizes: "Sizes") -> int:
+    return max(worker_processes(sizes, name) for name in ("budgets", "semrush", "scaleout"))
+
+
+def pool_per_process(sizes: "Sizes", processes: int) -> int:
+    """A worker process's pool when `processes` run at once: `worker_pool` is each one's share when the most
+    any scenario runs are up; fewer share the same connections (never above the product's default)."""
+    return min(WORKER_POOL_MAX, sizes.worker_pool * most_processes(sizes) // max(1, processes))
+
+
 def stack_connections(sizes: "Sizes") -> dict[str, int]:
     """What the stack holds whatever the scenario: the APIs' pools and listeners, the simulators', beat's and the
     harness's."""
@@ -92,7 +102,8 @@ def stack_connections(sizes: "Sizes") -> dict[str, int]:
 
 def connections_needed(sizes: "Sizes", scenario: str) -> dict[str, int]:
     """Every holder of connections while `scenario` runs, at its pools' full size."""
-    return {**stack_connections(sizes), "workers": worker_processes(sizes, scenario) * sizes.worker_pool}
+    processes = worker_processes(sizes, scenario)
+    return {**stack_connections(sizes), "workers": processes * pool_per_process(sizes, processes)}
 
 
 def arithmetic(sizes: "Sizes", machine: Machine, scenarios) -> str:
@@ -129,7 +140,7 @@ def fit(base: "Sizes", machine: Machine) -> "Sizes":
         scaleout_threads=min(512, 128 * cores),
     )
     spare = machine.available - sum(stack_connections(sized).values())
-    most = max(worker_processes(sized, name) for name in ("budgets", "semrush", "scaleout"))
+    most = most_processes(sized)
     pool = min(WORKER_POOL_MAX, spare // most)
     if pool < WORKER_POOL_MIN:
         raise DoesNotFit(

@@ -193,7 +193,7 @@ class Harness:
                 "PGAPPNAME": WORKER_APP_NAME,
                 "WORKER_CONCURRENCY": str(threads),
                 "LOG_LEVEL": "INFO",
-                "DB_POOL_MAX_SIZE": str(SIZE.worker_pool),
+                "DB_POOL_MAX_SIZE": str(fit.pool_per_process(SIZE, 1)),
                 **env,
             },
         )
@@ -201,13 +201,14 @@ class Harness:
     def start_workers(self, label: str, processes: int, threads: int, **env) -> dict[str, subprocess.Popen]:
         """`processes` workers of `threads` each, as `start_worker` starts one: `worker-0`, `worker-1`, …, each
         metering into `<label>-meter-<i>.jsonl` and naming its PostgreSQL connections `<WORKER_APP_NAME>-<i>`."""
+        pool = str(fit.pool_per_process(SIZE, processes))
         return {
             f"worker-{index}": self.start_worker(
                 self.var / f"{label}-meter-{index}.jsonl",
                 threads=threads,
                 name=f"worker-{index}",
                 PGAPPNAME=f"{WORKER_APP_NAME}-{index}",
-                **env,
+                **{"DB_POOL_MAX_SIZE": pool, **env},
             )
             for index in range(processes)
         }

@@ -1,6 +1,7 @@
 """The `scaleout` scenario of the bench (see the package's docstring): the same work on one worker process and on
 two, and fairness across processes."""
 
+from scripts.bench import fit
 from scripts.bench.config import SIZE, TARGETS
 from scripts.bench.harness import Harness
 
@@ -17,7 +18,7 @@ class Scaleout(Harness):
         jobs, threads = SIZE.scaleout_jobs, SIZE.scaleout_threads
         one = self.burst("scaleone", jobs, 1, threads)
         two = self.burst("scaletwo", jobs, 2, threads // 2)
-        pool = SIZE.worker_pool
+        pool = fit.pool_per_process(SIZE, 2)
         self.row(
             f"scaleout: {one['queued']} queued jobs, DRS {SIZE.scaleout_drs_ms / 1000:g} s, two worker processes of "
             f"{threads // 2} threads vs one of {threads} (first claim to last completion)",
