@@ -406,12 +406,12 @@ class Harness:
         assert job.ended_at is not None
         return (job.ended_at - job.created_at).total_seconds()
 
-    def burst(self, label: str, jobs: int, processes: int, threads: int, **env) -> dict:
+    def burst(self, label: str, jobs: int, processes: int, threads: int, *, before_workers=None, **env) -> dict:
         """Queue `jobs` for one organization, run them on `processes` workers of `threads` (`env` their settings)
         until none is left, sampling the DRS simulator's invocations in flight and the workers' PostgreSQL
         connections twice a second. Returns the wall time (first claim to last completion), the peaks, CPU per
         process, each worker's peak RSS, attempts spent beyond each job's first, `throttled` events and the
-        deliveries' outcomes."""
+        deliveries' outcomes. `before_workers()`, when given, is called once the jobs are queued."""
         from django.db.models import Max, Min
         from django.utils import timezone
 
@@ -421,6 +421,8 @@ class Harness:
         since = timezone.now()  # the wait scenario's jobs, left IN_PROGRESS, are not this run's
         self.queue_for_org(label, jobs)
         queued = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, created_at__gte=since).count()
+        if before_workers is not None:  # a switch for the workers alone, not for the queueing's calls
+            before_workers()
         workers_started = timezone.now()
         workers = self.start_workers(label, processes, threads, **env)
         groups = {name: proc.pid for name, proc in self.runner.children if name in (*workers, "simulators", "sqs")}
