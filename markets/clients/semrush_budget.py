@@ -58,15 +58,11 @@ _TAKE = (
     f"ON CONFLICT (pair) DO UPDATE SET next_slot_us = {_SLOT} + %(iv)s WHERE {_SLOT} <= {_NOW_US} + %(wait)s "
     f"RETURNING next_slot_us - %(iv)s, {_NOW_US}"
 )
-# `n` consecutive slots at once, for the calls of one delivery's Semrush phase (`reserve`): same grid, same rule,
-# the first no sooner than %(lead)s µs from now.
-_LEAD_NOW_US = f"({_NOW_US} + %(lead)s)"
-_SLOT_AFTER_LEAD = f"greatest({_grid(_LEAD_NOW_US)}, {TABLE}.next_slot_us, {_grid(TABLE + '.paused_until_us')})"
+# `n` consecutive slots at once, for the calls of one delivery's Semrush phase (`reserve`): same grid, same rule.
 _RESERVE = (
     f"INSERT INTO {TABLE} (pair, next_slot_us, paused_until_us) "  # noqa: S608
-    f"VALUES (%(pair)s, {_grid(_LEAD_NOW_US)} + %(n)s * %(iv)s, 0) "
-    f"ON CONFLICT (pair) DO UPDATE SET next_slot_us = {_SLOT_AFTER_LEAD} + %(n)s * %(iv)s "
-    f"WHERE {_SLOT_AFTER_LEAD} <= {_NOW_US} + %(wait)s "
+    f"VALUES (%(pair)s, {_grid(_NOW_US)} + %(n)s * %(iv)s, 0) "
+    f"ON CONFLICT (pair) DO UPDATE SET next_slot_us = {_SLOT} + %(n)s * %(iv)s WHERE {_SLOT} <= {_NOW_US} + %(wait)s "
     f"RETURNING next_slot_us - %(n)s * %(iv)s, {_NOW_US}"
 )
 _WAIT = f"SELECT {_SLOT} - {_NOW_US} FROM {TABLE} WHERE pair = %(pair)s"  # noqa: S608 (constants only)
@@ -159,12 +155,10 @@ class Reservation:
             time.sleep(delay)
 
 
-def reserve(pair: str, calls: int, *, wait: float, lead: float = 0.0, what: str = "semrush") -> Reservation:
-    """`calls` consecutive slots of `pair`'s budget, the first at most `wait` seconds away and no sooner than
-    `lead` (what the caller does before its first call: a slot due before it is ready would be sent late, and
-    late calls bunch); the caller waits for it, `Reservation.starts_in`, and each call then `use`s its slot.
-    Raises `OverBudget` (its `retry_after` the seconds until a slot would be free), taking nothing, when the first
-    is further. One statement; a second only
+def reserve(pair: str, calls: int, *, wait: float, what: str = "semrush") -> Reservation:
+    """`calls` consecutive slots of `pair`'s budget, the first at most `wait` seconds away (the caller waits for
+    it, `Reservation.starts_in`, and each call then `use`s its slot). Raises `OverBudget` (its `retry_after` the
+    seconds until a slot would be free), taking nothing, when the first is further. One statement; a second only
     when nothing is taken. Without the budget (`enabled`), a reservation of no slot: every call then goes as
     `take_slot` lets it."""
     if not enabled() or calls <= 0:
@@ -174,7 +168,6 @@ def reserve(pair: str, calls: int, *, wait: float, lead: float = 0.0, what: str 
         "iv": interval_us(),
         "n": calls,
         "wait": max(0, int(wait * 1_000_000)),
-        "lead": max(0, int(lead * 1_000_000)),
     }
     with connection.cursor() as cursor:
         cursor.execute(_RESERVE, params)

@@ -21,6 +21,7 @@ holding it. A market deleted meanwhile cancels the job (LeaseLost here) or ends 
 import logging
 import math
 import time
+from contextlib import nullcontext
 
 from django.conf import settings
 
@@ -47,8 +48,8 @@ log = logging.getLogger(__name__)
 SOURCE_TAG = ("source", "semrush")
 # A wait for the phase's first Semrush slot longer than this is made under a lease heartbeat.
 WAIT_WITHOUT_HEARTBEAT_SECONDS = 5.0
-# The IMS exchange and the phase's first checkpoint are made this long before the first reserved slot (which is
-# never sooner than that).
+# A wait for the first reserved slot ends this long before it: the IMS exchange and the phase's first checkpoint
+# are made meanwhile, so the first call is not sent late (late calls bunch, and Semrush counts any second's).
 SEMRUSH_LEAD_SECONDS = 1.0
 ORIGIN_TAG = ("origin", "ai")
 
@@ -237,17 +238,20 @@ class MarketGenerationHandler:
         when a slot would be free (no attempt spent). A stopping worker that hands the job back ends the wait
         (LeaseLost: nothing more is sent). The wait ends SEMRUSH_LEAD_SECONDS before the first slot: the token's
         exchange and the phase's first checkpoint happen then, and the first call still sleeps until its slot, so
-        the phase's calls are not sent late (late calls bunch, and Semrush counts any second's calls)."""
+        the phase's calls are not sent late behind a queue (late calls bunch, and Semrush counts any second's
+        calls). A slot sooner than that is not waited for here: the line is short, so nothing bunches."""
         wait = ctx.remaining() - settings.SEMRUSH_WRITE_BUDGET_SECONDS
         try:
-            reservation = semrush_budget.reserve(
-                pair, calls, wait=max(0.0, wait), lead=SEMRUSH_LEAD_SECONDS, what="semrush.reserve"
-            )
+            reservation = semrush_budget.reserve(pair, calls, wait=max(0.0, wait), what="semrush.reserve")
         except semrush_budget.OverBudget as exc:
             metrics.emit(SemrushBudgetDeferred=(1, metrics.COUNT))
             raise Throttled(jobtype.SEMRUSH_THROTTLED, f"Semrush budget: {exc}", retry_after=exc.retry_after) from None
-        if reservation.starts_in() > WAIT_WITHOUT_HEARTBEAT_SECONDS:
-            with ctx.heartbeat(), tracing.span("semrush.wait", seconds=round(reservation.starts_in(), 1)):
+        if reservation.starts_in() > SEMRUSH_LEAD_SECONDS:
+            waiting = tracing.span("semrush.wait", seconds=round(reservation.starts_in(), 1))
+            with (
+                ctx.heartbeat() if reservation.starts_in() > WAIT_WITHOUT_HEARTBEAT_SECONDS else nullcontext(),
+                waiting,
+            ):
                 while (left := reservation.starts_in() - SEMRUSH_LEAD_SECONDS) > 0:
                     if ctx.handed_back:
                         raise LeaseLost("waiting for its Semrush slots")
