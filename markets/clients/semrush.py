@@ -39,6 +39,9 @@ AI_MODELS_PAGE_SIZE = 100
 AI_MODELS_MAX_PAGES = 5
 _languages: dict[str, tuple[float, list[dict]]] = {}
 
+# A call whose reserved slot has passed by more than its margin when it is about to go takes one more slot, at most
+# this many times; then it goes.
+LATE_SLOTS_RETAKEN = 2
 # What a write request passes right before it goes out (`SemrushClient(write_guard=...)`): called with the attempt's
 # timeout, it raises to stop the request, or gives a context the request is sent in.
 WriteGuard = Callable[[float], AbstractContextManager[None]]
@@ -69,27 +72,44 @@ class _Session:
         self._write_guard = write_guard
 
     def request(self, method, url, *, headers=None, **kwargs) -> httpx.Response:
-        deadline = self._deadline
-        if self._reservation is not None and self._reservation.covers():
-            self._reservation.use()  # a slot this delivery reserved for its phase, or one more after them
+        reserved = self._reservation is not None and self._reservation.covers()
+        for _late in range(LATE_SLOTS_RETAKEN + 1):
+            due = self._take_slot(reserved)
+            deadline = self._deadline
+            if deadline is not None and reserved:
+                deadline += self._reservation.waited  # type: ignore[union-attr]  # a wait in line is not time writing
+            timeout = settings.SEMRUSH_TIMEOUT_SECONDS
             if deadline is not None:
-                deadline += self._reservation.waited  # a wait in line is not time spent writing
-        elif self._pair is not None:
-            semrush_budget.take_slot(self._pair, deadline=self._deadline)
-        timeout = settings.SEMRUSH_TIMEOUT_SECONDS
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                # Raised as a timeout so the retry loop classifies it as transient and stops at once.
-                raise httpx.TimeoutException("deadline reached before the request was sent")
-            timeout = min(timeout, remaining)
-        kwargs["timeout"] = timeout
-        guard = self._write_guard(timeout) if self._write_guard is not None and method != "GET" else nullcontext()
-        with guard:  # right before the request goes out, after any wait for a slot
-            response = self._pool.request(method, url, headers={**self._headers, **(headers or {})}, **kwargs)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    # Raised as a timeout so the retry loop classifies it as transient and stops at once.
+                    raise httpx.TimeoutException("deadline reached before the request was sent")
+                timeout = min(timeout, remaining)
+            kwargs["timeout"] = timeout
+            guard = self._write_guard(timeout) if self._write_guard is not None and method != "GET" else nullcontext()
+            with guard:  # right before the request goes out, after any wait for a slot
+                # A reserved slot already past by more than its margin (the thread waited for the database, or for
+                # the CPU) is not used: sent now, the call would join the calls of later slots in one second of
+                # Semrush's count. It takes one more slot instead (nothing sent, the guard's record cleared).
+                if due is not None and _late < LATE_SLOTS_RETAKEN and self._reservation.is_late(due):  # type: ignore[union-attr]
+                    continue
+                try:
+                    response = self._pool.request(method, url, headers={**self._headers, **(headers or {})}, **kwargs)
+                finally:
+                    if reserved:
+                        self._reservation.answered()  # type: ignore[union-attr]
+            break
         if response.status_code == 429 and self._pair is not None:
             semrush_budget.pause(self._pair, http.retry_after_seconds(response))
         return response
+
+    def _take_slot(self, reserved: bool) -> float | None:
+        """Wait for this call's slot: the reservation's next (its due time returned), or one of its own."""
+        if reserved:
+            return self._reservation.use()  # type: ignore[union-attr]
+        if self._pair is not None:
+            semrush_budget.take_slot(self._pair, deadline=self._deadline)
+        return None
 
 
 def _segment(value: object, name: str) -> str:

@@ -38,6 +38,10 @@ WAIT_IN_PLACE_SECONDS = 5.0
 # A 429 without Retry-After pauses the pair this long.
 PAUSE_WITHOUT_RETRY_AFTER_SECONDS = 1.0
 
+# How many slot intervals after its slot a reserved call may still go (`Reservation.margin`).
+LATE_MARGIN_INTERVALS = 1.5
+LATE_MARGIN_FLOOR_SECONDS = 0.05
+
 TABLE = "semrush_rate_budgets"
 _NOW_US = "(extract(epoch from clock_timestamp()) * 1000000)::bigint"
 
@@ -129,6 +133,28 @@ class Reservation:
         self._slots = slots  # `time.monotonic()` of each slot, in order
         self.pair, self.latest = pair, latest
         self.waited = 0.0
+        self._answered = 0.0
+        # How late a call may go after its slot: sent later, it would join the calls of the slots after it in one
+        # second of Semrush's count. Half the headroom the default budget leaves under Semrush's limit (8 of 10:
+        # calls at most 1.5 intervals late put at most 9.5 in any second).
+        # Never under LATE_MARGIN_FLOOR_SECONDS: a call always goes a little after its slot (the thread's wake-up,
+        # the write's fence), and a budget of hundreds a second has intervals of a few milliseconds.
+        self.margin = (
+            max(LATE_MARGIN_INTERVALS * interval_us() / 1_000_000, LATE_MARGIN_FLOOR_SECONDS)
+            if enabled()
+            else float("inf")
+        )
+
+    def is_late(self, due: float) -> bool:
+        """Whether a call whose slot was due at `due` (`use`'s answer) would go too late now (`margin`): later than
+        its slot and than its previous call's answer (`answered`) by more than the margin. A delivery whose calls
+        take longer than an interval each goes after its slots for that alone, by no more than its own calls; what
+        is counted late is a stall between them (a wait for the database, for the CPU)."""
+        return time.monotonic() - max(due, self._answered) > self.margin
+
+    def answered(self) -> None:
+        """The previous call's answer came (or it failed): the next one may go at once from here."""
+        self._answered = time.monotonic()
 
     def starts_in(self) -> float:
         """Seconds until its next slot (0 when due, or when it has none left)."""
@@ -141,18 +167,21 @@ class Reservation:
         """Whether the next call goes through it (`use`): a slot left, or one more may be reserved."""
         return bool(self._slots) or (self.pair is not None and self.latest is not None)
 
-    def use(self) -> None:
-        """Take the next slot, reserved or one more: sleep until it (no database connection held), then return (the
-        caller sends)."""
+    def use(self) -> float:
+        """Take the next slot, reserved or one more: sleep until it (no database connection held), then return its
+        due time (`time.monotonic()`; the caller sends)."""
         if self._slots:
-            delay = self._slots.pop(0) - time.monotonic()
+            due = self._slots.pop(0)
+            delay = due - time.monotonic()
         else:
             assert self.pair is not None and self.latest is not None, "use() past a reservation that covers nothing"
             more = reserve(self.pair, 1, wait=max(0.0, self.latest - time.monotonic()), what="semrush (one more)")
-            delay = more._slots[0] - time.monotonic() if more._slots else 0.0
+            due = more._slots[0] if more._slots else time.monotonic()
+            delay = due - time.monotonic()
             self.waited += max(0.0, delay)
         if delay > 0:
             time.sleep(delay)
+        return due
 
 
 def reserve(pair: str, calls: int, *, wait: float, what: str = "semrush") -> Reservation:

@@ -290,3 +290,20 @@ def test_a_call_beyond_the_reservation_waits_at_the_end_of_the_line_however_long
     arrivals = sorted(arrived for arrived, _b, _s in recorder.calls)
     assert len(arrivals) == 2 and arrivals[1] - arrivals[0] >= 6
     assert reservation.waited >= 5.5
+
+
+def test_a_reserved_call_that_would_go_late_takes_one_more_slot_instead(recorder):
+    """A thread that reaches its reserved slot late (it waited for the database, or for the CPU) does not send at
+    once: sent late, the call would join the calls of the slots after it in one second of Semrush's count."""
+    reservation = semrush_budget.reserve("semrush", 1, wait=5)
+    semrush_budget.reserve("semrush", BUDGET, wait=5)  # the next second's slots are other callers'
+    time.sleep(reservation.starts_in() + 2 * reservation.margin)  # stalled past its slot and its margin
+    client = SemrushClient("Bearer-late", pair="semrush", reservation=reservation)
+    taken = SemrushRateBudget.objects.get(pair="semrush").next_slot_us
+
+    started = time.time()
+    client.publish_status(project_id="p")
+
+    # One more slot taken, at the end of the line (after the others' second), and the call sent at it.
+    assert SemrushRateBudget.objects.get(pair="semrush").next_slot_us == taken + semrush_budget.interval_us()
+    assert len(recorder.calls) == 1 and recorder.calls[0][0] - started >= 0.5
