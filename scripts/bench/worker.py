@@ -72,9 +72,9 @@ class Worker(Harness):
         slots = statistics.median(d.get("semrush_slots", 0) for d in runs)
         fences = statistics.median(d.get("semrush_fences", 0) for d in runs)
         self.row(
-            f"worker SQL statements per delivery (median, max {max(d['sql'] for d in runs)}), beside one Semrush "
-            f"rate-budget slot per Semrush request (median {slots:.0f}) and two fence statements per Semrush write "
-            f"(median {fences:.0f})",
+            f"worker SQL statements per delivery (median, max {max(d['sql'] for d in runs)}), beside the Semrush "
+            f"rate budget's (one reserving the phase's calls, one more per call beyond them: median {slots:.0f}) and "
+            f"two fence statements per Semrush write (median {fences:.0f})",
             f"{sql:.0f}",
             sql / TARGETS["worker_sql"],
             1.0,
