@@ -144,3 +144,31 @@ def test_sizes_that_do_not_fit_are_refused_naming_the_sums():
     stock = Machine(cores=2, max_connections=100)
     with pytest.raises(DoesNotFit, match=r"budgets needs .*workers 64"):
         check(replace(fit(PROFILES["full"], stock), budget_processes=4), stock, SCENARIOS)
+
+
+def test_a_wait_that_stalls_fails_naming_what_is_stuck_after_printing_where_it_is(db, monkeypatch, capsys):
+    """No job ending for STALLED_AFTER_S ends the bench's wait at once (not after its whole bound), saying which
+    jobs are stuck where: by phase, leased or not, never sent, the quietest one's last event."""
+    import uuid
+
+    from jobs import states
+    from jobs.models import AsyncJob
+    from scripts.bench import harness
+    from scripts.stack import Failed
+
+    monkeypatch.setattr(harness, "STALLED_AFTER_S", 1.2)
+    monkeypatch.setattr(harness, "PROGRESS_EVERY_S", 0.4)
+    job = AsyncJob.objects.create(
+        id=uuid.uuid4(), job_type="generateSemrushMarket", organization_id=uuid.uuid4(), phase="generated"
+    )
+    states.record(job.id, "throttled", actor="bench", detail="SEMRUSH_THROTTLED: over the budget")
+    bench = harness.Harness()
+
+    with pytest.raises(Failed) as stuck:
+        bench.wait_drained("budgets", timeout=1800)
+
+    said = str(stuck.value)
+    assert "budgets: jobs still IN_PROGRESS none ended for 1.2 s" in said
+    assert "1 IN_PROGRESS: 0 leased, 1 waiting for a delivery" in said and "by phase: generated 1" in said
+    assert "never sent: 1" in said and "last event throttled" in said
+    assert "… budgets: 0 of 1 ended" in capsys.readouterr().out

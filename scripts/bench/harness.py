@@ -518,7 +518,9 @@ class Harness:
         from jobs.models import JobEvent, JobStatus
 
         running = jobs.filter(status=JobStatus.IN_PROGRESS)
-        phases = ", ".join(f"{phase} {n}" for phase, n in running.values_list("phase").annotate(n=Count("id")))
+        phases = ", ".join(
+            f"{phase} {n}" for phase, n in running.values_list("phase").annotate(n=Count("id")).order_by()
+        )
         unsent = running.filter(message_sent_at__isnull=True).count()
         quietest = running.order_by("updated_at").first()
         last = ""
