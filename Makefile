@@ -41,7 +41,7 @@ test: lint
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest --create-db -n 0 -m solo $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 # Not part of `make test`: brings up the API, simulators, local SQS and a worker on PostgreSQL and measures them.
-# `make bench SCENARIOS="scale fairness"` runs only those (poll create activate worker scale fairness wait budgets scaleout).
+# `make bench SCENARIOS="scale fairness"` runs only those (poll create activate worker scale fairness wait budgets semrush scaleout); sized for the machine (scripts/bench/fit.py).
 bench: $(STAMP)
 	$(BIN)/python -m scripts.bench $(SCENARIOS)
 

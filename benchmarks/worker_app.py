@@ -5,10 +5,16 @@ Semrush, DRS or the database costs none), its wall time and the SQL statements i
 slots, one per Semrush request, counted apart: `semrush_slots`; so is the fence against a market's deletion, two per
 Semrush write request: `semrush_fences`). The lease heartbeat
 runs in its own thread and is not counted (it fires only during calls longer than its interval).
+
+With $BENCH_WORKER_PROFILE set (a path), each delivery's thread is also profiled (cProfile, that thread alone) and
+the deliveries' statistics, merged, are written there (pstats) every 50 deliveries: what a delivery's CPU is spent
+on (docs/benchmarks.md, "What made the difference").
 """
 
+import cProfile
 import json
 import os
+import pstats
 import threading
 import time
 
@@ -21,6 +27,8 @@ __all__ = ["app"]
 
 _current = threading.local()
 _write_lock = threading.Lock()
+_PROFILE = os.environ.get("BENCH_WORKER_PROFILE", "")
+_profiles: list[cProfile.Profile] = []
 
 
 @signals.task_prerun.connect
@@ -38,6 +46,9 @@ def _start(task_id=None, task=None, **kwargs):
 
     wrapper = connection.execute_wrapper(count)
     wrapper.__enter__()
+    if _PROFILE:
+        _current.profile = cProfile.Profile(time.thread_time)  # CPU, not waits
+        _current.profile.enable()
     _current.meter = (time.thread_time(), time.perf_counter(), statements, wrapper)
 
 
@@ -47,6 +58,10 @@ def _stop(task_id=None, task=None, retval=None, **kwargs):
     if meter is None:
         return
     cpu0, wall0, statements, wrapper = meter
+    profile = getattr(_current, "profile", None)
+    if profile is not None:
+        profile.disable()
+        _current.profile = None
     wrapper.__exit__(None, None, None)
     _current.meter = None
     line = json.dumps(
@@ -62,3 +77,7 @@ def _stop(task_id=None, task=None, retval=None, **kwargs):
     )
     with _write_lock, open(os.environ["BENCH_WORKER_METER"], "a") as out:
         out.write(line + "\n")
+        if profile is not None:
+            _profiles.append(profile)
+            if len(_profiles) % 50 == 0 or len(_profiles) in (8, 16, 32, 64, 65):
+                pstats.Stats(*_profiles).dump_stats(_PROFILE)

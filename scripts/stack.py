@@ -192,9 +192,11 @@ class Stack:
         ]
         return self.runner.start(name, argv, log_file=log_file or self.var / f"{name}.log", env=env)
 
-    def setup_django(self) -> None:
-        """Configure Django in this process against the stack's database (the harness reads it directly)."""
+    def setup_django(self, **overrides: str) -> None:
+        """Configure Django in this process against the stack's database (the harness reads it directly);
+        `overrides` are this process's settings where they differ from its children's (its pool's size)."""
         os.environ.update({k: v for k, v in self.env.items() if k not in ("PYTHONUNBUFFERED",)})
+        os.environ.update(overrides)
         os.environ["PGAPPNAME"] = HARNESS_APP_NAME  # libpq's: tells this process's connections from the product's
         sys.path.insert(0, str(ROOT))
         import django

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -108,3 +109,66 @@ def test_make_bench_refuses_a_bench_set_that_does_not_parse_before_starting_anyt
     )
     assert proc.returncode == 2
     assert "BENCH_SET: scaleout_jobs must be an integer" in proc.stdout
+
+
+def test_the_default_sizes_fit_the_stock_machine_every_scenario_its_connections_within_the_servers():
+    """`make bench` on the project's own machine (2 cores, PostgreSQL at 100 connections): the sizes it derives
+    there leave every scenario within what the server admits, the stack's pools, beat, the harness and the
+    scenario's workers together. A larger machine gets larger scenarios from the same arithmetic."""
+    from scripts.bench.config import PROFILES, SCENARIOS
+    from scripts.bench.fit import Machine, check, connections_needed, fit
+
+    stock = Machine(cores=2, max_connections=100)
+    sizes = fit(PROFILES["full"], stock)
+
+    for name in SCENARIOS:
+        needed = connections_needed(sizes, name)
+        assert sum(needed.values()) <= stock.available, (name, needed)
+    check(sizes, stock, SCENARIOS)
+    # Two cores carry two worker processes, not four; the Semrush burst runs at production's defaults.
+    assert (sizes.budget_processes, sizes.semrush_processes) == (2, 2)
+    assert (sizes.semrush_budget, sizes.semrush_limit, sizes.semrush_threads) == (8, 10, 512)
+    assert sizes.semrush_jobs >= 200
+    larger = fit(PROFILES["full"], Machine(cores=8, max_connections=400))
+    assert (larger.budget_processes, larger.budget_jobs, larger.worker_pool) == (4, 2000, 16)
+    check(larger, Machine(cores=8, max_connections=400), SCENARIOS)
+
+
+def test_sizes_that_do_not_fit_are_refused_naming_the_sums():
+    from scripts.bench.config import PROFILES, SCENARIOS
+    from scripts.bench.fit import DoesNotFit, Machine, check, fit
+
+    small = Machine(cores=2, max_connections=60)
+    with pytest.raises(DoesNotFit, match="PostgreSQL connections"):
+        fit(PROFILES["full"], small)
+    stock = Machine(cores=2, max_connections=100)
+    with pytest.raises(DoesNotFit, match=r"budgets needs .*workers 64"):
+        check(replace(fit(PROFILES["full"], stock), budget_processes=4), stock, SCENARIOS)
+
+
+def test_a_wait_that_stalls_fails_naming_what_is_stuck_after_printing_where_it_is(db, monkeypatch, capsys):
+    """No job ending for STALLED_AFTER_S ends the bench's wait at once (not after its whole bound), saying which
+    jobs are stuck where: by phase, leased or not, never sent, the quietest one's last event."""
+    import uuid
+
+    from jobs import states
+    from jobs.models import AsyncJob
+    from scripts.bench import harness
+    from scripts.stack import Failed
+
+    monkeypatch.setattr(harness, "STALLED_AFTER_S", 1.2)
+    monkeypatch.setattr(harness, "PROGRESS_EVERY_S", 0.4)
+    job = AsyncJob.objects.create(
+        id=uuid.uuid4(), job_type="generateSemrushMarket", organization_id=uuid.uuid4(), phase="generated"
+    )
+    states.record(job.id, "throttled", actor="bench", detail="SEMRUSH_THROTTLED: over the budget")
+    bench = harness.Harness()
+
+    with pytest.raises(Failed) as stuck:
+        bench.wait_drained("budgets", timeout=1800)
+
+    said = str(stuck.value)
+    assert "budgets: jobs still IN_PROGRESS none ended for 1.2 s" in said
+    assert "1 IN_PROGRESS: 0 leased, 1 waiting for a delivery" in said and "by phase: generated 1" in said
+    assert "never sent: 1" in said and "last event throttled" in said
+    assert "… budgets: 0 of 1 ended" in capsys.readouterr().out

@@ -39,6 +39,9 @@ AI_MODELS_PAGE_SIZE = 100
 AI_MODELS_MAX_PAGES = 5
 _languages: dict[str, tuple[float, list[dict]]] = {}
 
+# A call whose reserved slot has passed by more than its margin when it is about to go takes one more slot, at most
+# this many times; then it goes.
+LATE_SLOTS_RETAKEN = 2
 # What a write request passes right before it goes out (`SemrushClient(write_guard=...)`): called with the attempt's
 # timeout, it raises to stop the request, or gives a context the request is sent in.
 WriteGuard = Callable[[float], AbstractContextManager[None]]
@@ -53,8 +56,15 @@ class _Session:
     whole fleet."""
 
     def __init__(
-        self, *, bearer: str, deadline: float | None, pair: str | None = None, write_guard: WriteGuard | None = None
+        self,
+        *,
+        bearer: str,
+        deadline: float | None,
+        pair: str | None = None,
+        write_guard: WriteGuard | None = None,
+        reservation: semrush_budget.Reservation | None = None,
     ):
+        self._reservation = reservation
         self._pool = http.pooled_client(settings.SEMRUSH_API_BASE.rstrip("/"), timeout=settings.SEMRUSH_TIMEOUT_SECONDS)
         self._headers = {"Authorization": f"Bearer {bearer}", "Accept": "application/json"}
         self._deadline = deadline
@@ -62,22 +72,44 @@ class _Session:
         self._write_guard = write_guard
 
     def request(self, method, url, *, headers=None, **kwargs) -> httpx.Response:
-        if self._pair is not None:
-            semrush_budget.take_slot(self._pair, deadline=self._deadline)
-        timeout = settings.SEMRUSH_TIMEOUT_SECONDS
-        if self._deadline is not None:
-            remaining = self._deadline - time.monotonic()
-            if remaining <= 0:
-                # Raised as a timeout so the retry loop classifies it as transient and stops at once.
-                raise httpx.TimeoutException("deadline reached before the request was sent")
-            timeout = min(timeout, remaining)
-        kwargs["timeout"] = timeout
-        guard = self._write_guard(timeout) if self._write_guard is not None and method != "GET" else nullcontext()
-        with guard:  # right before the request goes out, after any wait for a slot
-            response = self._pool.request(method, url, headers={**self._headers, **(headers or {})}, **kwargs)
+        reserved = self._reservation is not None and self._reservation.covers()
+        for _late in range(LATE_SLOTS_RETAKEN + 1):
+            due = self._take_slot(reserved)
+            deadline = self._deadline
+            if deadline is not None and reserved:
+                deadline += self._reservation.waited  # type: ignore[union-attr]  # a wait in line is not time writing
+            timeout = settings.SEMRUSH_TIMEOUT_SECONDS
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    # Raised as a timeout so the retry loop classifies it as transient and stops at once.
+                    raise httpx.TimeoutException("deadline reached before the request was sent")
+                timeout = min(timeout, remaining)
+            kwargs["timeout"] = timeout
+            guard = self._write_guard(timeout) if self._write_guard is not None and method != "GET" else nullcontext()
+            with guard:  # right before the request goes out, after any wait for a slot
+                # A reserved slot already past by more than its margin (the thread waited for the database, or for
+                # the CPU) is not used: sent now, the call would join the calls of later slots in one second of
+                # Semrush's count. It takes one more slot instead (nothing sent, the guard's record cleared).
+                if due is not None and _late < LATE_SLOTS_RETAKEN and self._reservation.is_late(due):  # type: ignore[union-attr]
+                    continue
+                try:
+                    response = self._pool.request(method, url, headers={**self._headers, **(headers or {})}, **kwargs)
+                finally:
+                    if reserved:
+                        self._reservation.answered()  # type: ignore[union-attr]
+            break
         if response.status_code == 429 and self._pair is not None:
             semrush_budget.pause(self._pair, http.retry_after_seconds(response))
         return response
+
+    def _take_slot(self, reserved: bool) -> float | None:
+        """Wait for this call's slot: the reservation's next (its due time returned), or one of its own."""
+        if reserved:
+            return self._reservation.use()  # type: ignore[union-attr]
+        if self._pair is not None:
+            semrush_budget.take_slot(self._pair, deadline=self._deadline)
+        return None
 
 
 def _segment(value: object, name: str) -> str:
@@ -121,6 +153,9 @@ class SemrushClient:
     Semrush rate budget of that pair (SEMRUSH_MAX_CALLS_PER_SECOND): the worker's calls name it; without it a
     call takes no slot (the entry points, whose calls a user waits for under the request's deadline).
 
+    `reservation` (semrush_budget.reserve) holds slots of that budget its requests use first, in order, before
+    taking one each (the worker's phase reserves its calls at once: markets/generation/handler.py).
+
     `write_guard` is passed by every request that is not a read (a GET), each attempt, right before it goes out:
     what it raises stops the request unsent (the worker's fence against a market's deletion,
     markets/generation/fence.py).
@@ -133,11 +168,13 @@ class SemrushClient:
         deadline: float | None = None,
         pair: str | None = None,
         write_guard: WriteGuard | None = None,
+        reservation: semrush_budget.Reservation | None = None,
     ):
         self._bearer = bearer
         self._deadline = deadline
         self._pair = pair
         self._write_guard = write_guard
+        self._reservation = reservation
 
     def __repr__(self) -> str:  # never the bearer
         return f"SemrushClient(deadline={self._deadline})"
@@ -147,7 +184,13 @@ class SemrushClient:
     def _http(self) -> _Session:
         if not isinstance(self._bearer, str) or not self._bearer.strip():
             raise http.ReauthRequired("semrush: no bearer to call with")
-        return _Session(bearer=self._bearer, deadline=self._deadline, pair=self._pair, write_guard=self._write_guard)
+        return _Session(
+            bearer=self._bearer,
+            deadline=self._deadline,
+            pair=self._pair,
+            write_guard=self._write_guard,
+            reservation=self._reservation,
+        )
 
     def _call(self, client: _Session, method: str, url: str, *, what: str, **kwargs) -> dict:
         return http.json_object(self._send(client, method, url, what=what, **kwargs), what)

@@ -10,6 +10,10 @@ wait (WAIT_IN_PLACE_SECONDS, or what is left of the caller's deadline) is not ta
 `OverBudget` (a `Throttled`) without sending, as a Semrush 429 would, and the worker hands its job back for later;
 it is counted in `SemrushBudgetDeferred`, apart from Semrush's own 429s (`SemrushThrottled`).
 
+A worker's Semrush phase does not queue call by call: it reserves its calls' slots at once (`reserve`, one
+statement taking that many consecutive slots), waits for the first as long as it can afford, and sends each call
+at its own slot (`Reservation`), so a job is not handed back half-way and made to repeat its reads on resuming.
+
 A Semrush 429 stores `paused_until_us` on the same row (its Retry-After, at most JOB_THROTTLE_MAX_DELAY_SECONDS;
 one second without one): from then on, no call of any process takes a slot before the pause ends, so each waits
 for it in place when that is within WAIT_IN_PLACE_SECONDS, or raises `OverBudget` without sending. A call that
@@ -34,6 +38,10 @@ WAIT_IN_PLACE_SECONDS = 5.0
 # A 429 without Retry-After pauses the pair this long.
 PAUSE_WITHOUT_RETRY_AFTER_SECONDS = 1.0
 
+# How many slot intervals after its slot a reserved call may still go (`Reservation.margin`).
+LATE_MARGIN_INTERVALS = 1.5
+LATE_MARGIN_FLOOR_SECONDS = 0.05
+
 TABLE = "semrush_rate_budgets"
 _NOW_US = "(extract(epoch from clock_timestamp()) * 1000000)::bigint"
 
@@ -53,6 +61,13 @@ _TAKE = (
     f"INSERT INTO {TABLE} (pair, next_slot_us, paused_until_us) VALUES (%(pair)s, {_grid(_NOW_US)} + %(iv)s, 0) "  # noqa: S608
     f"ON CONFLICT (pair) DO UPDATE SET next_slot_us = {_SLOT} + %(iv)s WHERE {_SLOT} <= {_NOW_US} + %(wait)s "
     f"RETURNING next_slot_us - %(iv)s, {_NOW_US}"
+)
+# `n` consecutive slots at once, for the calls of one delivery's Semrush phase (`reserve`): same grid, same rule.
+_RESERVE = (
+    f"INSERT INTO {TABLE} (pair, next_slot_us, paused_until_us) "  # noqa: S608
+    f"VALUES (%(pair)s, {_grid(_NOW_US)} + %(n)s * %(iv)s, 0) "
+    f"ON CONFLICT (pair) DO UPDATE SET next_slot_us = {_SLOT} + %(n)s * %(iv)s WHERE {_SLOT} <= {_NOW_US} + %(wait)s "
+    f"RETURNING next_slot_us - %(n)s * %(iv)s, {_NOW_US}"
 )
 _WAIT = f"SELECT {_SLOT} - {_NOW_US} FROM {TABLE} WHERE pair = %(pair)s"  # noqa: S608 (constants only)
 _PAUSE = (
@@ -103,6 +118,101 @@ def take_slot(pair: str, *, deadline: float | None = None, what: str = "semrush"
     slot_us, now_us = row
     if slot_us > now_us:
         time.sleep((slot_us - now_us) / 1_000_000)
+
+
+class Reservation:
+    """Consecutive slots of a pair's grid taken at once by one delivery for the calls of its Semrush phase
+    (`reserve`): each of its calls goes at its own slot (`use`), none waits in line again behind the fleet's
+    other calls, so a delivery that has started its phase finishes it at the budget's pace instead of being
+    handed back half-way and repeating its reads when it resumes. A call beyond them (a workspace's first job
+    creating its tags, a retry) reserves one more slot at the end of the line and waits for it, as long as the
+    first could have waited (`latest`); the time it waits (`waited`) is not counted against the caller's write
+    deadline. Further than that: `OverBudget`, nothing sent."""
+
+    def __init__(self, slots: list[float], *, pair: str | None = None, latest: float | None = None):
+        self._slots = slots  # `time.monotonic()` of each slot, in order
+        self.pair, self.latest = pair, latest
+        self.waited = 0.0
+        self._answered = 0.0
+        # How late a call may go after its slot: sent later, it would join the calls of the slots after it in one
+        # second of Semrush's count. Half the headroom the default budget leaves under Semrush's limit (8 of 10:
+        # calls at most 1.5 intervals late put at most 9.5 in any second).
+        # Never under LATE_MARGIN_FLOOR_SECONDS: a call always goes a little after its slot (the thread's wake-up,
+        # the write's fence), and a budget of hundreds a second has intervals of a few milliseconds.
+        self.margin = (
+            max(LATE_MARGIN_INTERVALS * interval_us() / 1_000_000, LATE_MARGIN_FLOOR_SECONDS)
+            if enabled()
+            else float("inf")
+        )
+
+    def is_late(self, due: float) -> bool:
+        """Whether a call whose slot was due at `due` (`use`'s answer) would go too late now (`margin`): later than
+        its slot and than its previous call's answer (`answered`) by more than the margin. A delivery whose calls
+        take longer than an interval each goes after its slots for that alone, by no more than its own calls; what
+        is counted late is a stall between them (a wait for the database, for the CPU)."""
+        return time.monotonic() - max(due, self._answered) > self.margin
+
+    def answered(self) -> None:
+        """The previous call's answer came (or it failed): the next one may go at once from here."""
+        self._answered = time.monotonic()
+
+    def starts_in(self) -> float:
+        """Seconds until its next slot (0 when due, or when it has none left)."""
+        return max(0.0, self._slots[0] - time.monotonic()) if self._slots else 0.0
+
+    def left(self) -> int:
+        return len(self._slots)
+
+    def covers(self) -> bool:
+        """Whether the next call goes through it (`use`): a slot left, or one more may be reserved."""
+        return bool(self._slots) or (self.pair is not None and self.latest is not None)
+
+    def use(self) -> float:
+        """Take the next slot, reserved or one more: sleep until it (no database connection held), then return its
+        due time (`time.monotonic()`; the caller sends)."""
+        if self._slots:
+            due = self._slots.pop(0)
+            delay = due - time.monotonic()
+        else:
+            assert self.pair is not None and self.latest is not None, "use() past a reservation that covers nothing"
+            more = reserve(self.pair, 1, wait=max(0.0, self.latest - time.monotonic()), what="semrush (one more)")
+            due = more._slots[0] if more._slots else time.monotonic()
+            delay = due - time.monotonic()
+            self.waited += max(0.0, delay)
+        if delay > 0:
+            time.sleep(delay)
+        return due
+
+
+def reserve(pair: str, calls: int, *, wait: float, what: str = "semrush") -> Reservation:
+    """`calls` consecutive slots of `pair`'s budget, the first at most `wait` seconds away (the caller waits for
+    it, `Reservation.starts_in`, and each call then `use`s its slot). Raises `OverBudget` (its `retry_after` the
+    seconds until a slot would be free), taking nothing, when the first is further. One statement; a second only
+    when nothing is taken. Without the budget (`enabled`), a reservation of no slot: every call then goes as
+    `take_slot` lets it."""
+    if not enabled() or calls <= 0:
+        return Reservation([])  # covers nothing: each call goes as `take_slot` lets it
+    params: dict[str, str | int] = {
+        "pair": pair,
+        "iv": interval_us(),
+        "n": calls,
+        "wait": max(0, int(wait * 1_000_000)),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_RESERVE, params)
+        row = cursor.fetchone()
+        if row is None:
+            cursor.execute(_WAIT, params)
+            waiting = cursor.fetchone()
+    release_pooled_connection()
+    if row is None:
+        retry_after = max(0.0, (waiting[0] if waiting else 0) / 1_000_000)
+        raise OverBudget(
+            f"{what}: over the fleet's Semrush rate budget for {retry_after:.1f}s", retry_after=retry_after
+        )
+    first_us, now_us, interval, base = row[0], row[1], interval_us(), time.monotonic()
+    slots = [base + (first_us + i * interval - now_us) / 1_000_000 for i in range(calls)]
+    return Reservation(slots, pair=pair, latest=base + wait)
 
 
 def pause(pair: str, retry_after: float | None) -> None:

@@ -19,20 +19,23 @@ holding it. A market deleted meanwhile cancels the job (LeaseLost here) or ends 
 """
 
 import logging
+import math
 import time
+from contextlib import nullcontext
 
 from django.conf import settings
 
 from jobs import handlers
 from jobs.context import JobContext
-from jobs.exceptions import JobFailed, RetryLater, Throttled
+from jobs.exceptions import JobFailed, LeaseLost, RetryLater, Throttled
 from jobs.handlers import Progress
 from jobs.models import AsyncJob
-from markets.clients import drs
+from markets.clients import drs, semrush_budget
+from markets.clients import semrush as semrush_client
 from markets.clients.semrush import SemrushClient
 from markets.generation import fence, jobtype
 from markets.models import Market
-from serenity import tracing
+from serenity import metrics, tracing
 from serenity.clients import http
 from serenity.clients.http import ClientError, PermanentError, ReauthRequired, TransientError
 from serenity.db import release_connection
@@ -43,6 +46,11 @@ from tokens.types import InvalidPromiseToken
 log = logging.getLogger(__name__)
 
 SOURCE_TAG = ("source", "semrush")
+# A wait for the phase's first Semrush slot longer than this is made under a lease heartbeat.
+WAIT_WITHOUT_HEARTBEAT_SECONDS = 5.0
+# A wait for the first reserved slot ends this long before it: the IMS exchange and the phase's first checkpoint
+# are made meanwhile, so the first call is not sent late (late calls bunch, and Semrush counts any second's).
+SEMRUSH_LEAD_SECONDS = 1.0
 ORIGIN_TAG = ("origin", "ai")
 
 
@@ -77,10 +85,22 @@ class SemrushSession:
         self._handler, self._ctx = handler, ctx
         self._client: SemrushClient | None = None
 
-    def client(self) -> SemrushClient:
+    def client(self, *, calls: int) -> SemrushClient:
+        """The delivery's client; made on the first use, with `calls` slots of the fleet's Semrush budget
+        reserved for what this delivery still has to send."""
         if self._client is None:
-            self._client = self._handler.semrush_for(self._ctx)
+            self._client = self._handler.semrush_for(self._ctx, calls=calls)
         return self._client
+
+
+def semrush_calls(prompts: list[str], *, written: bool) -> int:
+    """The Semrush requests a delivery makes from here when nothing goes wrong: the tags read, the project's
+    prompts read (one page of PAGE_SIZE), the prompts written (a request per PROMPT_BATCH_SIZE) and the publish;
+    the publish alone once the prompts are written. A workspace's first job creates its tags, a project holding
+    more prompts has more pages, and a failed request is sent again: each such call takes a slot of its own."""
+    if written:
+        return 1
+    return 3 + max(1, math.ceil(len(prompts) / semrush_client.PROMPT_BATCH_SIZE))
 
 
 class MarketGenerationHandler:
@@ -113,14 +133,14 @@ class MarketGenerationHandler:
         if ctx.job.checkpoints.get("written") is None:
             ctx.require_time(phase_minimum(), before="writing")
             project_id = self.project_of(ctx)  # the market still there, before the token is exchanged
-            client = semrush.client()
+            client = semrush.client(calls=semrush_calls(prompts, written=False))
             with tracing.span("semrush.write", prompts=len(prompts)):
                 self.write(ctx, client, prompts, project_id)
         project_id = ctx.job.checkpoints["projectId"]
         if not ctx.job.checkpoints.get("published"):
             ctx.require_time(phase_minimum(), before="publishing")
             self.project_of(ctx)  # the market still there, before the token is exchanged
-            client = semrush.client()
+            client = semrush.client(calls=semrush_calls(prompts, written=True))
             with tracing.span("semrush.publish"):
                 self.publish(ctx, client, project_id)
         return {
@@ -152,12 +172,15 @@ class MarketGenerationHandler:
         return batch
 
     # -- phase 2 --------------------------------------------------------------------------------------
-    def semrush_for(self, ctx: JobContext) -> SemrushClient:
-        """A Semrush client on a fresh write-scoped access token. Never inside a transaction.
+    def semrush_for(self, ctx: JobContext, *, calls: int) -> SemrushClient:
+        """A Semrush client on a fresh write-scoped access token, with `calls` slots of the fleet's Semrush budget
+        reserved for it. Never inside a transaction.
 
         1. Confirm the lease: a worker that lost the job must not exchange (IMS would rotate away the
            token the job's new owner holds).
-        2. Load the grant; none, or one no key opens -> NEEDS_REAUTH.
+        2. Load the grant; none, or one no key opens -> NEEDS_REAUTH. Reserve the phase's `calls` slots of the
+           grant's pair and wait for the first (`wait_for_semrush`), before the exchange, so the token is fresh
+           when the calls go.
         3. Exchange at IMS, once. Refused -> NEEDS_REAUTH (naming a lost rotation when an earlier
            exchange's answer was lost). An answer that may have been lost after IMS rotated the token ->
            checkpoint `exchangeInDoubt` and retry later, never in place. Not reached -> retry later. Throttled
@@ -172,6 +195,7 @@ class MarketGenerationHandler:
         if loaded is None:
             raise self.needs_reauth("The job has no usable stored credential.")
         in_doubt = ctx.job.checkpoints.get(EXCHANGE_IN_DOUBT) == loaded.fingerprint
+        reservation = self.wait_for_semrush(ctx, loaded.pair.name, calls)
         try:
             with tracing.span("ims.exchange"):
                 exchanged = grants.promise_exchange(pair=loaded.pair, token=loaded.token)
@@ -201,7 +225,40 @@ class MarketGenerationHandler:
             # Every write request passes the fence right before it goes out: the lease is still this delivery's,
             # and the market still exists with no delete holding it (markets/generation/fence.py).
             write_guard=lambda timeout: fence.semrush_write(ctx, timeout=timeout),
+            reservation=reservation,
         )
+
+    @staticmethod
+    def wait_for_semrush(ctx: JobContext, pair: str, calls: int) -> semrush_budget.Reservation:
+        """Reserve the phase's `calls` consecutive slots of the fleet's Semrush budget (one statement) and wait
+        for the first, in place: the delivery keeps its lease (a heartbeat confirms it while the wait is long)
+        and holds no database connection, so when its turn comes it makes its calls one slot after another and
+        nothing is repeated. The wait may last as long as the delivery can afford and still have its whole
+        Semrush write budget after it; a first slot further than that is not taken: Throttled, the job sent again
+        when a slot would be free (no attempt spent). A stopping worker that hands the job back ends the wait
+        (LeaseLost: nothing more is sent). The wait ends SEMRUSH_LEAD_SECONDS before the first slot: the token's
+        exchange and the phase's first checkpoint happen then, and the first call still sleeps until its slot, so
+        the phase's calls are not sent late behind a queue (late calls bunch, and Semrush counts any second's
+        calls). A slot sooner than that is not waited for here: the line is short, so nothing bunches."""
+        wait = ctx.remaining() - settings.SEMRUSH_WRITE_BUDGET_SECONDS
+        try:
+            reservation = semrush_budget.reserve(pair, calls, wait=max(0.0, wait), what="semrush.reserve")
+        except semrush_budget.OverBudget as exc:
+            metrics.emit(SemrushBudgetDeferred=(1, metrics.COUNT))
+            raise Throttled(jobtype.SEMRUSH_THROTTLED, f"Semrush budget: {exc}", retry_after=exc.retry_after) from None
+        if reservation.starts_in() > SEMRUSH_LEAD_SECONDS:
+            waiting = tracing.span("semrush.wait", seconds=round(reservation.starts_in(), 1))
+            with (
+                ctx.heartbeat() if reservation.starts_in() > WAIT_WITHOUT_HEARTBEAT_SECONDS else nullcontext(),
+                waiting,
+            ):
+                while (left := reservation.starts_in() - SEMRUSH_LEAD_SECONDS) > 0:
+                    if ctx.handed_back:
+                        raise LeaseLost("waiting for its Semrush slots")
+                    time.sleep(min(1.0, left))
+        if ctx.handed_back:
+            raise LeaseLost("waiting for its Semrush slots")
+        return reservation
 
     @staticmethod
     def project_of(ctx: JobContext) -> str:

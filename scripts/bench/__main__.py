@@ -8,11 +8,25 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from scripts.bench.config import PROFILE, PROFILES, REPORT, ROWS_JSON, SCENARIOS, SIZES_REFUSED
+from scripts.bench import fit
+from scripts.bench.config import MACHINE, PROFILE, PROFILES, REPORT, ROWS_JSON, SCENARIOS, SIZE, SIZES_REFUSED
 from scripts.bench.harness import wrk_binary
 from scripts.bench.report import write_report
 from scripts.bench.scenarios import Bench
 from scripts.stack import Failed
+
+
+def heading(ran: list[str]) -> str:
+    """The machine, the sizes derived for it and the connections the largest scenario needs."""
+    assert MACHINE is not None  # main() refused the run otherwise
+    return (
+        f"make bench ({PROFILE}): {MACHINE.describe()}\n"
+        f"  sizes: budgets {SIZE.budget_jobs} jobs on {SIZE.budget_processes} × {SIZE.budget_threads} threads "
+        f"(DRS limit {SIZE.budget_drs_limit}); semrush {SIZE.semrush_jobs} jobs on {SIZE.semrush_processes} × "
+        f"{SIZE.semrush_threads}; scaleout {SIZE.scaleout_jobs} jobs on {SIZE.scaleout_threads} threads; pools: API "
+        f"{SIZE.api_pool}, simulators {SIZE.sim_pool}, worker {SIZE.worker_pool} (BENCH_SET overrides)\n"
+        f"  {fit.arithmetic(SIZE, MACHINE, ran)}"
+    )
 
 
 def main() -> int:
@@ -29,6 +43,7 @@ def main() -> int:
     if SIZES_REFUSED:
         print(f"make bench: {SIZES_REFUSED}")
         return 2
+    print(heading(ran), flush=True)
     bench = Bench()
     try:
         if "poll" in ran:
@@ -46,6 +61,7 @@ def main() -> int:
                 "fairness": bench.fairness,
                 "wait": bench.wait,
                 "budgets": bench.budgets,
+                "semrush": bench.semrush,
                 "scaleout": bench.scaleout,
             }[name]()
     except Failed as failure:

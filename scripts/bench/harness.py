@@ -14,8 +14,15 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+from scripts.bench import fit
 from scripts.bench.config import API_APP_NAME, BIN, DATABASE_URL, SIZE, WORKER_APP_NAME
 from scripts.stack import Failed, Stack, run_local
+
+# Every wait of the bench prints where it is this often, and fails naming what is stuck when no job has ended
+# for STALLED_AFTER_S: longer than a healthy run goes without an ending (a DRS call of 60 s, a throttled job's
+# wait, the sweeper's minute and its grace for an unsent message) and far shorter than a wait's own bound.
+PROGRESS_EVERY_S = 5.0
+STALLED_AFTER_S = 300
 
 
 def proc_status_field(status: str, field: str) -> str:
@@ -111,6 +118,9 @@ class Harness:
                 # The simulator is not Semrush: the fleet's Semrush budget stays on (each call takes its slot, a
                 # statement counted apart) but out of the scenarios' reach.
                 "SEMRUSH_MAX_CALLS_PER_SECOND": "100000",
+                # The APIs' pools (the simulators, beat, the harness and the workers set their own): what each
+                # process holds is counted against PostgreSQL's max_connections (scripts/bench/fit.py).
+                "DB_POOL_MAX_SIZE": str(SIZE.api_pool),
                 **dict(SIZE.env),
             },
         )
@@ -121,6 +131,8 @@ class Harness:
             self.stack.runner,
         )
         self.scenario = ""
+        # Brands made from now on have their workspace's tags (`brand`): a scenario measuring the steady state.
+        self.brands_tagged = False
         self.rows: list[tuple[str, str, str, str, str]] = []
         self.sim_calls = LogCounter(
             self.var / "sim-access.log",
@@ -141,10 +153,14 @@ class Harness:
             WEB_CONCURRENCY="2",
             GUNICORN_THREADS=str(SIZE.scale_concurrency // 2 + 64),
             GUNICORN_TIMEOUT="120",
+            DB_POOL_MAX_SIZE=str(SIZE.sim_pool),
         )
         self.stack.gunicorn("api (flag on)", "api_on", PGAPPNAME=API_APP_NAME)
         self.stack.gunicorn("api (flag off)", "api_off", SERENITY_ASYNC_PROMPT_GEN="false")
-        self.stack.setup_django()
+        # Beat as production runs it: the sweeper re-sends a job whose message never went out (or was lost), the
+        # probe reports stuck jobs and dead workers (its lines in beat.log).
+        self.stack.beat(DB_POOL_MAX_SIZE=str(fit.BEAT_POOL), LOG_LEVEL="INFO")
+        self.stack.setup_django(DB_POOL_MAX_SIZE=str(fit.HARNESS_POOL))
 
     def start_worker(
         self, meter: Path, *, threads: int = SIZE.worker_threads, name: str = "worker", **env
@@ -177,6 +193,7 @@ class Harness:
                 "PGAPPNAME": WORKER_APP_NAME,
                 "WORKER_CONCURRENCY": str(threads),
                 "LOG_LEVEL": "INFO",
+                "DB_POOL_MAX_SIZE": str(fit.pool_per_process(SIZE, 1)),
                 **env,
             },
         )
@@ -184,13 +201,14 @@ class Harness:
     def start_workers(self, label: str, processes: int, threads: int, **env) -> dict[str, subprocess.Popen]:
         """`processes` workers of `threads` each, as `start_worker` starts one: `worker-0`, `worker-1`, …, each
         metering into `<label>-meter-<i>.jsonl` and naming its PostgreSQL connections `<WORKER_APP_NAME>-<i>`."""
+        pool = str(fit.pool_per_process(SIZE, processes))
         return {
             f"worker-{index}": self.start_worker(
                 self.var / f"{label}-meter-{index}.jsonl",
                 threads=threads,
                 name=f"worker-{index}",
                 PGAPPNAME=f"{WORKER_APP_NAME}-{index}",
-                **env,
+                **{"DB_POOL_MAX_SIZE": pool, **env},
             )
             for index in range(processes)
         }
@@ -261,6 +279,9 @@ class Harness:
         )
         site = Site.objects.create(organization=org, brand=brand, base_url=f"https://{domain}/")
         workspace = services.workspace_create(name=brand.name, parent_id=settings.SEMRUSH_PARENT_WORKSPACE_ID)
+        if self.brands_tagged:  # the tags a job writes its prompts with, as after a brand's first job
+            services.tag_root_create(workspace_id=workspace.id, name="source", values=["semrush"])
+            services.tag_root_create(workspace_id=workspace.id, name="origin", values=["ai"])
         Brand.objects.filter(id=brand.id).update(base_site=site, semrush_workspace_id=workspace.id)
         return {
             "org": str(org.id),
@@ -367,23 +388,30 @@ class Harness:
         if status != 201:
             raise Failed(f"create market answered {status}: {body}")
         job_id = body["promptGeneration"]["jobId"]
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        next_line = started + PROGRESS_EVERY_S
         while (job := AsyncJob.objects.get(id=job_id)).status == JobStatus.IN_PROGRESS:
             self.runner.check_children()
-            if time.monotonic() > deadline:
-                raise Failed(f"a single job did not finish within {timeout:.0f} s")
+            now = time.monotonic()
+            if now >= next_line:
+                next_line = now + PROGRESS_EVERY_S
+                print(f"  … one job of {market}: phase {job.phase} ({now - started:.0f} s)", flush=True)
+            if now - started > timeout:
+                raise Failed(
+                    f"a single job did not finish within {timeout:.0f} s: {self.stuck(AsyncJob.objects.all())}"
+                )
             time.sleep(0.2)
         if job.status != JobStatus.COMPLETED:
             raise Failed(f"a single job ended {job.status} {job.error_code}")
         assert job.ended_at is not None
         return (job.ended_at - job.created_at).total_seconds()
 
-    def burst(self, label: str, jobs: int, processes: int, threads: int, **env) -> dict:
+    def burst(self, label: str, jobs: int, processes: int, threads: int, *, before_workers=None, **env) -> dict:
         """Queue `jobs` for one organization, run them on `processes` workers of `threads` (`env` their settings)
         until none is left, sampling the DRS simulator's invocations in flight and the workers' PostgreSQL
         connections twice a second. Returns the wall time (first claim to last completion), the peaks, CPU per
         process, each worker's peak RSS, attempts spent beyond each job's first, `throttled` events and the
-        deliveries' outcomes."""
+        deliveries' outcomes. `before_workers()`, when given, is called once the jobs are queued."""
         from django.db.models import Max, Min
         from django.utils import timezone
 
@@ -393,6 +421,9 @@ class Harness:
         since = timezone.now()  # the wait scenario's jobs, left IN_PROGRESS, are not this run's
         self.queue_for_org(label, jobs)
         queued = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS, created_at__gte=since).count()
+        if before_workers is not None:  # a switch for the workers alone, not for the queueing's calls
+            before_workers()
+        workers_started = timezone.now()
         workers = self.start_workers(label, processes, threads, **env)
         groups = {name: proc.pid for name, proc in self.runner.children if name in (*workers, "simulators", "sqs")}
         self.wait_first_claim(since)
@@ -403,7 +434,7 @@ class Harness:
             peak["drs"] = max(peak["drs"], drs.concurrency()["inFlight"])
             peak["connections"] = max(peak["connections"], sum(self.worker_connections().values()))
 
-        self.wait_drained(label, 1800, sample, since=since)
+        self.wait_drained(label, 600 + jobs, sample, since=since)
         cpu = {name: used - cpu_before[name] for name, used in cpu_seconds(groups).items()}
         rss = {
             name: int(proc_status_field(Path(f"/proc/{proc.pid}/status").read_text(), "VmHWM")) / 1024
@@ -415,6 +446,7 @@ class Harness:
         outcomes = Counter(str(run["outcome"]) for run in self.meter_runs(label))
         return {
             "since": since,
+            "workers_started": workers_started,
             "queued": queued,
             "wall": (span["last"] - span["first"]).total_seconds(),
             "peak": peak,
@@ -427,30 +459,97 @@ class Harness:
 
     def wait_drained(self, what: str, timeout: float, sample=None, *, since=None) -> None:
         """Until no job is IN_PROGRESS (of those created from `since` on, when given); `sample()` is called twice
-        a second meanwhile."""
+        a second meanwhile. A progress line every PROGRESS_EVERY_S; Failed naming what is stuck after `timeout`,
+        or as soon as no job has ended for STALLED_AFTER_S."""
+        from django.db.models import Count
+
         from jobs.models import AsyncJob, JobStatus
 
         jobs = AsyncJob.objects.all() if since is None else AsyncJob.objects.filter(created_at__gte=since)
-        deadline = time.monotonic() + timeout
-        while jobs.filter(status=JobStatus.IN_PROGRESS).exists():
+        started = last_change = time.monotonic()
+        next_line, ended_before = started + PROGRESS_EVERY_S, -1
+        while True:
+            counts = dict(jobs.values_list("status").annotate(n=Count("id")).order_by())
+            running = counts.get(JobStatus.IN_PROGRESS, 0)
+            if not running:
+                break
             self.runner.check_children()
             if sample:
                 sample()
-            if time.monotonic() > deadline:
-                raise Failed(f"{what}: jobs still IN_PROGRESS after {timeout:.0f} s")
+            now, ended = time.monotonic(), sum(counts.values()) - running
+            if ended != ended_before:
+                ended_before, last_change = ended, now
+            if now >= next_line:
+                next_line = now + PROGRESS_EVERY_S
+                print(f"  … {what}: {self.jobs_now(jobs)} ({now - started:.0f} s)", flush=True)
+            if now - started > timeout or now - last_change > STALLED_AFTER_S:
+                why = f"after {timeout:.0f} s" if now - started > timeout else f"none ended for {STALLED_AFTER_S} s"
+                raise Failed(f"{what}: jobs still IN_PROGRESS {why}: {self.stuck(jobs)}")
             time.sleep(0.5)
         failed = jobs.exclude(status=JobStatus.COMPLETED).values_list("error_code", flat=True)
         if failed:
             raise Failed(f"{what}: jobs did not complete: {sorted({str(code) for code in failed})}")
 
+    @staticmethod
+    def jobs_now(jobs) -> str:
+        """`12 of 500 ended (0 failed); 488 IN_PROGRESS: 100 leased, 388 waiting for a delivery`."""
+        from django.db.models import Count, Q
+
+        from jobs.models import JobStatus
+
+        n = jobs.aggregate(
+            total=Count("id"),
+            completed=Count("id", filter=Q(status=JobStatus.COMPLETED)),
+            running=Count("id", filter=Q(status=JobStatus.IN_PROGRESS)),
+            leased=Count("id", filter=Q(status=JobStatus.IN_PROGRESS, lease_token__isnull=False)),
+        )
+        ended = n["total"] - n["running"]
+        return (
+            f"{ended} of {n['total']} ended ({ended - n['completed']} not COMPLETED); {n['running']} IN_PROGRESS: "
+            f"{n['leased']} leased, {n['running'] - n['leased']} waiting for a delivery"
+        )
+
+    def stuck(self, jobs) -> str:
+        """What the jobs still IN_PROGRESS are doing: by phase, leased or not, messages never sent, the quietest
+        one's last event, and which of the bench's processes are alive."""
+        from django.db.models import Count
+        from django.utils import timezone
+
+        from jobs.models import JobEvent, JobStatus
+
+        running = jobs.filter(status=JobStatus.IN_PROGRESS)
+        phases = ", ".join(
+            f"{phase} {n}" for phase, n in running.values_list("phase").annotate(n=Count("id")).order_by()
+        )
+        unsent = running.filter(message_sent_at__isnull=True).count()
+        quietest = running.order_by("updated_at").first()
+        last = ""
+        if quietest is not None:
+            event = JobEvent.objects.filter(job=quietest).order_by("-at").first()
+            quiet = (timezone.now() - quietest.updated_at).total_seconds()
+            last = (
+                f"; the quietest, {quietest.id}, unchanged for {quiet:.0f} s (phase {quietest.phase}, "
+                f"{'leased' if quietest.lease_token else 'no lease'}, attempts {quietest.attempts}, throttles "
+                f"{quietest.throttles}" + (f", last event {event.kind} {event.detail[:80]!r}" if event else "") + ")"
+            )
+        alive = ", ".join(name for name, proc in self.runner.children if proc.poll() is None)
+        return f"{self.jobs_now(jobs)}; by phase: {phases}; never sent: {unsent}{last}; processes alive: {alive}"
+
     def wait_first_claim(self, since, timeout: float = 300) -> None:
+        """Until a job created from `since` on is claimed; a progress line every PROGRESS_EVERY_S."""
         from jobs.models import AsyncJob
 
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        next_line = started + PROGRESS_EVERY_S
         while not AsyncJob.objects.filter(started_at__gte=since).exists():
             self.runner.check_children()
-            if time.monotonic() > deadline:
-                raise Failed(f"the worker claimed no job within {timeout:.0f} s")
+            now = time.monotonic()
+            if now >= next_line:
+                next_line = now + PROGRESS_EVERY_S
+                print(f"  … waiting for the first claim ({now - started:.0f} s)", flush=True)
+            if now - started > timeout:
+                jobs = AsyncJob.objects.filter(created_at__gte=since)
+                raise Failed(f"no job claimed within {timeout:.0f} s: {self.stuck(jobs)}")
             time.sleep(0.05)
 
     # --- output ----------------------------------------------------------------------------------------

@@ -73,6 +73,14 @@ class Poll(Harness):
             None,
             "",
         )
+        for label, value in (("200", poll), ("304", poll304)):
+            self.row(
+                f"poll {label}, in process, as throughput vs the bare view with one `SELECT 1` (its floor)",
+                f"{value * 1000:.2f} ms vs {floor * 1000:.2f} ms",
+                floor / value,
+                TARGETS["poll_floor"],
+                "≥",
+            )
 
         wrk = wrk_binary()
         base = f"http://127.0.0.1:{self.ports['api_on']}"
@@ -135,3 +143,11 @@ class Poll(Harness):
             None,
             "",
         )
+        for label, rps in (("200", poll_rps), ("304", poll304_rps)):
+            self.row(
+                f"poll {label}, over HTTP, vs the bare view with one `SELECT 1` (its floor)",
+                f"{rps:.0f} req/s vs {floor_rps:.0f} req/s",
+                rps / floor_rps,
+                TARGETS["poll_floor"],
+                "≥",
+            )

@@ -6,7 +6,8 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from scripts.bench.config import DATABASE_URL, REPORT, SCENARIOS, SIZES_SET
+from scripts.bench import fit
+from scripts.bench.config import DATABASE_URL, MACHINE, REPORT, SCENARIOS, SIZE, SIZES_SET
 from scripts.bench.harness import Harness
 
 
@@ -58,7 +59,8 @@ def write_report(bench: Harness, started: datetime, seconds: float, ran: list[st
             f"\n\n{bench.table(name)}"
         )
     report = (
-        f"{begin}\nMachine: {machine()}.\n\n"
+        f"{begin}\nMachine: {machine()}.\n"
+        + (f"Sized for it: {MACHINE.describe()}; {fit.arithmetic(SIZE, MACHINE, ran)}.\n\n" if MACHINE else "\n")
         + "\n\n".join(sections[name] for name in SCENARIOS if name in sections)
         + f"\n{end}"
     )

@@ -48,8 +48,11 @@ class Scale(Harness):
         rss_mb = int(proc_status_field(status, "VmHWM")) / 1024
         threads = int(proc_status_field(status, "Threads"))
         self.stop("worker")
-        span = AsyncJob.objects.filter(started_at__gte=since).aggregate(first=Min("started_at"), last=Max("ended_at"))
+        span = AsyncJob.objects.filter(started_at__gte=since).aggregate(
+            first=Min("started_at"), last=Max("ended_at"), last_claim=Max("started_at")
+        )
         wall = (span["last"] - span["first"]).total_seconds()
+        intake_s = (span["last_claim"] - span["first"]).total_seconds()
         ideal = math.ceil(queued / SIZE.scale_concurrency) * SIZE.scale_drs_ms / 1000
         self.row(
             f"scale: {queued} queued jobs, DRS {SIZE.scale_drs_ms / 1000:g} s, one worker process of "
@@ -58,6 +61,15 @@ class Scale(Harness):
             wall / ideal,
             TARGETS["scale_wall"],
             "≤",
+        )
+        self.row(
+            f"intake: the {queued} queued jobs' first claims, one worker process started as the image starts it "
+            f"({SIZE.scale_concurrency} threads, LOG_LEVEL INFO), first claim to last",
+            f"{queued / max(intake_s, 1e-3):.1f} claims/s ({queued} in {intake_s:.1f} s)",
+            queued / max(intake_s, 1e-3) / TARGETS["intake_claims_per_s"],
+            1.0,
+            "≥",
+            unit=f"of {TARGETS['intake_claims_per_s']} claims/s",
         )
         self.row(
             f"… the worker's peak RSS ({threads} threads at the end)",

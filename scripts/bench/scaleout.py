@@ -1,6 +1,7 @@
 """The `scaleout` scenario of the bench (see the package's docstring): the same work on one worker process and on
 two, and fairness across processes."""
 
+from scripts.bench import fit
 from scripts.bench.config import SIZE, TARGETS
 from scripts.bench.harness import Harness
 
@@ -11,15 +12,13 @@ class Scaleout(Harness):
         wall vs the one-process wall, the workers' PostgreSQL connections at peak and each process's peak RSS.
         Then organization A's 256 jobs and B's one on two processes of 32 threads, DRS at 10 s: B's job vs the
         same job on the idle pair."""
-        from django.conf import settings
-
         from sandbox.drs import controls
 
         controls.set_latency(SIZE.scaleout_drs_ms)
         jobs, threads = SIZE.scaleout_jobs, SIZE.scaleout_threads
         one = self.burst("scaleone", jobs, 1, threads)
         two = self.burst("scaletwo", jobs, 2, threads // 2)
-        pool = settings.DB_POOL_MAX_SIZE
+        pool = fit.pool_per_process(SIZE, 2)
         self.row(
             f"scaleout: {one['queued']} queued jobs, DRS {SIZE.scaleout_drs_ms / 1000:g} s, two worker processes of "
             f"{threads // 2} threads vs one of {threads} (first claim to last completion)",

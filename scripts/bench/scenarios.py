@@ -7,9 +7,10 @@ from scripts.bench.fairness import Fairness
 from scripts.bench.poll import Poll
 from scripts.bench.scale import Scale
 from scripts.bench.scaleout import Scaleout
+from scripts.bench.semrush import Semrush
 from scripts.bench.wait import Wait
 from scripts.bench.worker import Worker
 
 
-class Bench(Poll, Create, Activate, Worker, Scale, Fairness, Wait, Budgets, Scaleout):
+class Bench(Poll, Create, Activate, Worker, Scale, Fairness, Wait, Budgets, Semrush, Scaleout):
     """The harness and every scenario (one module each)."""

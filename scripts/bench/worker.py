@@ -3,11 +3,9 @@
 import json
 import math
 import statistics
-import time
 
 from scripts.bench.config import SIZE, TARGETS
 from scripts.bench.harness import Harness, cpu_seconds
-from scripts.stack import Failed
 
 
 class Worker(Harness):
@@ -21,27 +19,16 @@ class Worker(Harness):
         if not AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exists():  # run alone: queue its own
             self.queue_jobs(self.brand("worker"), SIZE.create_samples + SIZE.activate_markets)
         queued = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).count()
+        since = AsyncJob.objects.order_by("created_at").values_list("created_at", flat=True).first()
         controls.set_latency(SIZE.drs_latency_ms)
         meter = self.var / "worker-meter.jsonl"
         self.sim_calls.mark()
         self.start_worker(meter)
         groups = {name: proc.pid for name, proc in self.runner.children if name in ("worker", "simulators", "sqs")}
-        deadline = time.monotonic() + 300
-        while not AsyncJob.objects.filter(started_at__isnull=False).exists():  # the worker's start-up excluded
-            self.runner.check_children()
-            if time.monotonic() > deadline:
-                raise Failed("the worker claimed no job within 300 s")
-            time.sleep(0.05)
+        self.wait_first_claim(since)  # the worker's start-up excluded
         cpu_before = cpu_seconds(groups)
-        while AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).exists():
-            self.runner.check_children()
-            if time.monotonic() > deadline:
-                raise Failed("the worker did not finish the queued jobs within 300 s")
-            time.sleep(0.5)
+        self.wait_drained("worker", 300)
         cpu = {name: used - cpu_before[name] for name, used in cpu_seconds(groups).items()}
-        failed = AsyncJob.objects.exclude(status=JobStatus.COMPLETED).values_list("error_code", flat=True)
-        if failed:
-            raise Failed(f"jobs did not complete: {sorted(set(failed), key=str)}")
         span = AsyncJob.objects.aggregate(first=Min("started_at"), last=Max("ended_at"))
         wall = (span["last"] - span["first"]).total_seconds()
         ideal = math.ceil(queued / SIZE.worker_threads) * SIZE.drs_latency_ms / 1000
@@ -74,12 +61,20 @@ class Worker(Harness):
             TARGETS["worker_cpu_x_bare"],
             "≤",
         )
+        self.row(
+            f"worker CPU per delivery (median of {len(runs)}), against the {TARGETS['worker_cpu_ms']} ms target",
+            f"{cpu:.1f} ms",
+            cpu / TARGETS["worker_cpu_ms"],
+            1.0,
+            "≤",
+            unit=f"of {TARGETS['worker_cpu_ms']} ms",
+        )
         slots = statistics.median(d.get("semrush_slots", 0) for d in runs)
         fences = statistics.median(d.get("semrush_fences", 0) for d in runs)
         self.row(
-            f"worker SQL statements per delivery (median, max {max(d['sql'] for d in runs)}), beside one Semrush "
-            f"rate-budget slot per Semrush request (median {slots:.0f}) and two fence statements per Semrush write "
-            f"(median {fences:.0f})",
+            f"worker SQL statements per delivery (median, max {max(d['sql'] for d in runs)}), beside the Semrush "
+            f"rate budget's (one reserving the phase's calls, one more per call beyond them: median {slots:.0f}) and "
+            f"two fence statements per Semrush write (median {fences:.0f})",
             f"{sql:.0f}",
             sql / TARGETS["worker_sql"],
             1.0,

@@ -2,6 +2,7 @@
 records when each call arrives: callers on real threads and in two real processes never pass the budget in any
 second, and a 429 pauses every caller of the pair, in this process and in another."""
 
+import itertools
 import json
 import threading
 import time
@@ -242,3 +243,67 @@ def test_the_budget_off_sends_without_a_slot(recorder, settings):
     call()
     assert len(recorder.calls) == 1
     assert not SemrushRateBudget.objects.exists()
+
+
+def test_a_reservation_takes_consecutive_slots_its_calls_use_in_order_while_other_callers_queue_behind_it(recorder):
+    """A delivery's phase reserves its calls at once: they go one slot apart, at the budget's pace, and a caller
+    that asks meanwhile gets the first slot after them, never one in between."""
+    reservation = semrush_budget.reserve("semrush", 3, wait=5)
+    client = SemrushClient("Bearer-reserved", pair="semrush", reservation=reservation)
+    other = threading.Thread(target=call, args=("Bearer-other",))
+    other.start()  # asks for its slot while the reserved calls are still to go
+    for _call in range(3):
+        client.publish_status(project_id="p")
+    other.join()
+
+    assert reservation.left() == 0
+    order = [bearer for _arrived, bearer, _status in sorted(recorder.calls)]
+    assert order == ["Bearer Bearer-reserved"] * 3 + ["Bearer Bearer-other"]
+    arrivals = [arrived for arrived, _b, _s in sorted(recorder.calls)]
+    assert all(later - earlier >= 1 / BUDGET - 0.02 for earlier, later in itertools.pairwise(arrivals))
+
+
+def test_a_reservation_further_than_its_wait_is_not_taken(recorder):
+    call()  # creates the row
+    semrush_budget.pause("semrush", 60)
+    before = SemrushRateBudget.objects.get(pair="semrush").next_slot_us
+
+    with pytest.raises(semrush_budget.OverBudget) as refused:
+        semrush_budget.reserve("semrush", 4, wait=30)
+
+    assert 30 < refused.value.retry_after <= 61
+    assert SemrushRateBudget.objects.get(pair="semrush").next_slot_us == before
+    assert semrush_budget.reserve("semrush", 4, wait=62).left() == 4
+
+
+def test_a_call_beyond_the_reservation_waits_at_the_end_of_the_line_however_long_rather_than_handing_back(recorder):
+    """A workspace's first job creates its tags: calls its reservation did not count. Each reserves one more slot
+    at the end of the line and waits for it, even when the line is longer than a call waits for in place: handing
+    the job back would send it to the end of the line again, and the next time too."""
+    reservation = semrush_budget.reserve("semrush", 1, wait=30)
+    semrush_budget.reserve("semrush", 6 * BUDGET, wait=30)  # the fleet's next six seconds are taken
+    client = SemrushClient("Bearer-reserved", pair="semrush", deadline=time.monotonic() + 3, reservation=reservation)
+
+    client.publish_status(project_id="p")
+    client.publish_status(project_id="p")  # beyond its reservation, six seconds in line and its deadline 3 s
+
+    arrivals = sorted(arrived for arrived, _b, _s in recorder.calls)
+    assert len(arrivals) == 2 and arrivals[1] - arrivals[0] >= 6
+    assert reservation.waited >= 5.5
+
+
+def test_a_reserved_call_that_would_go_late_takes_one_more_slot_instead(recorder):
+    """A thread that reaches its reserved slot late (it waited for the database, or for the CPU) does not send at
+    once: sent late, the call would join the calls of the slots after it in one second of Semrush's count."""
+    reservation = semrush_budget.reserve("semrush", 1, wait=5)
+    semrush_budget.reserve("semrush", BUDGET, wait=5)  # the next second's slots are other callers'
+    time.sleep(reservation.starts_in() + 2 * reservation.margin)  # stalled past its slot and its margin
+    client = SemrushClient("Bearer-late", pair="semrush", reservation=reservation)
+    taken = SemrushRateBudget.objects.get(pair="semrush").next_slot_us
+
+    started = time.time()
+    client.publish_status(project_id="p")
+
+    # One more slot taken, at the end of the line (after the others' second), and the call sent at it.
+    assert SemrushRateBudget.objects.get(pair="semrush").next_slot_us == taken + semrush_budget.interval_us()
+    assert len(recorder.calls) == 1 and recorder.calls[0][0] - started >= 0.5
