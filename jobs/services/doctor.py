@@ -57,6 +57,7 @@ CRASH_LOOP = "crash_loop"
 NO_CONSUMER = "no_consumer"
 WRITE_STALLED = "write_stalled"
 WRITTEN_NOT_COMPLETED = "written_not_completed"
+NOT_ENQUEUED = "not_enqueued"
 # What a job waits for when it waits rather than stalls (no finding; the doctor's note counts them).
 WAITING_BUDGET = "a DRS budget place"
 WAITING_DELAY = "a delay (throttle or retry)"
@@ -167,6 +168,7 @@ def diagnose(
         ),
         *_dlq_messages(scan, in_dlq, actor=actor),
         *_dlq_read(scan, counts),
+        *(Finding(NOT_ENQUEUED, item.subject, item.detail, item.action) for item in handlers.stranded()),
     ]
     notes = [_queue_note(scan, counts), _budget_note(running, waits, now), _workers_note(fleet, now), EXTERNAL_NOTE]
     return Diagnosis(findings=findings, notes=notes)

@@ -189,7 +189,11 @@ def test_sqs_not_answering_fails_the_enqueue_after_its_bounded_attempts_and_the_
         )
         ready = Client().get("/readyz")
 
-    assert response.status_code == 201 and "promptGeneration" not in response.json()
+    assert response.status_code == 201
+    assert {k: response.json()["promptGeneration"][k] for k in ("status", "code")} == {
+        "status": "failed",
+        "code": "ENQUEUE_FAILED",
+    }
     # Bounded by attempts, not by a clock: the send tried SQS_MAX_ATTEMPTS times, each cut by its read timeout.
     assert len(blackhole.connections) == django_settings.SQS_MAX_ATTEMPTS
     assert AsyncJob.objects.get().error_code == "ENQUEUE_FAILED"
