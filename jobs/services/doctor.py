@@ -358,9 +358,20 @@ def _running_jobs(
 def _why_dead_lettered(deliveries: selectors.Deliveries, received: int) -> str:
     """Why a waiting job's message ended in the DLQ, from what its row recorded: only what it shows."""
     if deliveries.attempts == 0:
+        # A message SQS moved to the DLQ was received MARKET_JOBS_MAX_RECEIVE_COUNT times on the job queue, by workers;
+        # every receive past those is a DLQ reader's (the doctor's scan, the redrive, job_inspect), this one included.
+        max_receives = int(settings.MARKET_JOBS_MAX_RECEIVE_COUNT)
+        by_workers = max_receives if received > max_receives else 0
+        readers = received - by_workers
+        if not by_workers:
+            return (
+                f"no worker ever received it: its {received} receive(s) were all DLQ readers' (the doctor, the "
+                "redrive, job_inspect), so it reached the DLQ without a worker's receive: nothing in the worker logs"
+            )
         return (
-            f"no delivery ever claimed it: its message was received {received} times (readers of the DLQ "
-            "included) without a claim; read the worker logs around its receives"
+            f"no delivery ever claimed it: workers received its message {by_workers} times without a claim before "
+            f"SQS moved it to the DLQ ({readers} later receive(s) by DLQ readers); read the worker logs around "
+            "those receives"
         )
     if deliveries.lost:
         return f"its last {deliveries.lost} deliveries died without an outcome: read the worker logs for it"
