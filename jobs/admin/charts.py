@@ -36,10 +36,10 @@ def seconds(value: float) -> str:
 
 
 # The waterfall's layout, in percent of its width: the labels' column, then the plot. It takes the width of its
-# container, and every text is fitted to the narrowest it is drawn at (a 1024-px window: the admin's content is
+# container, and every text is fitted to the narrowest it is drawn at (an 800-px window: the admin's content is
 # then about MIN_WIDTH_PX wide), with the whole of it in the row's tooltip.
 PLOT_X, PLOT_W = 30.0, 69.0
-MIN_WIDTH_PX = 620  # 650 measured in Chromium at 1024 px, the admin's navigation open; a little to spare
+MIN_WIDTH_PX = 400  # 426 measured in Chromium at 800 px (650 at 1024), the admin's navigation open; a little to spare
 # From a 1400-px window on (jobs/static/jobs/admin.css switches), labels are drawn fitted to this width instead.
 WIDE_WIDTH_PX = 940  # 986 measured at 1400 px
 ROW_HEIGHT, TOP = 22, 30
