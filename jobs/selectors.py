@@ -376,6 +376,7 @@ class LiveWork:
     crash_looping_or_parked: int  # jobs/leases.py `crash_looping_or_parked_q`
     parked: int = 0  # of those, the ones a delivery parked (`parked_q`)
     in_flight: int = 0  # IN_PROGRESS under a live lease, stuck or not: what the fleet's DRS budget counts
+    budget_waiting: int = 0  # jobs waiting for a place in it (`budget_wait_q`): waiting, not stuck
 
     @property
     def in_progress(self) -> int:
@@ -391,12 +392,14 @@ def live_work(*, now: datetime | None = None) -> LiveWork:
         crash_looping_or_parked=Count("id", filter=crash_looping_or_parked_q(now=now)),
         parked=Count("id", filter=Q(status=JobStatus.IN_PROGRESS) & parked_q()),
         in_flight=Count("id", filter=running_q(now)),
+        budget_waiting=Count("id", filter=budget_wait_q(now=now)),
     )
     return LiveWork(
         states={state: counts[state] for state in JOB_STATES},
         crash_looping_or_parked=counts["crash_looping_or_parked"],
         parked=counts["parked"],
         in_flight=counts["in_flight"],
+        budget_waiting=counts["budget_waiting"],
     )
 
 
