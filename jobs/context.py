@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from jobs import states
 from jobs.checkpoints import MergedCheckpoints
-from jobs.exceptions import LeaseLost, OutOfTime
+from jobs.exceptions import LeaseLost, OutOfTime, WorkerStopping
 from jobs.leases import lease_live_q
 from jobs.models import AsyncJob, JobStatus
 from serenity.db import retry_once_on_disconnect
@@ -25,6 +25,33 @@ from tokens.services import LoadedGrant
 from tokens.types import PromiseToken
 
 log = logging.getLogger(__name__)
+
+# When this worker process began a warm stop (jobs/worker/stop.py), on the monotonic clock; None: not stopping.
+# From then on it claims nothing new; past WORKER_STOP_GRACE_SECONDS it starts no new phase of a running delivery
+# (`JobContext.drained_call`).
+_stop_began: list[float] = []
+
+
+def worker_stop_begin(*, at: float | None = None) -> None:
+    """This process's worker is stopping (SIGTERM): deliveries not yet claimed hand their message back, and past
+    the grace a delivery entering or leaving a drained call hands its job back (`JobContext.drained_call`)."""
+    if not _stop_began:
+        _stop_began.append(time.monotonic() if at is None else at)
+
+
+def worker_stop_reset() -> None:
+    """A worker (re)built in this process: it is not stopping."""
+    _stop_began.clear()
+
+
+def worker_stopping() -> bool:
+    return bool(_stop_began)
+
+
+def worker_past_grace() -> bool:
+    """Stopping for WORKER_STOP_GRACE_SECONDS or more: only drained calls go on."""
+    began = _stop_began[0] if _stop_began else None
+    return began is not None and time.monotonic() - began >= float(settings.WORKER_STOP_GRACE_SECONDS)
 
 
 class JobContext:
@@ -45,6 +72,9 @@ class JobContext:
         self.worker = worker
         self.deadline = deadline if deadline is not None else time.monotonic() + settings.JOB_TASK_TIME_LIMIT_SECONDS
         self.handed_back = False  # set when a stopping worker gave the job back to the queue
+        # True inside `drained_call`: a stopping worker lets the call finish (within WORKER_STOP_DRAIN_SECONDS)
+        # rather than handing the job back at WORKER_STOP_GRACE_SECONDS. Read and changed under `release_lock`.
+        self.in_drained_call = False
         # The lease is released by one thread at a time: the delivery's own, or a stopping worker's hand-back.
         self.release_lock = threading.RLock()
 
@@ -167,6 +197,29 @@ class JobContext:
             thread.join()
         if lost:
             raise lost[0]
+
+    @contextlib.contextmanager
+    def drained_call(self, what: str) -> Iterator[None]:
+        """A slow outside call whose repetition costs money (DRS: an LLM generation), with the checkpoint that keeps
+        its result. A stopping worker waits for it up to WORKER_STOP_DRAIN_SECONDS instead of handing the job back
+        at WORKER_STOP_GRACE_SECONDS (jobs/worker/stop.py), so a deploy does not make the call twice.
+
+        Entered or left past the stop's grace: WorkerStopping, so the runner hands the job back (with the result
+        checkpointed, when left) instead of starting a phase on a process about to exit; within the grace the
+        delivery goes on as usual. The flag is changed under `release_lock`, which a stopping worker's hand-back
+        takes too: a delivery inside the block is never handed back before the drain's end, and a result
+        checkpointed inside is lost to a hand-back only at the drain's end."""
+        if worker_past_grace():
+            raise WorkerStopping(f"before {what}")
+        with self.release_lock:
+            self.in_drained_call = True
+        try:
+            yield
+        finally:
+            with self.release_lock:
+                self.in_drained_call = False
+        if worker_past_grace():
+            raise WorkerStopping(f"after {what}")
 
     def lost(self, where: str) -> LeaseLost:
         """The LeaseLost to raise, logged and written to the job's history."""

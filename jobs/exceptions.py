@@ -62,6 +62,15 @@ class OutOfTime(JobError):
         super().__init__("OUT_OF_TIME", f"delivery budget spent before {before}")
 
 
+class WorkerStopping(JobError):
+    """The worker is stopping (SIGTERM) and the delivery is between two phases: the job is handed back (lease
+    released, its attempt given back, a fresh message sent) and another worker resumes it from the checkpoint
+    just written, instead of this process starting a phase it may not finish."""
+
+    def __init__(self, where: str):
+        super().__init__("WORKER_STOPPING", f"worker stopping ({where})")
+
+
 class NotAwaitingReauth(DomainError):
     status, code, title = 409, "job_not_awaiting_reauth", "Job is not awaiting re-authentication"
 

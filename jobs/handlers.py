@@ -5,6 +5,8 @@ Apps register their handler at start-up (e.g. markets.apps); `jobs` knows nothin
 """
 
 import enum
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from jobs.context import JobContext
@@ -56,3 +58,25 @@ def describe(job: AsyncJob) -> str:
     """The handler's label for `job`, redacted (empty when the handler gives none)."""
     handler = get(job.job_type)
     return redact(handler.describe(job)) if handler is not None and hasattr(handler, "describe") else ""
+
+
+@dataclass(frozen=True)
+class Stranded:
+    """Work an app asked for that never became a job (its enqueue failed), as the doctor reports it."""
+
+    subject: str  # e.g. `market <id>`
+    detail: str
+    action: str  # the one recovery that works
+
+
+_stranded: dict[str, Callable[[], list[Stranded]]] = {}
+
+
+def register_stranded(name: str, source: Callable[[], list[Stranded]]) -> None:
+    """An app's reader of its stranded work (markets: markets whose generation could not be enqueued)."""
+    _stranded[name] = source
+
+
+def stranded() -> list[Stranded]:
+    """Every registered app's stranded work."""
+    return [item for source in _stranded.values() for item in source()]

@@ -2,7 +2,14 @@
 
 From the database:
 - `StuckInProgressJobs`: jobs IN_PROGRESS with no activity for JOB_STUCK_AFTER_SECONDS (the lease TTL plus the
-  longest retry delay);
+  longest retry delay), but for those waiting for a place in the DRS budget or out a delay (jobs/selectors.py
+  `waiting_not_stuck_q`): waiting is not stuck, unless the queue holds nothing at all (then what waits for a
+  budget place has no message);
+- `DrsInFlight` of `DrsMaxInFlight`: generations under a live lease, against the fleet's DRS budget;
+- `JobsWaitingForBudget`, `OldestBudgetWaitSeconds`: jobs waiting for a budget place, and the longest such wait,
+  so a dashboard sees the budget bind long before anything looks stuck;
+- `DrsBudgetStalled`: 1 when the budget is full and no job ended for a whole delivery budget
+  (JOB_TASK_TIME_LIMIT_SECONDS): every running delivery hangs, and the waiting ones with them (the alarm);
 - `NeedsReauthBacklog`: unexpired jobs FAILED with NEEDS_REAUTH;
 - `WorkersAlive`: worker processes consuming the market-jobs queue whose heartbeat is fresh (jobs/worker/heartbeats.py).
 From the queues' approximate counts (nothing is received):
@@ -18,6 +25,8 @@ problem. Nothing at all goes out when the database cannot be read.
 
 import logging
 from datetime import datetime
+
+from django.conf import settings
 
 from jobs import selectors
 from jobs.clients import sqs
@@ -40,6 +49,11 @@ def run_probe(*, now: datetime | None = None) -> dict[str, int] | None:
         "StuckInProgressJobs": counts.stuck_in_progress,
         "NeedsReauthBacklog": counts.needs_reauth_backlog,
         "WorkersAlive": counts.workers_alive,
+        "DrsInFlight": counts.in_flight,
+        "DrsMaxInFlight": int(settings.DRS_MAX_IN_FLIGHT),
+        "JobsWaitingForBudget": counts.budget_waiting,
+        "OldestBudgetWaitSeconds": counts.oldest_budget_wait_seconds,
+        "DrsBudgetStalled": int(counts.budget_stalled),
     }
     try:
         queues = queue_counts("queue", "maintenance")
@@ -49,8 +63,11 @@ def run_probe(*, now: datetime | None = None) -> dict[str, int] | None:
         )
     else:
         values["JobMessagesWithoutConsumer"] = 0 if counts.workers_alive else total(queues["queue"])
+        if not total(queues["queue"]):  # nothing queued: the jobs "waiting for a budget place" have no message
+            values["StuckInProgressJobs"] += counts.budget_waiting_quiet
         values["MaintenanceQueueDepth"] = queues["maintenance"].get("Visible", 0)
-    metrics.emit(breakdown=None, **{name: (value, metrics.COUNT) for name, value in values.items()})
+    units = {"OldestBudgetWaitSeconds": metrics.SECONDS}
+    metrics.emit(breakdown=None, **{name: (value, units.get(name, metrics.COUNT)) for name, value in values.items()})
     if counts.stuck_in_progress:
         log.warning("jobs stuck in progress", extra={"count": counts.stuck_in_progress})
     if not counts.workers_alive:
@@ -64,5 +81,8 @@ def needs_a_human(values: dict[str, int]) -> bool:
     """Whether what the probe saw is something an operator must act on: stuck jobs, no worker alive, or a queue
     that could not be read. (Jobs awaiting re-authorisation wait for their users, not for an operator.)"""
     return bool(
-        values["StuckInProgressJobs"] or not values["WorkersAlive"] or "JobMessagesWithoutConsumer" not in values
+        values["StuckInProgressJobs"]
+        or values.get("DrsBudgetStalled")
+        or not values["WorkersAlive"]
+        or "JobMessagesWithoutConsumer" not in values
     )

@@ -12,7 +12,7 @@ from typing import TypedDict
 from uuid import UUID
 
 from django.conf import settings
-from django.db.models import Case, CharField, Count, Q, QuerySet, Value, When
+from django.db.models import Case, CharField, Count, Exists, Min, Q, QuerySet, Value, When
 from django.db.models.functions import Coalesce, Greatest, TruncHour
 from django.utils import timezone
 from django_stubs_ext import WithAnnotations
@@ -27,6 +27,7 @@ from jobs.leases import (
     lease_live_q,
     lost_in_a_row,
     parked_q,
+    running_jobs,
     running_q,
 )
 from jobs.models import AsyncJob, JobEvent, JobStatus, WorkerHeartbeat
@@ -70,9 +71,58 @@ def quiet_q(seconds: float, *, now: datetime | None = None) -> Q:
     return Q(status=JobStatus.IN_PROGRESS, last_activity_at__lte=now - timedelta(seconds=seconds))
 
 
+def budget_binding_at() -> int:
+    """How many generations in flight make the fleet's DRS budget bind: DRS_MAX_IN_FLIGHT less a tenth of it. A place
+    freed in a budget that binds is taken within a receive, so the count hovers just under the budget; a job
+    waiting then waits for a place, not for a lost message. 0: no budget."""
+    budget = int(settings.DRS_MAX_IN_FLIGHT)
+    return max(0, budget - budget // 10)
+
+
+def budget_binding_q(*, now: datetime | None = None) -> Q:
+    """True for every row while the fleet's DRS budget binds (`budget_binding_at` generations hold a live lease);
+    never without a budget. OFFSET n-1 LIMIT 1: no count of them all."""
+    binding_at = budget_binding_at()
+    if binding_at <= 0:
+        return Q(pk__isnull=True)
+    return Q(Exists(running_jobs(now or timezone.now()).order_by()[binding_at - 1 : binding_at]))
+
+
+def budget_wait_q(*, now: datetime | None = None) -> Q:
+    """IN_PROGRESS jobs waiting for a place in the fleet's DRS budget: no live lease, their message out and
+    receivable by now (on the queue, left unreceived by the workers' intake, or held back by a claim), neither
+    crash-looping nor parked, while the budget binds (`budget_binding_q`). Waiting, not stuck: never a finding,
+    never counted stuck, never re-sent by a tool."""
+    now = now or timezone.now()
+    return (
+        Q(status=JobStatus.IN_PROGRESS, message_sent_at__isnull=False)
+        & lease_free_q(now=now)
+        & (Q(runnable_at__isnull=True) | Q(runnable_at__lte=now))
+        & ~crash_looping_or_parked_q(now=now)
+        & budget_binding_q(now=now)
+    )
+
+
+def delay_wait_q(*, now: datetime | None = None) -> Q:
+    """IN_PROGRESS jobs waiting out a delay: no live lease, their last message delayed past `now` (a throttle's
+    Retry-After, a retry's backoff, a held-back delivery). Waiting, not stuck, whatever their phase."""
+    now = now or timezone.now()
+    return (
+        Q(status=JobStatus.IN_PROGRESS, message_sent_at__isnull=False, runnable_at__gt=now)
+        & lease_free_q(now=now)
+        & ~parked_q()
+    )
+
+
+def waiting_not_stuck_q(*, now: datetime | None = None) -> Q:
+    """Jobs waiting for a budget place or out a delay (`budget_wait_q`, `delay_wait_q`)."""
+    return budget_wait_q(now=now) | delay_wait_q(now=now)
+
+
 def stuck_q(*, now: datetime | None = None) -> Q:
-    """What the probe counts as stuck: quiet for JOB_STUCK_AFTER_SECONDS (needs `with_activity`)."""
-    return quiet_q(settings.JOB_STUCK_AFTER_SECONDS, now=now)
+    """What the probe counts as stuck: quiet for JOB_STUCK_AFTER_SECONDS (needs `with_activity`), unless waiting for
+    a budget place or out a delay (`waiting_not_stuck_q`)."""
+    return quiet_q(settings.JOB_STUCK_AFTER_SECONDS, now=now) & ~waiting_not_stuck_q(now=now)
 
 
 def presumed_dead_q(*, now: datetime | None = None) -> Q:
@@ -164,9 +214,12 @@ def jobs_with_stale_lease(
 def jobs_stuck(
     *, quiet_for: timedelta, filters: JobFilter = JobFilter(), now: datetime | None = None
 ) -> "QuerySet[WithAnnotations[AsyncJob, Activity]]":
-    """IN_PROGRESS jobs with no live lease and no activity for at least `quiet_for`."""
+    """IN_PROGRESS jobs with no live lease and no activity for at least `quiet_for`, but for those waiting for a
+    budget place or out a delay (`waiting_not_stuck_q`) unless named by id: a tool never re-sends a waiting job."""
     now = now or timezone.now()
     qs = AsyncJob.objects.filter(lease_free_q(now=now), status=JobStatus.IN_PROGRESS)
+    if not filters.job_ids:
+        qs = qs.exclude(waiting_not_stuck_q(now=now))
     return (
         with_activity(jobs_filtered(filters, qs))
         .filter(quiet_q(quiet_for.total_seconds(), now=now))
@@ -199,6 +252,13 @@ class ProbeCounts:
     stuck_in_progress: int
     needs_reauth_backlog: int
     workers_alive: int
+    in_flight: int = 0  # generations under a live lease: what DRS_MAX_IN_FLIGHT bounds
+    budget_waiting: int = 0  # jobs waiting for a budget place (`budget_wait_q`)
+    # Of those, the ones quiet past the stuck threshold: stuck after all when the queue holds nothing for them.
+    budget_waiting_quiet: int = 0
+    oldest_budget_wait_seconds: int = 0
+    # The budget full and no job ended for a whole delivery budget: every running delivery hangs.
+    budget_stalled: bool = False
 
 
 def probe_counts(*, stuck_after: int | None = None, now: datetime | None = None) -> ProbeCounts:
@@ -213,13 +273,28 @@ def probe_counts(*, stuck_after: int | None = None, now: datetime | None = None)
     now = now or timezone.now()
     stuck_after = settings.JOB_STUCK_AFTER_SECONDS if stuck_after is None else stuck_after
     counts = with_activity(AsyncJob.objects.all()).aggregate(
-        stuck=Count("id", filter=quiet_q(stuck_after, now=now)),
+        stuck=Count("id", filter=quiet_q(stuck_after, now=now) & ~waiting_not_stuck_q(now=now)),
         reauth=Count("id", filter=Q(status=JobStatus.FAILED, error_code=NEEDS_REAUTH, expires_at__gt=now)),
+        in_flight=Count("id", filter=running_q(now)),
+        budget_waiting=Count("id", filter=budget_wait_q(now=now)),
+        budget_waiting_quiet=Count(
+            "id", filter=quiet_q(stuck_after, now=now) & budget_wait_q(now=now) & ~delay_wait_q(now=now)
+        ),
+        budget_waiting_since=Min(Coalesce("runnable_at", "message_sent_at"), filter=budget_wait_q(now=now)),
     )
+    since = counts["budget_waiting_since"]
+    budget = int(settings.DRS_MAX_IN_FLIGHT)
+    full = budget > 0 and counts["in_flight"] >= budget
+    window = now - timedelta(seconds=settings.JOB_TASK_TIME_LIMIT_SECONDS)
     return ProbeCounts(
         stuck_in_progress=counts["stuck"],
         needs_reauth_backlog=counts["reauth"],
         workers_alive=workers_alive(settings.MARKET_JOBS_QUEUE, now=now),
+        in_flight=counts["in_flight"],
+        budget_waiting=counts["budget_waiting"],
+        budget_waiting_quiet=counts["budget_waiting_quiet"],
+        oldest_budget_wait_seconds=max(0, int((now - since).total_seconds())) if since else 0,
+        budget_stalled=full and not AsyncJob.objects.filter(ended_at__gt=window).exists(),
     )
 
 
@@ -301,6 +376,7 @@ class LiveWork:
     crash_looping_or_parked: int  # jobs/leases.py `crash_looping_or_parked_q`
     parked: int = 0  # of those, the ones a delivery parked (`parked_q`)
     in_flight: int = 0  # IN_PROGRESS under a live lease, stuck or not: what the fleet's DRS budget counts
+    budget_waiting: int = 0  # jobs waiting for a place in it (`budget_wait_q`): waiting, not stuck
 
     @property
     def in_progress(self) -> int:
@@ -316,12 +392,14 @@ def live_work(*, now: datetime | None = None) -> LiveWork:
         crash_looping_or_parked=Count("id", filter=crash_looping_or_parked_q(now=now)),
         parked=Count("id", filter=Q(status=JobStatus.IN_PROGRESS) & parked_q()),
         in_flight=Count("id", filter=running_q(now)),
+        budget_waiting=Count("id", filter=budget_wait_q(now=now)),
     )
     return LiveWork(
         states={state: counts[state] for state in JOB_STATES},
         crash_looping_or_parked=counts["crash_looping_or_parked"],
         parked=counts["parked"],
         in_flight=counts["in_flight"],
+        budget_waiting=counts["budget_waiting"],
     )
 
 

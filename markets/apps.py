@@ -7,4 +7,8 @@ class MarketsConfig(AppConfig):
     name = "markets"
 
     def ready(self):
+        from jobs import handlers
         from markets.generation import handler  # noqa: F401  (registers the market-generation job handler)
+        from markets.generation.selectors import markets_not_enqueued
+
+        handlers.register_stranded("markets", markets_not_enqueued)

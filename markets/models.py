@@ -96,6 +96,10 @@ class Market(models.Model):
     deletion_hold_expires_at = models.DateTimeField(null=True, blank=True)
     generation_write_lease = models.UUIDField(null=True, blank=True)
     generation_write_until = models.DateTimeField(null=True, blank=True)
+    # Why the generation its entry point asked for could not be enqueued (markets/generation/producer.py, a
+    # `NotEnqueued` code), and when; cleared once a job is enqueued for it. The doctor lists such markets.
+    generation_not_enqueued = models.CharField(max_length=32, null=True, blank=True)
+    generation_not_enqueued_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -15,6 +15,7 @@ log = logging.getLogger("serenity.metrics")
 
 MILLISECONDS = "Milliseconds"
 COUNT = "Count"
+SECONDS = "Seconds"
 
 
 def emf_document(metrics: dict[str, tuple[float, str]], breakdown: dict[str, str] | None = None) -> dict:

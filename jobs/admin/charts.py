@@ -36,10 +36,10 @@ def seconds(value: float) -> str:
 
 
 # The waterfall's layout, in percent of its width: the labels' column, then the plot. It takes the width of its
-# container, and every text is fitted to the narrowest it is drawn at (a 1024-px window: the admin's content is
+# container, and every text is fitted to the narrowest it is drawn at (an 800-px window: the admin's content is
 # then about MIN_WIDTH_PX wide), with the whole of it in the row's tooltip.
 PLOT_X, PLOT_W = 30.0, 69.0
-MIN_WIDTH_PX = 620  # 650 measured in Chromium at 1024 px, the admin's navigation open; a little to spare
+MIN_WIDTH_PX = 400  # 426 measured in Chromium at 800 px (650 at 1024), the admin's navigation open; a little to spare
 # From a 1400-px window on (jobs/static/jobs/admin.css switches), labels are drawn fitted to this width instead.
 WIDE_WIDTH_PX = 940  # 986 measured at 1400 px
 ROW_HEIGHT, TOP = 22, 30
@@ -48,6 +48,9 @@ ROW_HEIGHT, TOP = 22, 30
 MIN_BREAK_SECONDS = 2.0
 GAP_WIDTH, GAPS_WIDTH = 0.07, 0.3
 MIN_BAR = 0.3  # percent of the plot: a bar of a millisecond is still seen
+# And at least this many pixels at the narrowest width, its duration written beside it: a 16-s dead delivery next to
+# a long request is a bar, not a sliver.
+MIN_BAR_PX = 6
 
 
 @dataclass(frozen=True)
@@ -170,9 +173,11 @@ def waterfall(timeline: Timeline) -> dict[str, Any]:
     rows = []
     for i, s in enumerate(timeline.segments):
         x0, x1 = _at(pieces, s.start), _at(pieces, s.end)
-        width = max(MIN_BAR / 100, x1 - x0)
-        x0 = min(x0, 1.0 - width)
+        width = max(MIN_BAR / 100, MIN_BAR_PX / plot_px, x1 - x0)
+        x0 = max(0.0, min(x0, 1.0 - width))
         text = f"{seconds(s.duration)} · {s.note}" if s.note else seconds(s.duration)
+        if all(p < text_px(seconds(s.duration)) for p in _places(x0, width, plot_px)):
+            text = seconds(s.duration)  # the duration at least, wherever it fits
         # After the bar, before it, or inside it: wherever the most of it fits at the narrowest width.
         places = [
             ((1.0 - x0 - width) * plot_px - 8, (x0 + width) * 100, 4, "start", "#666666"),
@@ -230,6 +235,11 @@ def waterfall(timeline: Timeline) -> dict[str, Any]:
     }
 
 
+def _places(x0: float, width: float, plot_px: float) -> list[float]:
+    """The room, in pixels, after a bar, before it and inside it."""
+    return [(1.0 - x0 - width) * plot_px - 8, x0 * plot_px - 8, width * plot_px - 10]
+
+
 def _anchor(x: float, plot_px: float, text: str) -> str:
     """How a label centred at `x` (a fraction of the plot) is anchored so that it stays inside the plot."""
     half = text_px(text) / 2 / plot_px
@@ -247,11 +257,15 @@ def _ticks(pieces: list[Piece], plot_px: float) -> list[dict[str, Any]]:
         steps = max(1, int((p.x1 - p.x0) / 0.2))
         wanted += [(p.x0 + (p.x1 - p.x0) * k / steps, p.t0 + (p.t1 - p.t0) * k / steps) for k in range(steps + 1)]
     ticks: list[dict[str, Any]] = []
+    labels: set[str] = set()
     spacing = 70 / plot_px
     for x, t in wanted:
         if any(abs(x - other) < spacing for other in taken):
             continue
         label = seconds(t)
+        if label in labels:  # two ticks the same label names (`2m 4s` twice) say nothing: the first one stays
+            continue
+        labels.add(label)
         taken.append(x)
         if x <= 0.001:
             anchor = "start"

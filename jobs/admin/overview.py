@@ -59,7 +59,7 @@ def first_line(
     tiles = [
         _workers(fleet, alarm=bool(alarm), now=now),
         _oldest_waiting(oldest, alarm=bool(alarm), now=now),
-        _drs_budget(live.in_flight, jobs_url),
+        _drs_budget(live.in_flight, jobs_url, waiting=live.budget_waiting),
         Tile(
             "stuck",
             "stuck",
@@ -92,10 +92,10 @@ def first_line(
     return FirstLine(tiles=tiles, alarm=alarm)
 
 
-def _drs_budget(in_flight: int, jobs_url: str) -> Tile:
+def _drs_budget(in_flight: int, jobs_url: str, *, waiting: int = 0) -> Tile:
     """The fleet's DRS budget (DRS_MAX_IN_FLIGHT): generations under a live lease of the budget. Full, new
     generations wait unreceived in the queue (jobs/worker/intake.py) and `oldest waiting` grows; it is back-pressure,
-    not a fault, so it warns and never alarms."""
+    not a fault, so it warns and never alarms. The jobs waiting for a place are counted apart: waiting, not stuck."""
     budget = settings.DRS_MAX_IN_FLIGHT
     if budget <= 0:
         return Tile("drs-budget", "DRS in flight", str(in_flight), OK, "", "no fleet budget (DRS_MAX_IN_FLIGHT=0)")
@@ -104,6 +104,8 @@ def _drs_budget(in_flight: int, jobs_url: str) -> Tile:
         detail = "the budget is full: new generations wait in the queue, unreceived"
     else:
         detail = f"of the fleet's budget (DRS_MAX_IN_FLIGHT), {free} free"
+    if waiting:
+        detail += f"; {waiting} job(s) waiting for a place (waiting, not stuck)"
     return Tile(
         "drs-budget",
         "DRS in flight",

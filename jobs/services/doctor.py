@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db.models import Case, CharField, Value, When
 from django.utils import timezone
 from django_stubs_ext import WithAnnotations
 
@@ -56,6 +57,10 @@ CRASH_LOOP = "crash_loop"
 NO_CONSUMER = "no_consumer"
 WRITE_STALLED = "write_stalled"
 WRITTEN_NOT_COMPLETED = "written_not_completed"
+NOT_ENQUEUED = "not_enqueued"
+# What a job waits for when it waits rather than stalls (no finding; the doctor's note counts them).
+WAITING_BUDGET = "a DRS budget place"
+WAITING_DELAY = "a delay (throttle or retry)"
 
 EXTERNAL_NOTE = (
     "Semrush not compared: the doctor holds no credential of its own; how far each job got is read from its checkpoints"
@@ -134,15 +139,39 @@ def diagnose(
     in_dlq = scan.by_job()
     fleet = consumers(now=now)
     running = list(
-        selectors.with_activity(AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS)).order_by("created_at")
+        selectors.with_activity(AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS))
+        .annotate(
+            waiting_for=Case(
+                When(selectors.delay_wait_q(now=now), then=Value(WAITING_DELAY)),
+                When(selectors.budget_wait_q(now=now), then=Value(WAITING_BUDGET)),
+                default=Value(""),
+                output_field=CharField(),
+            )
+        )
+        .order_by("created_at")
     )
+    # A job waiting for a budget place has its message on the queue (unreceived, or held back and delayed): with
+    # nothing at all on the queue, what waits there has no message, and is stalled.
+    queued = bool(total(counts["queue"]))
+    waits: Counter[str] = Counter()
     findings = [
         *_consumer_findings(fleet, counts, running=len(running), now=now),
-        *_running_jobs(running, in_dlq, workers=fleet[0].alive > 0, actor=actor, stuck_after=stuck_after, now=now),
+        *_running_jobs(
+            running,
+            in_dlq,
+            workers=fleet[0].alive > 0,
+            actor=actor,
+            stuck_after=stuck_after,
+            now=now,
+            queued=queued,
+            waits=waits,
+        ),
         *_dlq_messages(scan, in_dlq, actor=actor),
         *_dlq_read(scan, counts),
+        *(Finding(NOT_ENQUEUED, item.subject, item.detail, item.action) for item in handlers.stranded()),
     ]
-    return Diagnosis(findings=findings, notes=[_queue_note(scan, counts), _workers_note(fleet, now), EXTERNAL_NOTE])
+    notes = [_queue_note(scan, counts), _budget_note(running, waits, now), _workers_note(fleet, now), EXTERNAL_NOTE]
+    return Diagnosis(findings=findings, notes=notes)
 
 
 def _consumer_findings(fleet: list[Consumers], counts: QueueCounts, *, running: int, now: datetime) -> list[Finding]:
@@ -183,8 +212,13 @@ def _running_jobs(
     actor: str,
     stuck_after: timedelta,
     now: datetime,
+    queued: bool = True,
+    waits: Counter[str] | None = None,
 ) -> list[Finding]:
-    """One finding per IN_PROGRESS job that needs one: the first of the table that applies."""
+    """One finding per IN_PROGRESS job that needs one: the first of the table that applies. A job waiting for a place
+    in the DRS budget (its message on the queue) or out a delay (a throttle's Retry-After, a retry's backoff) is
+    waiting, not stalled: no finding, counted in `waits` for the note."""
+    waits = Counter() if waits is None else waits
     budget = timedelta(seconds=settings.SEMRUSH_WRITE_BUDGET_SECONDS)
     grace = timedelta(seconds=settings.JOB_ENQUEUE_GRACE_SECONDS)
     silent = timedelta(seconds=selectors.SILENT_HEARTBEATS * settings.JOB_HEARTBEAT_SECONDS)
@@ -277,6 +311,8 @@ def _running_jobs(
                     fix,
                 )
             )
+        elif (waiting := getattr(job, "waiting_for", "")) and (waiting == WAITING_DELAY or queued):
+            waits[waiting] += 1
         elif handlers.progress_of(job) is Progress.EFFECTS_WRITTEN and quiet > budget:
             fix, held = requeue(job)
             findings.append(
@@ -322,9 +358,20 @@ def _running_jobs(
 def _why_dead_lettered(deliveries: selectors.Deliveries, received: int) -> str:
     """Why a waiting job's message ended in the DLQ, from what its row recorded: only what it shows."""
     if deliveries.attempts == 0:
+        # A message SQS moved to the DLQ was received MARKET_JOBS_MAX_RECEIVE_COUNT times on the job queue, by workers;
+        # every receive past those is a DLQ reader's (the doctor's scan, the redrive, job_inspect), this one included.
+        max_receives = int(settings.MARKET_JOBS_MAX_RECEIVE_COUNT)
+        by_workers = max_receives if received > max_receives else 0
+        readers = received - by_workers
+        if not by_workers:
+            return (
+                f"no worker ever received it: its {received} receive(s) were all DLQ readers' (the doctor, the "
+                "redrive, job_inspect), so it reached the DLQ without a worker's receive: nothing in the worker logs"
+            )
         return (
-            f"no delivery ever claimed it: its message was received {received} times (readers of the DLQ "
-            "included) without a claim; read the worker logs around its receives"
+            f"no delivery ever claimed it: workers received its message {by_workers} times without a claim before "
+            f"SQS moved it to the DLQ ({readers} later receive(s) by DLQ readers); read the worker logs around "
+            "those receives"
         )
     if deliveries.lost:
         return f"its last {deliveries.lost} deliveries died without an outcome: read the worker logs for it"
@@ -385,6 +432,14 @@ def _queue_note(scan: DlqScan, counts: QueueCounts) -> str:
         f"{q.get('Delayed', 0)} delayed (counted, never received); DLQ ~{d.get('Visible', 0)} waiting, "
         f"{d.get('NotVisible', 0)} in flight, {scan.read} read; maintenance queue ~{total(m)}"
     )
+
+
+def _budget_note(running: Sequence[AsyncJob], waits: Counter[str], now: datetime) -> str:
+    budget = settings.DRS_MAX_IN_FLIGHT
+    in_flight = sum(1 for job in running if job.lease_state(now) == LeaseState.HELD)
+    of = f"of DRS_MAX_IN_FLIGHT {budget}" if budget > 0 else "(no budget)"
+    waiting = ", ".join(f"{n} waiting for {what}" for what, n in sorted(waits.items())) or "none waiting"
+    return f"DRS in flight {in_flight} {of}; {waiting} (waiting, not stalled: no finding, nothing re-sent)"
 
 
 def _workers_note(fleet: list[Consumers], now: datetime) -> str:

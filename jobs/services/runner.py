@@ -14,8 +14,8 @@ from django.db import connection
 from django.db.models import F, Q
 
 from jobs import codes, handlers, retries, states
-from jobs.context import JobContext
-from jobs.exceptions import DeliveryNotStarted, JobFailed, LeaseLost, OutOfTime, RetryLater, Throttled
+from jobs.context import JobContext, worker_stopping
+from jobs.exceptions import DeliveryNotStarted, JobFailed, LeaseLost, OutOfTime, RetryLater, Throttled, WorkerStopping
 from jobs.leases import (
     crash_loop_within_reach,
     in_flight_budget_reached,
@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 LEASE_LOST = Outcome("stopped", "lease_lost")
 HELD_BACK = Outcome("held", "fair_share")
 HELD_BACK_BUDGET = Outcome("held", "drs_budget")
+STOPPED_HANDED_BACK = Outcome("retry", "WORKER_STOPPING")
 
 # The deliveries this process is running, for a stopping worker to hand back (jobs/worker/stop.py).
 _active: set[JobContext] = set()
@@ -84,6 +85,10 @@ def job_run(job_id: object, message_type: str | None, *, worker: str = "", final
     other unexpected exception gives the lease back and propagates: the unacked message is redelivered.
     Lease releases and job endings are retried once on a fresh connection if the database dropped this one
     meanwhile; a release whose answer was lost counts as done when the lease is free (`_release`).
+    0. The worker is stopping (SIGTERM): claim nothing, raise DeliveryNotStarted (the task makes the message
+       visible again at once, for a worker that is not stopping).
+    A delivery leaving a drained call (DRS) while its worker stops, or about to enter one, hands its job back
+    (WorkerStopping): lease released, the attempt given back, a fresh message sent.
     """
     token = context.job_id.set(str(job_id))
     try:
@@ -93,6 +98,8 @@ def job_run(job_id: object, message_type: str | None, *, worker: str = "", final
 
 
 def _job_run(job_id: object, message_type: str | None, *, worker: str, final_receive: bool = False) -> Outcome:
+    if worker_stopping():  # a message the stopping worker's last receive brought: nothing of it runs here
+        raise DeliveryNotStarted("worker stopping: message handed back unclaimed")
     try:
         job_id = uuid.UUID(str(job_id))
     except ValueError:
@@ -158,6 +165,9 @@ def _job_run(job_id: object, message_type: str | None, *, worker: str, final_rec
         return _throttled(ctx, exc)
     except OutOfTime as exc:
         return _hand_back(ctx, reason=exc.message, outcome=Outcome("retry", exc.code))
+    except WorkerStopping as exc:
+        log.info("delivery handed back: the worker stops", extra={"at": exc.message})
+        return STOPPED_HANDED_BACK if hand_back(ctx, reason="worker stopping", stopping=True) else LEASE_LOST
     except DISCONNECTED as exc:
         if _hand_back_after_disconnect(ctx, exc):
             return HANDED_BACK_DISCONNECTED
@@ -178,12 +188,21 @@ def _job_run(job_id: object, message_type: str | None, *, worker: str, final_rec
     return _requeue_if_unowned(ctx)
 
 
-def hand_back(ctx: JobContext, *, reason: str) -> bool:
+def hand_back(ctx: JobContext, *, reason: str, stopping: bool = False, spare_drained: bool = False) -> bool:
     """Give a running delivery's job back to the queue: release its lease (fenced: only if it is still
     ours) and send a fresh message, so another delivery resumes it from its last checkpoint at once. The
-    delivery, if it goes on, finds its lease gone at its next write and stops. True when handed back."""
+    delivery, if it goes on, finds its lease gone at its next write and stops. True when handed back.
+
+    `stopping` (the worker stops): the attempt the delivery counted is given back, as the stop is no fault of
+    the job's. `spare_drained`: a delivery inside a drained call (`JobContext.drained_call`) is left running
+    (False), decided under the lock its end takes, so its checkpointed result is never lost to this hand-back."""
     with ctx.release_lock:
-        if not _release(ctx, reason=reason):
+        if spare_drained and ctx.in_drained_call:
+            return False
+        if ctx.handed_back:
+            return False
+        fields: dict[str, Any] = {"attempts": F("attempts") - 1} if stopping else {}
+        if not _release(ctx, reason=reason, **fields):
             return False
         ctx.handed_back = True
     job_publish(ctx.id, ctx.job.job_type)

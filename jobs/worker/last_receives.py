@@ -1,19 +1,19 @@
-"""A stopping worker runs what its last SQS receive brings, so a deploy costs no receive that runs nothing.
+"""A stopping worker claims nothing its last SQS receives bring: those messages are made visible again at once.
 
 kombu receives with long polls (`SQS_WAIT_TIME_SECONDS`) on the worker's event loop. On a warm shutdown
 Celery cancels the consumers and then closes the event loop, and with it the HTTP client, while a long poll
 may still be waiting in SQS. SQS does not know the caller left: a message sent in the poll's remaining
 seconds is handed to it anyway. Left alone it is received by nobody, invisible for a whole visibility timeout
-(QUEUE_VISIBILITY_TIMEOUT_SECONDS), and counted toward the DLQ's receive limit; released, it still costs a
-receive that ran nothing.
+(QUEUE_VISIBILITY_TIMEOUT_SECONDS), and counted toward the DLQ's receive limit. Run, it would start a DRS call on
+a process about to exit, which the stop would hand back and the next worker pay for again.
 
-`FinishLastReceives` is a worker bootstep whose `close` runs first in the shutdown, while the consumers are still
-registered: it stops the receive loop from starting another poll, then drives the HTTP client until every
-poll in flight has its answer (at most `SQS_WAIT_TIME_SECONDS` plus a margin). What the answers bring goes to
-the consumer as any message does, into the pool, whose warm stop waits for it like every running delivery
-(jobs/worker/stop.py hands back what is still running after WORKER_STOP_GRACE_SECONDS). Its `stop`, after the
-consumer, drives anything left: kombu routes an answer whose consumer is gone to its release path, which
-makes those messages visible again at once (`ChangeMessageVisibility` 0).
+`FinishLastReceives` is a worker bootstep whose `close` runs first in the shutdown: it stops the receive loop from
+starting another poll and unhooks the consumers' callbacks from the channels, then drives the HTTP client until
+every poll in flight has its answer (at most `SQS_WAIT_TIME_SECONDS` plus a margin). kombu routes an answer whose
+queue has no callback to its release path, which makes those messages visible again at once
+(`ChangeMessageVisibility` 0): another worker receives them now, and nothing of them ran here. Its `stop`, after
+the consumer, drives anything left the same way. A delivery already received but not yet claimed when the stop
+began hands its message back at its start (jobs/services/runner.py, `worker_stopping`).
 """
 
 import logging
@@ -57,19 +57,24 @@ def finish_requests_in_flight(hub: Any, *, timeout: float) -> int:
 
 def stop_receiving(consumer: Any) -> int:
     """Keep the consumer's SQS channels from starting another receive (kombu polls only the queues a channel
-    lists as active), while their consumers stay registered. Returns how many queues were listed."""
+    lists as active), and unhook those queues' callbacks, so an answer still in flight is released (made visible
+    again at once) instead of delivered. Returns how many queues were listed."""
     transport = getattr(getattr(consumer, "connection", None), "transport", None)
     stopped = 0
     for channel in getattr(transport, "channels", None) or []:
         queues = getattr(channel, "_active_queues", None)
         if isinstance(queues, list):
+            callbacks = getattr(getattr(channel, "connection", None), "_callbacks", None)
+            for queue in queues:
+                if isinstance(callbacks, dict):
+                    callbacks.pop(queue, None)
             stopped += len(queues)
             queues.clear()
     return stopped
 
 
 class FinishLastReceives(bootsteps.StartStopStep):
-    """Closed first (stops receiving, runs what the last polls bring); stopped after the consumer (releases
+    """Closed first (stops receiving, releases what the last polls bring); stopped after the consumer (releases
     anything answered later) and before the hub."""
 
     requires = ("celery.worker.components:Hub",)

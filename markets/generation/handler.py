@@ -152,23 +152,26 @@ class MarketGenerationHandler:
 
     # -- phase 1 --------------------------------------------------------------------------------------
     def generate(self, ctx: JobContext) -> dict:
-        ctx.checkpoint(phase=jobtype.PHASE_GENERATING)
-        release_connection()  # no connection held idle while DRS works
-        try:
-            with ctx.heartbeat(), tracing.span("drs.generate"):
-                ship = drs.generate(ctx.job.params, timeout=ctx.remaining())
-        except drs.DrsThrottled as exc:
-            raise Throttled(exc.code, exc.reason, retry_after=exc.retry_after) from None
-        except drs.DrsError as exc:
-            log.info("DRS did not ship", extra={"code": exc.code, "reason": exc.reason})
-            if exc.retryable:
-                raise RetryLater(exc.code, exc.reason) from None
-            raise JobFailed(exc.code, exc.reason) from None
-        batch = {"prompts": ship.prompts, "summary": ship.summary}
-        # Written on a connection taken now (the call ran with none held), so a connection the database dropped
-        # during the call is not the one written on. If this write still fails (the database still away), the
-        # batch is lost and a later delivery calls DRS again.
-        ctx.checkpoint(phase=jobtype.PHASE_GENERATED, batch=batch, batchSize=len(ship.prompts))
+        # A drained call: a stopping worker lets it finish (WORKER_STOP_DRAIN_SECONDS) with its batch persisted, then
+        # hands the job back for the writes, so a deploy does not pay for the LLM generation twice.
+        with ctx.drained_call("the DRS call"):
+            ctx.checkpoint(phase=jobtype.PHASE_GENERATING)
+            release_connection()  # no connection held idle while DRS works
+            try:
+                with ctx.heartbeat(), tracing.span("drs.generate"):
+                    ship = drs.generate(ctx.job.params, timeout=ctx.remaining())
+            except drs.DrsThrottled as exc:
+                raise Throttled(exc.code, exc.reason, retry_after=exc.retry_after) from None
+            except drs.DrsError as exc:
+                log.info("DRS did not ship", extra={"code": exc.code, "reason": exc.reason})
+                if exc.retryable:
+                    raise RetryLater(exc.code, exc.reason) from None
+                raise JobFailed(exc.code, exc.reason) from None
+            batch = {"prompts": ship.prompts, "summary": ship.summary}
+            # Written on a connection taken now (the call ran with none held), so a connection the database dropped
+            # during the call is not the one written on. If this write still fails (the database still away), the
+            # batch is lost and a later delivery calls DRS again.
+            ctx.checkpoint(phase=jobtype.PHASE_GENERATED, batch=batch, batchSize=len(ship.prompts))
         return batch
 
     # -- phase 2 --------------------------------------------------------------------------------------

@@ -10,9 +10,11 @@ import enum
 import logging
 
 from django.conf import settings
+from django.utils import timezone
 
 from jobs import readiness
 from jobs import services as job_services
+from jobs.models import AsyncJob
 from markets.catalogue import seeds_from_catalogue
 from markets.clients.semrush import SemrushClient
 from markets.credentials import Generation
@@ -127,14 +129,42 @@ def market_generation_produce(
         raise ProducerRefused(NotEnqueued.IMS_MINT_FAILED, exc) from exc
     if not enqueued.reused and not enqueued.sent:
         raise ProducerRefused(NotEnqueued.ENQUEUE_FAILED)
+    if market.generation_not_enqueued:  # a job now exists: the earlier failure to enqueue needs no one any more
+        Market.objects.filter(id=market.id).update(generation_not_enqueued=None, generation_not_enqueued_at=None)
+        market.generation_not_enqueued = market.generation_not_enqueued_at = None
     return {"jobId": enqueued.job_id, "status": "provisioning", "reused": enqueued.reused}
+
+
+# Refusals that are a failure of the generation the user asked for, not the environment's choice (no consumer wired,
+# no Semrush pair asked for, nothing to generate from): the entry point's 201 says so in a failed handle, and the
+# market is marked for the doctor. Its recovery is the user's regeneration (a fresh credential and seeds).
+FAILED_ENQUEUES = frozenset(
+    {
+        NotEnqueued.CATALOGUE_UNREADABLE,
+        NotEnqueued.TOKEN_ALREADY_GRANTED,
+        NotEnqueued.INVALID_PROMISE_TOKEN,
+        NotEnqueued.IMS_MINT_FAILED,
+        NotEnqueued.ENQUEUE_FAILED,
+    }
+)
+
+
+def market_generation_not_enqueued(*, brand: Brand, market: Market, code: str) -> dict:
+    """Mark `market` as one whose generation could not be enqueued (for `code`) and return the entry point's failed
+    handle `{jobId, status: "failed", code, reused: false}`; `jobId` names the job when one exists (FAILED
+    ENQUEUE_FAILED), else null."""
+    Market.objects.filter(id=market.id).update(generation_not_enqueued=code, generation_not_enqueued_at=timezone.now())
+    job_id = generation_job_id(brand.id, market.geo_target_id, market.language_code)
+    exists = AsyncJob.objects.filter(id=job_id).exists()
+    return {"jobId": str(job_id) if exists else None, "status": "failed", "code": code, "reused": False}
 
 
 def market_generation_enqueue(
     *, caller: Caller, brand: Brand, market: Market, generation: Generation, deadline: float | None = None
 ) -> dict | None:
-    """The entry points' producer: the handle, or None when no job was queued (the reason logged; an
-    enqueue failure never fails an entry point)."""
+    """The entry points' producer: the handle; a failed handle when the generation could not be enqueued
+    (`FAILED_ENQUEUES`, the market marked for the doctor); None when no job was queued by design (the reason logged;
+    an enqueue failure never fails an entry point)."""
     try:
         return market_generation_produce(
             caller=caller, brand=brand, market=market, generation=generation, deadline=deadline
@@ -146,4 +176,6 @@ def market_generation_enqueue(
         # The readiness gate logs "not ready" itself, at info: an environment without a consumer is normal.
         level = logging.INFO if refused.reason == NotEnqueued.CONSUMER_NOT_READY else logging.WARNING
         log.log(level, "prompt generation not enqueued", extra=extra)
+        if refused.reason in FAILED_ENQUEUES:
+            return market_generation_not_enqueued(brand=brand, market=market, code=refused.reason.value)
         return None

@@ -192,3 +192,40 @@ def markets_generation_jobs(*, caller: Caller, brand: Brand, markets: Sequence[M
         .annotate(market_id=KT("params__marketId"))
     )
     return {ids[job.id]: job for job in jobs if job.market_id == str(ids[job.id])}
+
+
+def markets_not_enqueued() -> list:
+    """Markets whose generation an entry point asked for and could not enqueue (`Market.generation_not_enqueued`,
+    cleared once a job is enqueued for them), oldest first: the doctor's `not_enqueued`. A published market with no
+    prompts, which nothing re-sends: there is no job, and an operator holds neither the user's credential nor fresh
+    seeds, so the one recovery is the user's regeneration."""
+    from jobs.handlers import Stranded
+
+    out = []
+    for market in (
+        Market.objects.filter(generation_not_enqueued__isnull=False)
+        .select_related("brand")
+        .order_by("generation_not_enqueued_at", "id")[:1000]
+    ):
+        when = (
+            market.generation_not_enqueued_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+            if market.generation_not_enqueued_at
+            else "?"
+        )
+        out.append(
+            Stranded(
+                subject=f"market {market.id}",
+                detail=(
+                    f"{market.country}/{market.language_code} of brand {market.brand_id}: its prompt generation could "
+                    f"not be enqueued ({market.generation_not_enqueued} at {when}); published with no generated "
+                    "prompts, and no job exists to re-send"
+                ),
+                action=(
+                    "none automatic: the market's user regenerates it (the UI's regenerate: POST "
+                    f"/v2/orgs/{market.brand.organization_id}/brands/{market.brand_id}/serenity/markets/"
+                    f"{market.id}/generation), which obtains a fresh credential and seeds; job_regenerate cannot "
+                    "(no job, no credential)"
+                ),
+            )
+        )
+    return out

@@ -24,8 +24,17 @@ ORIGINS = ("human", "ai")
 
 
 class PromptGenerationHandle(serializers.Serializer):
-    jobId = serializers.UUIDField()
-    status = serializers.ChoiceField(choices=["provisioning"])
+    jobId = serializers.UUIDField(
+        allow_null=True, help_text="The generation job; null when none could be made (`status: failed`)."
+    )
+    status = serializers.ChoiceField(
+        choices=["provisioning", "failed"],
+        help_text="`failed`: the generation asked for could not be enqueued; the market is made, with no prompts, "
+        "and its user regenerates it (POST …/markets/{marketId}/generation).",
+    )
+    code = serializers.CharField(
+        required=False, help_text="With `failed`: why (IMS_MINT_FAILED, ENQUEUE_FAILED, CATALOGUE_UNREADABLE, …)."
+    )
     reused = serializers.BooleanField()
 
 

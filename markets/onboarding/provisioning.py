@@ -22,7 +22,7 @@ from markets.clients.semrush import SemrushClient
 from markets.credentials import Generation
 from markets.deadlines import in_parallel, request_deadline
 from markets.exceptions import InvalidRequest, MarketExists, NotAttempted, UnknownLanguage, semrush_failed
-from markets.generation.producer import market_generation_enqueue
+from markets.generation.producer import NotEnqueued, market_generation_enqueue, market_generation_not_enqueued
 from markets.generation.selectors import market_generation_job
 from markets.models import Brand, Market, Site
 from markets.onboarding.inputs import UUID, MarketRequest, host_of
@@ -214,10 +214,16 @@ def _market_provision(
             )
         except Exception:
             # The market is committed and published: whatever went wrong in the producer (a database
-            # error, a bug), the answer is the market without a handle, never a 500 that hides it.
+            # error, a bug), the answer is the market with a failed handle, never a 500 that hides it.
             log.exception(
                 "prompt generation not enqueued", extra={"market_id": str(market.id), "reason": "producer_error"}
             )
+            try:
+                outcome.prompt_generation = market_generation_not_enqueued(
+                    brand=brand, market=market, code=NotEnqueued.ENQUEUE_FAILED.value
+                )
+            except Exception:  # the database itself: the market alone, as before
+                log.exception("market not marked as not enqueued", extra={"market_id": str(market.id)})
     return outcome
 
 

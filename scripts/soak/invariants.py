@@ -119,6 +119,17 @@ class Invariants(Faults):
             )
         )
 
+        calls, runs = self.drs_across_sigterm
+        out.append(
+            Invariant(
+                "DRS calls beyond one per COMPLETED generation with a call in flight at a SIGTERM",
+                calls - runs,
+                "0",
+                calls == runs,
+                f"{calls / runs:.2f} DRS calls per generation ({calls}/{runs})" if runs else "no call in flight",
+            )
+        )
+
         live = ledger.live_tokens()
         running = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).values("id")
         held = PromiseGrant.objects.filter(job_id__in=running).count()
@@ -370,14 +381,16 @@ class Invariants(Faults):
         """Each DRS call belongs to one run of one generation (its brand names it; a `replaced` event starts a
         new run). Per run: no call after the batch was persisted, and no more than one call that shipped,
         unless the earlier one was slowed past the client's timeout by the soak, or was in flight when its
-        worker was stopped by the soak (SIGKILL, or SIGTERM, whose warm shutdown hands the job to another
-        worker without waiting for the call): explained, listed."""
+        worker was SIGKILLed: explained, listed. A call made again after a SIGTERM is counted: a warm stop waits for
+        a DRS call within its drain (WORKER_STOP_DRAIN_SECONDS), longer than any call here."""
         by_brand = defaultdict(list)
         for call in DrsCall.objects.order_by("id").values("brand", "outcome", "received_at"):
             by_brand[call["brand"]].append(call)
         timeout = TIMEOUTS["DRS_TIMEOUT_SECONDS"]
         stops = list(self.worker_stops)
         extra, after_batch, explained = [], [], []
+        self.drs_across_sigterm = [0, 0]  # DRS calls, COMPLETED runs: runs with a call in flight at a SIGTERM
+        sigterms = [d for d, how in stops if how == "SIGTERM"]
         for g in self.generations:
             job = jobs.get(g.job or "")
             if job is None:
@@ -397,6 +410,14 @@ class Invariants(Faults):
                     late = [c for c in calls if c["received_at"] > persisted[0]]
                     after_batch += [f"{g.job} run {run}: call at {c['received_at']:%H:%M:%S}" for c in late]
                 shipped = [c for c in calls if c["outcome"] == "ship"]
+                window = timeout + DRS_TIMEOUT_MS / 1000
+                if job.status == "COMPLETED" and any(
+                    c["received_at"].timestamp() <= d <= c["received_at"].timestamp() + window
+                    for c in shipped
+                    for d in sigterms
+                ):
+                    self.drs_across_sigterm[0] += len(shipped)
+                    self.drs_across_sigterm[1] += 1
                 # The call the "DRS timeout" switch slowed: the first one admitted (a throttled one took no switch).
                 admitted = [c for c in calls if c["outcome"] != "throttled"]
                 for earlier in shipped[:-1]:
@@ -406,9 +427,12 @@ class Invariants(Faults):
                             f"{g.job}: a second DRS call, the first held past the client's {timeout} s timeout"
                         )
                     elif cut := [how for d, how in stops if at <= d <= at + timeout + DRS_TIMEOUT_MS / 1000]:
-                        explained.append(
-                            f"{g.job}: a second DRS call, the first in flight when its worker was stopped ({cut[0]})"
-                        )
+                        if "SIGKILL" in cut:
+                            explained.append(
+                                f"{g.job}: a second DRS call, the first in flight when its worker was SIGKILLed"
+                            )
+                        else:
+                            extra.append(f"{g.job} run {run}: a second DRS call, the first in flight at a SIGTERM")
                     else:
                         times = ", ".join(f"{c['received_at']:%H:%M:%S.%f}"[:-3] for c in shipped)
                         extra.append(

@@ -53,6 +53,10 @@ JOB_STUCK_AFTER_SECONDS = env.int(
 # On SIGTERM a worker takes no new message; deliveries still running this long after are handed back
 # (lease released, a fresh message sent) so another worker resumes them from their last checkpoint.
 WORKER_STOP_GRACE_SECONDS = env.float("WORKER_STOP_GRACE_SECONDS", default=10.0)
+# ... but a delivery waiting on DRS (an LLM generation, paid per call) keeps waiting this long after the SIGTERM, and
+# is handed back once its batch is persisted: a deploy re-runs no generation shorter than this. It must end inside
+# the platform's stop timeout with room for the hand-backs (ECS allows 120 s; compose's stop_grace_period follows).
+WORKER_STOP_DRAIN_SECONDS = env.float("WORKER_STOP_DRAIN_SECONDS", default=100.0)
 # Generations in flight per worker process: its Celery thread pool. A delivery spends almost all its time
 # waiting on DRS holding no database connection (the pool, DB_POOL_MAX_SIZE, serves its short database work),
 # so threads are cheap; docs/worker.md says how to size it. SQLite (the embedded run) takes one writer at a

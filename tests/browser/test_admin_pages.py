@@ -164,7 +164,7 @@ def test_the_api_docs_render_under_their_content_security_policy(browser):
 
 # --- is anything consuming, and every delivery drawn, at any width ---------------------------------------------
 
-WIDTHS = (1024, 1400, 1920)
+WIDTHS = (800, 1024, 1400, 1920)
 
 
 def test_with_no_worker_heartbeat_in_the_last_minute_and_one_job_waiting_the_overview_shows_the_no_worker_alarm(

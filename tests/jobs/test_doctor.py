@@ -177,9 +177,23 @@ def test_a_waiting_job_whose_message_is_in_the_dlq_is_reported_but_never_redrive
     (line,) = [line for line in lines if line.startswith(str(job.id))]
     assert f"{job.id}  {doctor.DLQ_MESSAGE_FOR_WAITING_JOB}  " in line
     assert "none automatic: the DLQ is never redriven by itself" in line and not line.endswith("[done]")
+    # Put in the DLQ directly: its one receive is the doctor's own, never a worker's.
+    assert "no worker ever received it: its 1 receive(s) were all DLQ readers'" in line
+    assert "worker logs around" not in line
     assert lines[-1].endswith("0 of 0 fixed, 1 need an operator.")
     assert queues.drain() == []
     assert dlq_job_ids() == [str(job.id)]
+
+
+def test_a_message_sqs_dead_lettered_counts_the_workers_receives_apart_from_the_dlq_readers(queues, settings):
+    from jobs.selectors import deliveries
+    from jobs.services.doctor import _why_dead_lettered
+
+    job = waiting(job_type=GEN)
+    max_receives = settings.MARKET_JOBS_MAX_RECEIVE_COUNT
+    why = _why_dead_lettered(deliveries(job), max_receives + 3)
+    assert why.startswith(f"no delivery ever claimed it: workers received its message {max_receives} times")
+    assert "(3 later receive(s) by DLQ readers)" in why
 
 
 def test_the_stuck_threshold_for_waiting_jobs_follows_older_than(queues):

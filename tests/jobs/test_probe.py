@@ -31,25 +31,47 @@ def emitted(caplog) -> list[dict]:
     return [r.emf for r in caplog.records if r.name == "serenity.metrics" and hasattr(r, "emf")]
 
 
-def gauges(*, stuck: int, reauth: int) -> dict:
+def budget(in_flight: int = 0) -> dict:
+    """The DRS budget's gauges with no job waiting for a place."""
+    from django.conf import settings
+
+    return {
+        "DrsInFlight": in_flight,
+        "DrsMaxInFlight": settings.DRS_MAX_IN_FLIGHT,
+        "JobsWaitingForBudget": 0,
+        "OldestBudgetWaitSeconds": 0,
+        "DrsBudgetStalled": 0,
+    }
+
+
+def gauges(*, stuck: int, reauth: int, in_flight: int = 0) -> dict:
     """What the probe returns with a worker alive and both queues empty."""
     return {
         "StuckInProgressJobs": stuck,
         "NeedsReauthBacklog": reauth,
         "WorkersAlive": 1,
+        **budget(in_flight),
         "JobMessagesWithoutConsumer": 0,
         "MaintenanceQueueDepth": 0,
     }
 
 
 def metric_line(
-    stuck: int, reauth: int, doc: dict, *, alive: int = 1, without_consumer: int | None = 0, maintenance: int | None = 0
+    stuck: int,
+    reauth: int,
+    doc: dict,
+    *,
+    alive: int = 1,
+    without_consumer: int | None = 0,
+    maintenance: int | None = 0,
+    in_flight: int = 0,
 ) -> dict:
     """The EMF document the probe must emit, with the emitter's own timestamp (a gauge given as None is absent)."""
     values = {
         "StuckInProgressJobs": stuck,
         "NeedsReauthBacklog": reauth,
         "WorkersAlive": alive,
+        **budget(in_flight),
         "JobMessagesWithoutConsumer": without_consumer,
         "MaintenanceQueueDepth": maintenance,
     }
@@ -61,7 +83,10 @@ def metric_line(
                 {
                     "Namespace": "SpacecatSerenityMarketWorker",
                     "Dimensions": [["Environment"]],
-                    "Metrics": [{"Name": name, "Unit": "Count"} for name in values],
+                    "Metrics": [
+                        {"Name": name, "Unit": "Seconds" if name == "OldestBudgetWaitSeconds" else "Count"}
+                        for name in values
+                    ],
                 }
             ],
         },
@@ -93,10 +118,10 @@ def test_probe_counts_jobs_by_inactivity_and_the_needs_reauth_backlog(caplog, se
     waiting(status="FAILED", error_code="PROMPT_GENERATION_HELD", created_at=ago(days=1))
     waiting(status="COMPLETED", created_at=ago(days=1))
 
-    assert probe.run_probe() == gauges(stuck=2, reauth=1)
+    assert probe.run_probe() == gauges(stuck=2, reauth=1, in_flight=1)
 
     (doc,) = emitted(caplog)
-    assert doc == metric_line(2, 1, doc)
+    assert doc == metric_line(2, 1, doc, in_flight=1)
 
 
 def test_the_stuck_threshold_covers_a_lost_lease_and_the_longest_retry_delay(settings):
@@ -162,6 +187,7 @@ def test_the_probe_command_prints_the_counts_it_emitted(caplog):
         "StuckInProgressJobs  0",
         "NeedsReauthBacklog  1",
         "WorkersAlive  1",
+        *(f"{name}  {value}" for name, value in budget().items()),
         "JobMessagesWithoutConsumer  0",
         "MaintenanceQueueDepth  0",
     ]
@@ -196,6 +222,7 @@ def test_with_no_worker_alive_the_probe_counts_the_job_messages_nobody_will_take
         "StuckInProgressJobs": 0,
         "NeedsReauthBacklog": 0,
         "WorkersAlive": 0,
+        **budget(),
         "JobMessagesWithoutConsumer": 2,
         "MaintenanceQueueDepth": 2,
     }
@@ -224,7 +251,7 @@ def test_when_the_queues_cannot_be_read_their_gauges_are_left_out_never_sent_as_
 
     monkeypatch.setattr(sqs, "approximate_counts", unreachable)
 
-    assert probe.run_probe() == {"StuckInProgressJobs": 0, "NeedsReauthBacklog": 0, "WorkersAlive": 1}
+    assert probe.run_probe() == {"StuckInProgressJobs": 0, "NeedsReauthBacklog": 0, "WorkersAlive": 1, **budget()}
 
     (doc,) = emitted(caplog)
     assert doc == metric_line(0, 0, doc, without_consumer=None, maintenance=None)

@@ -11,9 +11,12 @@ from jobs.probe import needs_a_human, run_probe
 class Command(RunbookCommand):
     help = (
         "Emit the probe's metrics now (one EMF line on stdout: StuckInProgressJobs, NeedsReauthBacklog, "
-        "WorkersAlive, JobMessagesWithoutConsumer, MaintenanceQueueDepth) and print them. Celery beat runs it "
+        "WorkersAlive, DrsInFlight, DrsMaxInFlight, JobsWaitingForBudget, OldestBudgetWaitSeconds, DrsBudgetStalled, "
+        "JobMessagesWithoutConsumer, MaintenanceQueueDepth) and print them. A job waiting for a DRS budget place or "
+        "out a delay is waiting, not stuck. Celery beat runs it "
         "every minute. Run it by hand to check an alarm, or after fixing stuck jobs or restarting workers. "
-        "Read-only: it never changes a job. Exit 0: nothing needs you; 1: jobs are stuck, no worker is alive, "
+        "Read-only: it never changes a job. Exit 0: nothing needs you; 1: jobs are stuck, the DRS budget is full with "
+        "nothing ending, no worker is alive, "
         "a queue could not be read, or the database could not be read (then nothing is emitted)."
     )
     mutates = False

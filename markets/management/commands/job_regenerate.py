@@ -47,9 +47,14 @@ class Command(RunbookCommand):
             label = f"{market.country}/{market.language_code}, job {job_id}"
             if job is None:
                 self.needs_attention = True
+                why = (
+                    f"its generation could not be enqueued ({market.generation_not_enqueued})"
+                    if market.generation_not_enqueued
+                    else "none was enqueued for it, or its record was purged"
+                )
                 self.stdout.write(
-                    f"{market_id}  cannot re-run  {label}: the market never had a generation job (or it was purged): "
-                    "its user starts one from the UI"
+                    f"{market_id}  cannot re-run  {market.country}/{market.language_code}: no generation job exists "
+                    f"({why}): its user regenerates it from the UI"
                 )
                 continue
             if (job.params or {}).get("marketId") != str(market.id):

@@ -444,3 +444,18 @@ def test_the_drs_budget_tile_counts_the_live_leases_and_warns_when_the_budget_is
     assert "the budget is full: new generations wait in the queue, unreceived" in html
     settings.DRS_MAX_IN_FLIGHT = 0
     assert tiles(admin_client.get(OVERVIEW).content.decode())["drs-budget"] == ("2", "ok")
+
+
+def test_a_job_waiting_for_a_full_drs_budget_past_the_stuck_threshold_is_waiting_not_stuck(
+    admin_client, queues, settings
+):
+    settings.DRS_MAX_IN_FLIGHT = 2
+    for org in (ORG_A, ORG_B):
+        leased(expires_in=timedelta(minutes=10), quiet=timedelta(seconds=5), organization_id=org)
+    waiting(quiet=timedelta(seconds=settings.JOB_STUCK_AFTER_SECONDS + 600), organization_id=ORG_A)
+
+    html = admin_client.get(OVERVIEW).content.decode()
+
+    assert tiles(html)["stuck"] == ("0", "ok")
+    assert tiles(html)["drs-budget"] == ("2 of 2", "warn")
+    assert "1 job(s) waiting for a place (waiting, not stuck)" in html

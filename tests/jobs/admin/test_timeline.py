@@ -317,3 +317,36 @@ def test_labels_and_notes_are_fitted_with_an_ellipsis_and_kept_whole_in_the_tool
     assert row.text.endswith("…") and long not in row.text
     assert long in row.title
     assert charts.text_px(row.text) <= charts.MIN_WIDTH_PX * charts.PLOT_W / 100
+
+
+def test_the_axis_never_writes_the_same_label_twice():
+    # A linear stretch of 0.4 s around 2m 4s: every tick would read `2m 4s`.
+    ticks = charts._ticks([charts.Piece(124.0, 124.4, 0.0, 1.0, False)], charts.MIN_WIDTH_PX * charts.PLOT_W / 100)
+
+    labels = [tick["label"] for tick in ticks]
+    assert labels == ["2m 4s"]
+
+
+def test_every_bar_is_at_least_a_few_pixels_wide_at_the_narrowest_width():
+    job = plant(status="COMPLETED", ended_at=at(80))
+    history(
+        job,
+        (0, "created", ""),
+        (0.01, "message_sent", ""),
+        claim(0.02),
+        (0.021, "checkpoint", "generating"),
+        (70, "checkpoint", "generated"),
+        (70.001, "checkpoint", "published"),
+        (70.002, "completed", ""),
+    )
+
+    chart = charts.waterfall(job_timeline(job))
+
+    plot_px = charts.MIN_WIDTH_PX * charts.PLOT_W / 100
+    assert (
+        min(row.width for row in chart["rows"]) * plot_px / 100 >= charts.MIN_BAR_PX - 0.05
+    )  # widths are kept to 0.01 %
+    assert all(row.x + row.width <= 100 for row in chart["rows"])
+    # A bar that tiny still has its duration written beside it.
+    tiny = min(chart["rows"], key=lambda row: row.width)
+    assert tiny.text.startswith(tiny.duration)

@@ -103,7 +103,12 @@ def test_a_token_another_job_holds_is_never_stored_twice_nor_invalidated(world, 
     other_job = uuid.uuid4()
     grant_store(job_id=other_job, pair=get_pair("semrush"), token=held)
 
-    assert enqueue(world, market, forwarded=held) is None
+    assert enqueue(world, market, forwarded=held) == {
+        "jobId": None,
+        "status": "failed",
+        "code": "TOKEN_ALREADY_GRANTED",
+        "reused": False,
+    }
 
     assert AsyncJob.objects.count() == 0 and queues.drain() == []
     assert list(PromiseGrant.objects.values_list("job_id", flat=True)) == [other_job]
@@ -111,13 +116,37 @@ def test_a_token_another_job_holds_is_never_stored_twice_nor_invalidated(world, 
     assert any(getattr(r, "reason", None) == "TOKEN_ALREADY_GRANTED" for r in caplog.records)
 
 
-def test_an_ims_mint_failure_leaves_no_job_and_is_logged(world, market, queues, caplog):
+def test_an_ims_mint_failure_leaves_no_job_says_so_in_a_failed_handle_and_the_doctor_lists_the_market(
+    world, market, queues, caplog, workers_alive
+):
+    from jobs.services import doctor
     from sandbox.ims import controls
 
     controls.fail_next_mints(count=5, status=503)
-    assert enqueue(world, market) is None
+    assert enqueue(world, market) == {"jobId": None, "status": "failed", "code": "IMS_MINT_FAILED", "reused": False}
     assert AsyncJob.objects.count() == 0 and queues.drain() == []
     assert any(getattr(r, "reason", None) == "IMS_MINT_FAILED" for r in caplog.records)
+    market.refresh_from_db()
+    assert market.generation_not_enqueued == "IMS_MINT_FAILED"
+
+    (finding,) = doctor.doctor_run(apply=True, actor="test").findings
+    assert (finding.kind, finding.subject, finding.fix) == (doctor.NOT_ENQUEUED, f"market {market.id}", None)
+    assert "could not be enqueued (IMS_MINT_FAILED" in finding.detail
+    assert f"markets/{market.id}/generation" in finding.action and "user regenerates it" in finding.action
+
+    from tests.jobs.conftest import run
+
+    out = run("job_regenerate", "--market", str(market.id))
+    assert out.code == 1
+    assert out[0] == (
+        f"{market.id}  cannot re-run  {market.country}/{market.language_code}: no generation job exists (its "
+        "generation could not be enqueued (IMS_MINT_FAILED)): its user regenerates it from the UI"
+    )
+
+    # The user's regeneration, IMS back, enqueues a job: the market is no longer listed.
+    controls.fail_next_mints(count=0)
+    assert enqueue(world, market)["status"] == "provisioning"
+    assert doctor.doctor_run(apply=False, actor="test").findings == []
 
 
 def test_two_concurrent_producers_for_one_slice_end_with_one_job_and_one_message(world, market, queues):
@@ -152,8 +181,14 @@ def test_sqs_unreachable_fails_the_job_and_invalidates_its_token(world, async_on
     )
     assert response.status_code == 201, response.content
     body = response.json()
-    assert "promptGeneration" not in body and body["publishState"] == "published"
     job = AsyncJob.objects.get()
+    assert body["promptGeneration"] == {
+        "jobId": str(job.id),
+        "status": "failed",
+        "code": "ENQUEUE_FAILED",
+        "reused": False,
+    }
+    assert body["publishState"] == "published"
     assert job.status == "FAILED" and job.error_code == "ENQUEUE_FAILED"
     assert job.error == {
         "code": "ENQUEUE_FAILED",
