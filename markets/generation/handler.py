@@ -242,10 +242,12 @@ class MarketGenerationHandler:
         (LeaseLost: nothing more is sent). The wait ends SEMRUSH_LEAD_SECONDS before the first slot: the token's
         exchange and the phase's first checkpoint happen then, and the first call still sleeps until its slot, so
         the phase's calls are not sent late behind a queue (late calls bunch, and Semrush counts any second's
-        calls). A slot sooner than that is not waited for here: the line is short, so nothing bunches."""
-        wait = ctx.remaining() - settings.SEMRUSH_WRITE_BUDGET_SECONDS
+        calls). A slot sooner than that is not waited for here: the line is short, so nothing bunches. The lead is
+        always affordable: a first slot is never nearer than it, so a delivery with less time than its write budget
+        (a redelivery's short task budget) still takes an idle budget's first slot instead of deferring for ever."""
+        wait = max(0.0, ctx.remaining() - settings.SEMRUSH_WRITE_BUDGET_SECONDS) + SEMRUSH_LEAD_SECONDS
         try:
-            reservation = semrush_budget.reserve(pair, calls, wait=max(0.0, wait), what="semrush.reserve")
+            reservation = semrush_budget.reserve(pair, calls, wait=wait, what="semrush.reserve")
         except semrush_budget.OverBudget as exc:
             metrics.emit(SemrushBudgetDeferred=(1, metrics.COUNT))
             raise Throttled(jobtype.SEMRUSH_THROTTLED, f"Semrush budget: {exc}", retry_after=exc.retry_after) from None

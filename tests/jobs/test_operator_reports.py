@@ -120,7 +120,7 @@ def test_the_doctor_says_a_dlq_job_never_claimed_was_never_claimed_not_that_it_k
 
     assert "dlq_message_for_waiting_job" in line
     assert "it kept failing" not in line
-    assert "attempts 0, lost deliveries 0; no delivery ever claimed it: its message was received" in line
+    assert "attempts 0, lost deliveries 0; no worker ever received it" in line
 
 
 def test_the_doctor_says_a_dlq_job_whose_deliveries_died_died(queues, workers_alive):
