@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from uuid import UUID
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from serenity import metrics
 from serenity.clients.http import ClientError, TransientError
-from serenity.db import DISCONNECTED, retry_once_on_disconnect
+from serenity.db import DISCONNECTED, release_connection, retry_once_on_disconnect
 from tokens import crypto
 from tokens.clients import ims
 from tokens.fingerprints import token_fingerprint
@@ -138,7 +138,7 @@ def grant_holds_or_invalidate(*, job_id: UUID | str, pair: ClientPair, token: Pr
     grant held it after all is refused at its exchange and ends NEEDS_REAUTH). True when the grant holds it.
     Never inside a transaction (a network call follows)."""
     try:
-        connection.close()
+        release_connection()  # the one the failed write met is likely dead: read on a fresh one
         held = retry_once_on_disconnect(grant_holds, job_id, token)
     except DISCONNECTED:
         log.warning("promise grant unreadable; the token it may hold is invalidated", extra={"job_id": str(job_id)})
