@@ -311,7 +311,8 @@ class Invariants(Faults):
     def unowned_tokens(self, held: int) -> tuple[list[str], list[str]]:
         """Live promise tokens no running job holds. Explained (listed, not counted): a token that reached no
         one who could invalidate it — IMS rotated it for an exchange whose answer it then lost, or minted it
-        for a request whose answer was lost or whose API process was SIGKILLed meanwhile — and a token whose
+        with its answer lost, or for a request of its user that got no answer (`minted_for_an_unanswered_request`:
+        its API process killed with the mint sent) — and a token whose
         holder was cut off: its job lost a delivery to a SIGKILL, or ended just before a SIGKILL (the
         best-effort invalidation runs after the end is committed), or the product logged that IMS did not
         confirm its invalidation. It expires at IMS. Any other is an orphan."""
@@ -320,8 +321,6 @@ class Invariants(Faults):
         from sandbox.ims.models import LedgerEvent, PromiseRecord, PromiseState
 
         lost = set(LedgerEvent.objects.filter(kind=ledger.ANSWER_LOST).values_list("fingerprint", flat=True))
-        offset = time.time() - time.monotonic()
-        api_kills = [a + offset for a, _b in self.api_down]
         kills = [t for t, how in self.worker_stops if how == "SIGKILL"]
         refused = self.invalidations_refused()
         users = {g.user: g for g in self.generations}
@@ -336,8 +335,8 @@ class Invariants(Faults):
                 why = "rotated by an exchange whose answer was lost"
             elif not record.replaces and record.fingerprint in lost:
                 why = "minted, and the mint's answer was lost"
-            elif not record.replaces and any(k - 30 <= made <= k for k in api_kills):
-                why = "minted just before its API process was killed"
+            elif not record.replaces and self.minted_for_an_unanswered_request(record.user_id, made):
+                why = "minted for a request that got no answer (its API process was killed)"
             elif job and job.lost_deliveries:
                 why = f"its job lost {job.lost_deliveries} delivery(ies) to a killed worker"
             elif ended and any(ended <= k <= ended + 10 for k in kills):
@@ -353,6 +352,15 @@ class Invariants(Faults):
                 continue
             explained.append(f"token {record.fingerprint} of {who}: a live promise token, {why}")
         return orphans[held:] if held else orphans, explained
+
+    def minted_for_an_unanswered_request(self, user: str, made: float) -> bool:
+        """Whether a promise token IMS minted for `user` at `made` (wall time) was minted for one of that user's
+        requests that got no answer: its API process was killed with the mint sent, and the token's value died
+        with the process. IMS may finish the mint after its caller is gone, up to the caller's own IMS timeout
+        (a mint later than that would have been lost to that timeout anyway, and logged by the product)."""
+        late = TIMEOUTS["IMS_TIMEOUT_SECONDS"]
+        with self.lock:
+            return any(u == user and sent <= made <= given_up + late for u, sent, given_up in self.unanswered)
 
     def invalidations_refused(self) -> set[str]:
         """Job ids for which the product logged a failed best-effort invalidation."""

@@ -1,0 +1,72 @@
+"""The soak's promise-token invariant (scripts/soak/invariants.py `unowned_tokens`), read from the IMS simulator's
+own records written here: which live token a fault explains (it reached no one who could invalidate it) and which
+is an orphan, a leak the product would answer for."""
+
+import shutil
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from scripts.soak import Config, Soak
+from scripts.soak.config import TIMEOUTS
+from scripts.soak.model import Generation
+
+USER = "SOAK0001ABCDEFUSER@AdobeID"
+
+
+@pytest.fixture
+def soak(db):
+    soak = Soak(Config(seed=1, jobs=0, minutes=0, fault_every=1, database_url="postgres://unused/x"))
+    soak.generations = [
+        Generation(index=0, flow="create", drs_fault=None, regenerate=False, start_at=0, country="DE", user=USER)
+    ]
+    yield soak
+    shutil.rmtree(soak.stack.var, ignore_errors=True)
+
+
+def minted(at: float, user: str = USER):
+    """A live promise token the IMS simulator minted for `user` at the wall time `at`."""
+    from sandbox.ims.models import PromiseRecord
+
+    made = datetime.fromtimestamp(at, UTC)
+    return PromiseRecord.objects.create(
+        digest=uuid.uuid4().hex * 2, pair="semrush", user_id=user, created_at=made, expires_at=made + timedelta(days=1)
+    )
+
+
+def api_killed(soak: Soak, at: float) -> None:
+    """The soak's record of an API SIGKILL at the wall time `at` (a window of the API's own restarts)."""
+    down = at - (time.time() - time.monotonic())
+    soak.api_down.append([down, down + 1])
+
+
+def test_a_token_minted_after_the_api_died_for_a_request_that_got_no_answer_is_explained_up_to_the_ims_timeout(soak):
+    """The API sent the mint and was killed before IMS had finished it: IMS mints for a caller that is gone. Not
+    later than the caller's own IMS timeout, though: a mint IMS finished after that is an orphan."""
+    now = time.time()
+    api_killed(soak, now - 20)
+    soak.unanswered.append((USER, now - 20.2, now - 20))
+    token = minted(now - 19.8)
+    minted(now - 20 + TIMEOUTS["IMS_TIMEOUT_SECONDS"] + 0.5)
+
+    orphans, explained = soak.unowned_tokens(held=0)
+
+    assert explained == [
+        f"token {token.fingerprint} of generation 0 (job None): a live promise token, minted for a request that got "
+        "no answer (its API process was killed)"
+    ]
+    assert len(orphans) == 1
+
+
+def test_a_token_minted_before_an_api_kill_for_a_user_whose_requests_were_all_answered_is_an_orphan(soak):
+    """Whoever asked for it had its answer: a live token nobody holds is a leak, however near the kill."""
+    now = time.time()
+    api_killed(soak, now - 10)
+    soak.unanswered.append(("SOAK0002OTHERUSER@AdobeID", now - 10.2, now - 10))
+    minted(now - 10.1)
+
+    orphans, explained = soak.unowned_tokens(held=0)
+
+    assert len(orphans) == 1 and explained == []
