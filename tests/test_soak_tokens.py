@@ -70,3 +70,21 @@ def test_a_token_minted_before_an_api_kill_for_a_user_whose_requests_were_all_an
     orphans, explained = soak.unowned_tokens(held=0)
 
     assert len(orphans) == 1 and explained == []
+
+
+def test_a_token_invalidated_just_after_the_ledger_was_first_read_is_not_an_orphan(soak, monkeypatch):
+    """A job's end is committed before its token is invalidated at IMS: a read between the two sees the token
+    live. The invariant reads again until the invalidation could have run its course."""
+    from sandbox.ims.models import PromiseRecord, PromiseState
+
+    token = minted(time.time() - 5)
+    first_read = soak.unowned_tokens
+
+    def then_the_invalidation_lands(held):
+        found = first_read(held)
+        PromiseRecord.objects.filter(pk=token.pk).update(state=PromiseState.INVALIDATED)
+        return found
+
+    monkeypatch.setattr(soak, "unowned_tokens", then_the_invalidation_lands)
+
+    assert soak.settled_unowned_tokens(held=0) == ([], [])

@@ -10,6 +10,7 @@ from typing import Any
 from scripts.soak.config import (
     DRS_TIMEOUT_MS,
     HAND_BACK_AFTER_DATABASE_FAULT,
+    INVALIDATION_SECONDS,
     JWT,
     RECENT_RECEIVE_SECONDS,
     RESTART_MARGIN,
@@ -122,7 +123,7 @@ class Invariants(Faults):
         live = ledger.live_tokens()
         running = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).values("id")
         held = PromiseGrant.objects.filter(job_id__in=running).count()
-        orphans, lost = self.unowned_tokens(held)
+        orphans, lost = self.settled_unowned_tokens(held)
         explained += lost
         out.append(
             Invariant(
@@ -307,6 +308,18 @@ class Invariants(Faults):
             )
             out.append({**r, "job": bodies.get(r["id"], "?"), "outcome": outcome})
         return out
+
+    def settled_unowned_tokens(self, held: int) -> tuple[list[str], list[str]]:
+        """`unowned_tokens`, read again while it finds orphans until the product's best-effort invalidation could
+        have run its course (INVALIDATION_SECONDS): a job's end is committed before its token is invalidated, so a
+        read just after a late end would count a token invalidated a moment later. A token still live after that is
+        an orphan (an invalidation IMS did not confirm is logged by the product, and explained)."""
+        deadline = time.monotonic() + INVALIDATION_SECONDS
+        while True:
+            orphans, explained = self.unowned_tokens(held)
+            if not orphans or time.monotonic() >= deadline:
+                return orphans, explained
+            time.sleep(0.5)
 
     def unowned_tokens(self, held: int) -> tuple[list[str], list[str]]:
         """Live promise tokens no running job holds. Explained (listed, not counted): a token that reached no
