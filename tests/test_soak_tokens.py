@@ -88,3 +88,43 @@ def test_a_token_invalidated_just_after_the_ledger_was_first_read_is_not_an_orph
     monkeypatch.setattr(soak, "unowned_tokens", then_the_invalidation_lands)
 
     assert soak.settled_unowned_tokens(held=0) == ([], [])
+
+
+def test_a_token_rotated_for_an_exchange_whose_answer_the_worker_never_had_is_explained_by_its_lost_rotation(soak):
+    """IMS rotated the token, the worker's exchange timed out (no fault of the simulator's: its ledger records no
+    lost answer), its next delivery presented the old token, refused, and the job ended naming a lost rotation.
+    The same rotation in a job whose worker had the answer (its ending names no lost rotation) is an orphan."""
+    from jobs import states
+    from sandbox.ims import ledger
+    from sandbox.ims.models import PromiseRecord
+    from tests.jobs.factories import AsyncJobFactory
+
+    other = "SOAK0002OTHERUSER@AdobeID"
+    soak.generations.append(
+        Generation(index=1, flow="create", drs_fault=None, regenerate=False, start_at=0, country="FR", user=other)
+    )
+    rotated = {}
+    for g in soak.generations:
+        job = AsyncJobFactory(status="COMPLETED", user_id=g.user)
+        g.job = str(job.id)
+        presented = minted(time.time() - 30, g.user)
+        PromiseRecord.objects.filter(pk=presented.pk).update(state="exchanged")
+        rotated[g.user] = PromiseRecord.objects.create(
+            digest=uuid.uuid4().hex * 2,
+            pair="semrush",
+            user_id=g.user,
+            replaces=presented.digest,
+            expires_at=presented.expires_at,
+        )
+        ledger.record(ledger.REFUSED, operation="exchange", fingerprint=presented.digest, reason="token_exchanged")
+    lost_rotation = soak.generations[0].job
+    states.record(lost_rotation, "failed", detail="NEEDS_REAUTH: IMS refused the promise token: lost rotation (…)")
+    states.record(soak.generations[1].job, "failed", detail="NEEDS_REAUTH: IMS refused the promise token.")
+
+    orphans, explained = soak.unowned_tokens(held=0)
+
+    assert explained == [
+        f"token {rotated[USER].fingerprint} of generation 0 (job {lost_rotation}): a live promise token, rotated by "
+        "an exchange whose answer its worker never had (its own timeout): a lost rotation"
+    ]
+    assert len(orphans) == 1 and orphans[0].startswith(f"token {rotated[other].fingerprint} of generation 1")

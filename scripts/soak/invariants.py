@@ -323,7 +323,8 @@ class Invariants(Faults):
 
     def unowned_tokens(self, held: int) -> tuple[list[str], list[str]]:
         """Live promise tokens no running job holds. Explained (listed, not counted): a token that reached no
-        one who could invalidate it — IMS rotated it for an exchange whose answer it then lost, or minted it
+        one who could invalidate it — IMS rotated it for an exchange whose answer it then lost, or whose answer the
+        worker never had (`lost_rotation_reported`, and its holder presented the old token again), or minted it
         with its answer lost, or for a request of its user that got no answer (`minted_for_an_unanswered_request`:
         its API process killed with the mint sent) — and a token whose
         holder was cut off: its job lost a delivery to a SIGKILL, or ended just before a SIGKILL (the
@@ -334,6 +335,12 @@ class Invariants(Faults):
         from sandbox.ims.models import LedgerEvent, PromiseRecord, PromiseState
 
         lost = set(LedgerEvent.objects.filter(kind=ledger.ANSWER_LOST).values_list("fingerprint", flat=True))
+        # Tokens presented to an exchange after IMS had rotated them: their holder never learned what replaced them.
+        presented_again = set(
+            LedgerEvent.objects.filter(kind=ledger.REFUSED, operation="exchange", reason="token_exchanged").values_list(
+                "fingerprint", flat=True
+            )
+        )
         kills = [t for t, how in self.worker_stops if how == "SIGKILL"]
         refused = self.invalidations_refused()
         users = {g.user: g for g in self.generations}
@@ -346,6 +353,8 @@ class Invariants(Faults):
             ended = job.ended_at.timestamp() if job and job.ended_at else None
             if record.replaces and record.replaces[:16] in lost:
                 why = "rotated by an exchange whose answer was lost"
+            elif record.replaces and record.replaces[:16] in presented_again and job and lost_rotation_reported(job):
+                why = "rotated by an exchange whose answer its worker never had (its own timeout): a lost rotation"
             elif not record.replaces and record.fingerprint in lost:
                 why = "minted, and the mint's answer was lost"
             elif not record.replaces and self.minted_for_an_unanswered_request(record.user_id, made):
@@ -536,3 +545,14 @@ def added_latency(calm: dict[int, float], faulted: dict[int, float]) -> dict[str
         "p95": added[min(len(added) - 1, int(len(added) * 0.95))],
         "baseline_median": sorted(calm.values())[len(calm) // 2],
     }
+
+
+def lost_rotation_reported(job) -> bool:
+    """Whether the product reported, for this job, an exchange IMS carried out while its answer never reached the
+    worker: the worker's exchange got no answer (it checkpointed the token as in doubt), and IMS then refused that
+    token as already exchanged, so the job ended NEEDS_REAUTH naming a lost rotation (markets/generation/handler.py).
+    A job whose worker had the answer and then lost the token is not one of these: its ending names no lost
+    rotation."""
+    from jobs.models import JobEvent
+
+    return JobEvent.objects.filter(job_id=job.id, kind="failed", detail__contains="lost rotation").exists()
