@@ -19,7 +19,7 @@ from jobs.checkpoints import MergedCheckpoints
 from jobs.exceptions import LeaseLost, OutOfTime, WorkerStopping
 from jobs.leases import lease_live_q
 from jobs.models import AsyncJob, JobStatus
-from serenity.db import retry_once_on_disconnect
+from serenity.db import DISCONNECTED, retry_once_on_disconnect
 from tokens import services as grants
 from tokens.services import LoadedGrant
 from tokens.types import PromiseToken
@@ -134,7 +134,8 @@ class JobContext:
         only while it still holds the token that was exchanged. `checkpoint_values` go in the same write.
 
         If either fence fails, the rotated token would be live with no owner: it is invalidated at IMS at
-        once (after the transaction), and LeaseLost is raised. The job's next delivery then holds the token we
+        once (after the transaction), and LeaseLost is raised; so it is when the database stays away (the store's
+        retry meets a dead connection too: the error is raised). The job's next delivery then holds the token we
         exchanged, which IMS has rotated away; its own exchange is refused and the job ends NEEDS_REAUTH. A
         store retried after a commit whose answer was lost passes both fences again (the grant already holds
         the rotated token: tokens.services.grant_rotate), so the token is kept.
@@ -154,11 +155,18 @@ class JobContext:
                     transaction.set_rollback(True)
             return stored
 
-        if not retry_once_on_disconnect(store):
+        try:
+            stored = retry_once_on_disconnect(store)
+        except DISCONNECTED:
+            # The database stayed away (a failover: the retry met a dead connection too). The rotated token is
+            # the job's only if a try committed; otherwise nobody holds it, and it is ended now rather than left
+            # live. The job's next delivery then finds its exchanged token refused (NEEDS_REAUTH).
+            grants.grant_holds_or_invalidate(job_id=self.job.id, pair=exchanged.pair, token=rotated)
+            raise
+        if not stored:
             # Unless a first try committed it (its answer lost) before the lease went: then the grant holds it,
             # and it is the job's token, for whichever delivery runs the job next.
-            if not grants.grant_holds(self.job.id, rotated):
-                grants.promise_invalidate_quietly(pair=exchanged.pair, token=rotated, job_id=self.job.id)
+            grants.grant_holds_or_invalidate(job_id=self.job.id, pair=exchanged.pair, token=rotated)
             raise self.lost("token rotation")
         self.job.checkpoints = checkpoints
 

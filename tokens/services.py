@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from serenity import metrics
 from serenity.clients.http import ClientError, TransientError
+from serenity.db import DISCONNECTED, release_connection, retry_once_on_disconnect
 from tokens import crypto
 from tokens.clients import ims
 from tokens.fingerprints import token_fingerprint
@@ -126,6 +127,25 @@ def grant_rotate(*, job_id: UUID | str, expect_fingerprint: str, token: PromiseT
 def grant_holds(job_id: UUID | str, token: PromiseToken) -> bool:
     """Whether the job's grant holds this very token (by its fingerprint)."""
     return PromiseGrant.objects.filter(job_id=job_id, fingerprint=token_fingerprint(token.promise_token)).exists()
+
+
+def grant_holds_or_invalidate(*, job_id: UUID | str, pair: ClientPair, token: PromiseToken) -> bool:
+    """After the write that was to give `token` its owner failed (a database connection cut mid-write, a
+    failover): keep the token if the job's grant holds it after all (a commit whose answer was lost), else
+    invalidate it at IMS at once, best effort. The product knows this token's value, and it alone can end it: left
+    live it would be a credential nobody owns until it expires. Read on a fresh connection, tried once more
+    when that one is dead too; when the database cannot tell, the token is invalidated (fail closed: a job whose
+    grant held it after all is refused at its exchange and ends NEEDS_REAUTH). True when the grant holds it.
+    Never inside a transaction (a network call follows)."""
+    try:
+        release_connection()  # the one the failed write met is likely dead: read on a fresh one
+        held = retry_once_on_disconnect(grant_holds, job_id, token)
+    except DISCONNECTED:
+        log.warning("promise grant unreadable; the token it may hold is invalidated", extra={"job_id": str(job_id)})
+        held = False
+    if not held:
+        promise_invalidate_quietly(pair=pair, token=token, job_id=job_id)
+    return held
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,17 @@ def job_finish(
         # The connection died at the commit, its answer lost: if the job has ended as asked, with its grant
         # gone, the commit happened, and the token it took must still be invalidated. Otherwise the caller's
         # retry (serenity.db.retry_once_on_disconnect) moves it.
-        if taken is None or connection.in_atomic_block or not _ended(job_id, to):
+        if taken is None or connection.in_atomic_block:
+            raise
+        try:
+            ended = _ended(job_id, to)
+        except DISCONNECTED:
+            # The database cannot say whether the commit landed. The job was ending, so its token is done with
+            # either way: ended now, rather than left live with nobody holding it if the commit did land (the
+            # retry would then find nothing to end, and nothing to invalidate).
+            taken.invalidate()
+            raise
+        if not ended:
             raise
         moved = True
     if taken is not None:

@@ -23,6 +23,7 @@ from jobs.services.endings import job_finish
 from serenity import tracing
 from serenity.celery import app as celery_app
 from serenity.clients.guard import outside_transaction, require_no_transaction
+from serenity.db import DISCONNECTED, retry_once_on_disconnect
 from tokens import services as grants
 from tokens.pairs import ClientPair
 from tokens.types import InvalidPromiseToken, PromiseToken
@@ -124,6 +125,8 @@ def job_enqueue(
     4. In one transaction: insert the job, or replace the finished one (fenced on the lock); store the
        encrypted grant, taking over from a credential the old job had retained. Losing a race to a
        concurrent producer means the other's live job is reused, and the token we obtained is invalidated.
+       A write that fails otherwise (the database connection cut) invalidates it too, unless the grant turns out
+       to hold it (the commit landed, its answer lost): a token is never left live with no owner.
     5. After the commit, send `{jobId, type}` (job_publish); a failed first send fails the job. A retained
        credential the new one replaced is invalidated.
     Never inside a caller's transaction (NetworkCallInTransaction): the message must leave after the rows
@@ -178,6 +181,12 @@ def job_enqueue(
             grants.promise_invalidate_quietly(pair=pair, token=token, job_id=job_id)
             raise
         reused = True
+    except Exception:
+        # The write failed (a connection cut by a failover): the token we obtained has no owner unless the commit
+        # landed with its answer lost. Ended at IMS otherwise; the lock expires if the database is still away.
+        if not grants.grant_holds_or_invalidate(job_id=job_id, pair=pair, token=token) and lock is not None:
+            _reopen_lock_release_quietly(job_id, lock)
+        raise
     if reused:
         grants.promise_invalidate_quietly(pair=pair, token=token, job_id=job_id)
         return Enqueued(job_id=str(job_id), reused=True, sent=False)
@@ -253,7 +262,8 @@ def job_reauthorize(
        back and the job awaits re-authorisation as before; the error propagates.
     4. One short transaction fenced on the lock: FAILED -> IN_PROGRESS, store the grant; send after the
        commit. A lock lost meanwhile (it expired and another call took it) leaves the job alone and
-       invalidates the credential just obtained (NotAwaitingReauth).
+       invalidates the credential just obtained (NotAwaitingReauth); so does a write that fails (the database
+       connection cut), unless the grant turns out to hold the credential (the commit landed, its answer lost).
     Raises AsyncJob.DoesNotExist, NotRequester, NotAwaitingReauth, and what `obtain_token` raises.
     """
     require_no_transaction("job_reauthorize")
@@ -295,6 +305,11 @@ def job_reauthorize(
     except grants.TokenAlreadyGranted:
         reopen_lock_release(job.id, lock)
         raise
+    except Exception:
+        # As in job_enqueue: a write cut mid-way leaves the token just obtained with no owner, unless it landed.
+        if not grants.grant_holds_or_invalidate(job_id=job.id, pair=pair, token=token):
+            _reopen_lock_release_quietly(job.id, lock)
+        raise
     if not moved:
         grants.promise_invalidate_quietly(pair=pair, token=token, job_id=job.id)
         raise NotAwaitingReauth(f"Job {job.id} was re-authorised by another request.")
@@ -322,3 +337,12 @@ def reopen_lock_take(job_id: uuid.UUID | str, condition: Q) -> uuid.UUID | None:
 def reopen_lock_release(job_id: uuid.UUID | str, lock: uuid.UUID) -> None:
     """Give the reopen lock back (only if it is still `lock`), so the next request may put the job back to work."""
     AsyncJob.objects.filter(id=job_id, reopen_lock=lock).update(reopen_lock=None, reopen_lock_expires_at=None)
+
+
+def _reopen_lock_release_quietly(job_id: uuid.UUID | str, lock: uuid.UUID) -> None:
+    """`reopen_lock_release` after a failed write, on a database that may still be away: a lock not given back
+    expires (JOB_REOPEN_LOCK_SECONDS)."""
+    try:
+        retry_once_on_disconnect(reopen_lock_release, job_id, lock)
+    except DISCONNECTED:
+        log.warning("reopen lock not given back; it expires", extra={"job_id": str(job_id)})

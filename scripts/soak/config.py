@@ -84,6 +84,9 @@ EXCHANGE_SWITCH_WAIT = 20  # seconds an exchange fault waits for the one armed b
 # A delivery the database failed before its claim hands its message back within this of the fault.
 HAND_BACK_AFTER_DATABASE_FAULT = 15
 RECENT_RECEIVE_SECONDS = 5  # a receipt this recent may still be acted on when the soak reads the ledger
+# A job's token is invalidated at IMS after its end is committed, best effort: two attempts of up to the IMS timeout
+# each, a short backoff between; after that the product has invalidated it or logged that IMS did not confirm.
+INVALIDATION_SECONDS = 2 * TIMEOUTS["IMS_TIMEOUT_SECONDS"] + 1
 POLL_EVERY = 2  # a generation waiting for its job polls it over the API, as the UI does
 # API answers a dependency explains: the product names the upstream service that did not answer.
 UPSTREAM_CODES = frozenset({"upstream_unavailable", "semrush_unavailable"})

@@ -86,6 +86,7 @@ class Flows(Invariants):
                     "x-promise-audience": "semrush",
                 },
             )
+            sent = time.time()
             try:
                 with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (local URL)
                     status, raw = response.status, response.read()
@@ -93,6 +94,8 @@ class Flows(Invariants):
                 status, raw = error.code, error.read()
             except (urllib.error.URLError, OSError) as error:
                 status, raw = 0, json.dumps({"transport": str(error)}).encode()
+                with self.lock:  # what it did, a promise token minted for it included, reached no one
+                    self.unanswered.append((g.user, sent, time.time()))
             doc = self.answered(status, raw, path)
             if status and status < 500 and status != 429:
                 return status, doc

@@ -10,6 +10,7 @@ from typing import Any
 from scripts.soak.config import (
     DRS_TIMEOUT_MS,
     HAND_BACK_AFTER_DATABASE_FAULT,
+    INVALIDATION_SECONDS,
     JWT,
     RECENT_RECEIVE_SECONDS,
     RESTART_MARGIN,
@@ -132,8 +133,10 @@ class Invariants(Faults):
 
         live = ledger.live_tokens()
         running = AsyncJob.objects.filter(status=JobStatus.IN_PROGRESS).values("id")
-        held = PromiseGrant.objects.filter(job_id__in=running).count()
-        orphans, lost = self.unowned_tokens(held)
+        # A token a grant holds has an owner: a running job, or an ended one retaining its credential
+        # (RETRIES_EXHAUSTED, for a re-run; such a grant is counted by the next invariant).
+        held = PromiseGrant.objects.count()
+        orphans, lost = self.settled_unowned_tokens(held)
         explained += lost
         out.append(
             Invariant(
@@ -141,7 +144,7 @@ class Invariants(Faults):
                 len(orphans),
                 "0",
                 not orphans,
-                f"{live} live: {held} held by running jobs, {len(lost)} never received by anyone"
+                f"{live} live: {held} held by grants, {len(lost)} never received by anyone"
                 + (f"; {'; '.join(orphans[:5])}" if orphans else ""),
             )
         )
@@ -319,10 +322,24 @@ class Invariants(Faults):
             out.append({**r, "job": bodies.get(r["id"], "?"), "outcome": outcome})
         return out
 
+    def settled_unowned_tokens(self, held: int) -> tuple[list[str], list[str]]:
+        """`unowned_tokens`, read again while it finds orphans until the product's best-effort invalidation could
+        have run its course (INVALIDATION_SECONDS): a job's end is committed before its token is invalidated, so a
+        read just after a late end would count a token invalidated a moment later. A token still live after that is
+        an orphan (an invalidation IMS did not confirm is logged by the product, and explained)."""
+        deadline = time.monotonic() + INVALIDATION_SECONDS
+        while True:
+            orphans, explained = self.unowned_tokens(held)
+            if not orphans or time.monotonic() >= deadline:
+                return orphans, explained
+            time.sleep(0.5)
+
     def unowned_tokens(self, held: int) -> tuple[list[str], list[str]]:
         """Live promise tokens no running job holds. Explained (listed, not counted): a token that reached no
-        one who could invalidate it — IMS rotated it for an exchange whose answer it then lost, or minted it
-        for a request whose answer was lost or whose API process was SIGKILLed meanwhile — and a token whose
+        one who could invalidate it — IMS rotated it for an exchange whose answer it then lost, or whose answer the
+        worker never had (`lost_rotation_reported`, and its holder presented the old token again), or minted it
+        with its answer lost, or for a request of its user that got no answer (`minted_for_an_unanswered_request`:
+        its API process killed with the mint sent) — and a token whose
         holder was cut off: its job lost a delivery to a SIGKILL, or ended just before a SIGKILL (the
         best-effort invalidation runs after the end is committed), or the product logged that IMS did not
         confirm its invalidation. It expires at IMS. Any other is an orphan."""
@@ -331,8 +348,12 @@ class Invariants(Faults):
         from sandbox.ims.models import LedgerEvent, PromiseRecord, PromiseState
 
         lost = set(LedgerEvent.objects.filter(kind=ledger.ANSWER_LOST).values_list("fingerprint", flat=True))
-        offset = time.time() - time.monotonic()
-        api_kills = [a + offset for a, _b in self.api_down]
+        # Tokens presented to an exchange after IMS had rotated them: their holder never learned what replaced them.
+        presented_again = set(
+            LedgerEvent.objects.filter(kind=ledger.REFUSED, operation="exchange", reason="token_exchanged").values_list(
+                "fingerprint", flat=True
+            )
+        )
         kills = [t for t, how in self.worker_stops if how == "SIGKILL"]
         refused = self.invalidations_refused()
         users = {g.user: g for g in self.generations}
@@ -345,10 +366,12 @@ class Invariants(Faults):
             ended = job.ended_at.timestamp() if job and job.ended_at else None
             if record.replaces and record.replaces[:16] in lost:
                 why = "rotated by an exchange whose answer was lost"
+            elif record.replaces and record.replaces[:16] in presented_again and job and lost_rotation_reported(job):
+                why = "rotated by an exchange whose answer its worker never had (its own timeout): a lost rotation"
             elif not record.replaces and record.fingerprint in lost:
                 why = "minted, and the mint's answer was lost"
-            elif not record.replaces and any(k - 30 <= made <= k for k in api_kills):
-                why = "minted just before its API process was killed"
+            elif not record.replaces and self.minted_for_an_unanswered_request(record.user_id, made):
+                why = "minted for a request that got no answer (its API process was killed)"
             elif job and job.lost_deliveries:
                 why = f"its job lost {job.lost_deliveries} delivery(ies) to a killed worker"
             elif ended and any(ended <= k <= ended + 10 for k in kills):
@@ -364,6 +387,15 @@ class Invariants(Faults):
                 continue
             explained.append(f"token {record.fingerprint} of {who}: a live promise token, {why}")
         return orphans[held:] if held else orphans, explained
+
+    def minted_for_an_unanswered_request(self, user: str, made: float) -> bool:
+        """Whether a promise token IMS minted for `user` at `made` (wall time) was minted for one of that user's
+        requests that got no answer: its API process was killed with the mint sent, and the token's value died
+        with the process. IMS may finish the mint after its caller is gone, up to the caller's own IMS timeout
+        (a mint later than that would have been lost to that timeout anyway, and logged by the product)."""
+        late = TIMEOUTS["IMS_TIMEOUT_SECONDS"]
+        with self.lock:
+            return any(u == user and sent <= made <= given_up + late for u, sent, given_up in self.unanswered)
 
     def invalidations_refused(self) -> set[str]:
         """Job ids for which the product logged a failed best-effort invalidation."""
@@ -539,3 +571,14 @@ def added_latency(calm: dict[int, float], faulted: dict[int, float]) -> dict[str
         "p95": added[min(len(added) - 1, int(len(added) * 0.95))],
         "baseline_median": sorted(calm.values())[len(calm) // 2],
     }
+
+
+def lost_rotation_reported(job) -> bool:
+    """Whether the product reported, for this job, an exchange IMS carried out while its answer never reached the
+    worker: the worker's exchange got no answer (it checkpointed the token as in doubt), and IMS then refused that
+    token as already exchanged, so the job ended NEEDS_REAUTH naming a lost rotation (markets/generation/handler.py).
+    A job whose worker had the answer and then lost the token is not one of these: its ending names no lost
+    rotation."""
+    from jobs.models import JobEvent
+
+    return JobEvent.objects.filter(job_id=job.id, kind="failed", detail__contains="lost rotation").exists()

@@ -41,6 +41,8 @@ class Processes:
         self.fault_log: list[tuple[float, str, str]] = []  # (wall time, kind, detail)
         self.worker_stops: list[tuple[float, str]] = []  # (wall time, signal): in-flight work was cut off
         self.api_down: list[list[float]] = []  # [from, to] windows of the API's own restarts
+        # (user, sent, given up): wall times of each request of the soak's that got no answer (its API process killed)
+        self.unanswered: list[tuple[str, float, float]] = []
         self.readyz_failures: list[tuple[float, str]] = []
         self.server_errors: list[tuple[float, int, str, str]] = []  # (wall time, status, problem code, path)
         self.database_faults: list[float] = []  # wall times of terminated backends

@@ -497,6 +497,33 @@ def test_a_rotated_token_committed_before_the_lease_went_is_not_invalidated(monk
     assert ims_invalidations == []
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_rotated_token_the_database_stays_away_from_storing_is_invalidated(
+    handler, queues, monkeypatch, ims_invalidations
+):
+    """A failover while the rotated token is stored, and again on the store's retry: the grant still holds the
+    token that was exchanged, so the rotated one belongs to nobody. It is invalidated at IMS, not left live; the
+    delivery is handed back as for any database failure mid-run."""
+    job = AsyncJobFactory()
+    store_grant(job)
+
+    def rotate(run):
+        exchanged = grants.grant_load(job.id)
+        rotated = PromiseToken(promise_token="rotated-never-stored", token_type="promise_token", expires_in=60)
+        run.store_rotated_token(exchanged=exchanged, rotated=rotated)
+
+    handler.behaviour = rotate
+    drop_before(monkeypatch, grants, "grant_rotate", calls=(1, 2))
+
+    assert job_services.job_run(job.id, "testEcho") == runner.HANDED_BACK_DISCONNECTED
+
+    assert grants.grant_load(job.id).token.promise_token == KNOWN_TOKEN
+    assert ims_invalidations == [("semrush", "rotated-never-stored")]
+    job.refresh_from_db()
+    assert (job.status, job.lease_token) == ("IN_PROGRESS", None)
+    assert [m["kwargs"] for m in queues.drain()] == [{"jobId": str(job.id), "type": "testEcho"}]
+
+
 class CommitWithItsAnswerLost:
     """`transaction` as jobs/services/endings.py uses it: the first atomic block commits, then the connection
     dies before the commit's answer reaches the caller."""
@@ -522,6 +549,24 @@ def test_a_completion_whose_commit_answer_was_lost_still_invalidates_the_token(h
     monkeypatch.setattr(endings, "transaction", CommitWithItsAnswerLost())
 
     assert job_services.job_run(job.id, "testEcho") == COMPLETED
+
+    job.refresh_from_db()
+    assert job.status == "COMPLETED" and not PromiseGrant.objects.filter(job_id=job.id).exists()
+    assert ims_invalidations == [("semrush", KNOWN_TOKEN)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_completion_whose_commit_nobody_can_confirm_still_invalidates_the_token(
+    handler, monkeypatch, ims_invalidations
+):
+    """The commit's answer was lost, and the read that would tell whether it landed meets a dead connection too:
+    the job was ending, so the token it took is invalidated all the same; the caller's retry finds it ended."""
+    job = AsyncJobFactory()
+    store_grant(job)
+    monkeypatch.setattr(endings, "transaction", CommitWithItsAnswerLost())
+    drop_before(monkeypatch, grants, "grant_exists")
+
+    assert job_services.job_run(job.id, "testEcho") == runner.LEASE_LOST
 
     job.refresh_from_db()
     assert job.status == "COMPLETED" and not PromiseGrant.objects.filter(job_id=job.id).exists()

@@ -292,6 +292,33 @@ def test_a_credential_obtained_after_the_claim_was_lost_is_invalidated_and_the_j
     assert queues.drain() == []
 
 
+def test_a_credential_minted_before_the_database_connection_was_cut_is_invalidated_and_the_job_still_awaits_reauth(
+    tenants, api, ims, queues, monkeypatch
+):
+    from tests.failover import end_this_threads_backend
+
+    job = awaiting_job(tenants)
+    real_mint = ims_client.mint
+
+    def mint_then_cut(**kwargs):
+        token = real_mint(**kwargs)
+        end_this_threads_backend()  # a failover, before the grant that would own the token is written
+        return token
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ims_client, "mint", mint_then_cut)
+        response = api.reauth(tenants.org.id, tenants.brand.id, job.id)
+
+    assert response.status_code == 503
+    assert response.json()["code"] == "database_unavailable"
+    assert_still_awaiting_reauth(job)
+    assert ims.count("minted") == ims.count("invalidated") == 1
+    assert ims.live_tokens() == 0
+    assert queues.drain() == []
+    # The claim was given back: the user's next try wins at once.
+    assert api.reauth(tenants.org.id, tenants.brand.id, job.id).status_code == 202
+
+
 def test_a_malformed_forwarded_token_is_refused_and_the_job_still_awaits_reauth(tenants, api, ims, queues):
     job = awaiting_job(tenants)
 

@@ -4,7 +4,7 @@ import threading
 import uuid
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 
 from jobs.models import AsyncJob
 from markets.credentials import Generation
@@ -12,13 +12,14 @@ from markets.generation.jobtype import generation_job_id
 from markets.generation.producer import market_generation_enqueue
 from sandbox.ims import ledger
 from serenity.auth import verify_bearer
+from tests.failover import end_this_threads_backend
 from tests.markets.factories import MarketFactory
 from tokens import crypto
 from tokens.clients import ims as ims_client
 from tokens.delegation import RequestCredential
 from tokens.models import PromiseGrant
 from tokens.pairs import get_pair
-from tokens.services import grant_store
+from tokens.services import grant_holds_or_invalidate, grant_store
 
 
 def test_the_job_id_matches_the_spec_test_vector():
@@ -147,6 +148,64 @@ def test_an_ims_mint_failure_leaves_no_job_says_so_in_a_failed_handle_and_the_do
     controls.fail_next_mints(count=0)
     assert enqueue(world, market)["status"] == "provisioning"
     assert doctor.doctor_run(apply=False, actor="test").findings == []
+
+
+def mint_then_cut_the_connection(monkeypatch):
+    """IMS mints (real HTTP to the simulator) and answers; then a failover cuts this thread's database
+    connection, before the grant that would own the token is written."""
+    real_mint = ims_client.mint
+
+    def mint(**kwargs):
+        token = real_mint(**kwargs)
+        end_this_threads_backend()
+        return token
+
+    monkeypatch.setattr(ims_client, "mint", mint)
+
+
+def test_a_token_minted_before_the_database_connection_was_cut_is_invalidated(world, market, queues, monkeypatch):
+    mint_then_cut_the_connection(monkeypatch)
+
+    with pytest.raises(OperationalError):
+        enqueue(world, market)
+
+    assert AsyncJob.objects.count() == 0 and PromiseGrant.objects.count() == 0 and queues.drain() == []
+    minted = ledger.events(ledger.MINTED)
+    assert len(minted) == 1
+    assert [e["fingerprint"] for e in ledger.events(ledger.INVALIDATED)] == [minted[0]["fingerprint"]]
+    assert ledger.live_tokens() == 0
+
+
+def test_a_regeneration_cut_by_the_database_gives_its_lock_back_and_the_next_one_replaces_the_job(
+    world, market, queues, monkeypatch
+):
+    first = enqueue(world, market)
+    AsyncJob.objects.filter(id=first["jobId"]).update(
+        status="FAILED", error_code="PROMPT_GENERATION_HELD", error={"code": "PROMPT_GENERATION_HELD"}
+    )
+    PromiseGrant.objects.all().delete()
+    queues.drain()
+    with monkeypatch.context() as patched:
+        mint_then_cut_the_connection(patched)
+        with pytest.raises(OperationalError):
+            enqueue(world, market)
+
+    job = AsyncJob.objects.get(id=first["jobId"])
+    assert (job.status, job.reopen_lock) == ("FAILED", None)
+    assert ledger.count(ledger.MINTED) == 2 and ledger.count(ledger.INVALIDATED) == 1
+    assert enqueue(world, market) == {"jobId": first["jobId"], "status": "provisioning", "reused": False}
+    assert ledger.live_tokens() == 2  # the first job's (its grant deleted by hand here) and the new job's
+    assert PromiseGrant.objects.filter(job_id=first["jobId"]).count() == 1
+
+
+def test_a_token_the_grant_holds_after_all_is_kept(world, queues):
+    token = ims_client.mint(bearer=world.token, pair=get_pair("semrush"))
+    job_id = uuid.uuid4()
+    grant_store(job_id=job_id, pair=get_pair("semrush"), token=token)  # a commit whose answer was lost
+
+    assert grant_holds_or_invalidate(job_id=job_id, pair=get_pair("semrush"), token=token) is True
+
+    assert ledger.count(ledger.INVALIDATED) == 0 and ledger.live_tokens() == 1
 
 
 def test_two_concurrent_producers_for_one_slice_end_with_one_job_and_one_message(world, market, queues):
