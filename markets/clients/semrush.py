@@ -74,7 +74,8 @@ class _Session:
     def request(self, method, url, *, headers=None, **kwargs) -> httpx.Response:
         reserved = self._reservation is not None and self._reservation.covers()
         for _late in range(LATE_SLOTS_RETAKEN + 1):
-            due = self._take_slot(reserved)
+            # A retake (the slot went past its margin) moves the reservation's calls to the end of the line.
+            due = self._reservation.retake() if _late else self._take_slot(reserved)  # type: ignore[union-attr]
             deadline = self._deadline
             if deadline is not None and reserved:
                 deadline += self._reservation.waited  # type: ignore[union-attr]  # a wait in line is not time writing
