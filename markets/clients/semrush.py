@@ -39,8 +39,8 @@ AI_MODELS_PAGE_SIZE = 100
 AI_MODELS_MAX_PAGES = 5
 _languages: dict[str, tuple[float, list[dict]]] = {}
 
-# A call whose reserved slot has passed by more than its margin when it is about to go takes one more slot, at most
-# this many times; then it goes.
+# A call whose reserved slot has passed by more than its margin when it is about to go moves its reservation's calls
+# to fresh slots at the end of the line (`Reservation.retake`), at most this many times; then it goes.
 LATE_SLOTS_RETAKEN = 2
 # What a write request passes right before it goes out (`SemrushClient(write_guard=...)`): called with the attempt's
 # timeout, it raises to stop the request, or gives a context the request is sent in.
@@ -74,7 +74,8 @@ class _Session:
     def request(self, method, url, *, headers=None, **kwargs) -> httpx.Response:
         reserved = self._reservation is not None and self._reservation.covers()
         for _late in range(LATE_SLOTS_RETAKEN + 1):
-            due = self._take_slot(reserved)
+            # A retake (the slot went past its margin) moves the reservation's calls to the end of the line.
+            due = self._reservation.retake() if _late else self._take_slot(reserved)  # type: ignore[union-attr]
             deadline = self._deadline
             if deadline is not None and reserved:
                 deadline += self._reservation.waited  # type: ignore[union-attr]  # a wait in line is not time writing
@@ -90,7 +91,8 @@ class _Session:
             with guard:  # right before the request goes out, after any wait for a slot
                 # A reserved slot already past by more than its margin (the thread waited for the database, or for
                 # the CPU) is not used: sent now, the call would join the calls of later slots in one second of
-                # Semrush's count. It takes one more slot instead (nothing sent, the guard's record cleared).
+                # Semrush's count. Its reservation moves to the end of the line instead (nothing sent, the guard's
+                # record cleared): the slots it still holds are as stale.
                 if due is not None and _late < LATE_SLOTS_RETAKEN and self._reservation.is_late(due):  # type: ignore[union-attr]
                     continue
                 try:

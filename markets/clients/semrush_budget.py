@@ -167,6 +167,24 @@ class Reservation:
         """Whether the next call goes through it (`use`): a slot left, or one more may be reserved."""
         return bool(self._slots) or (self.pair is not None and self.latest is not None)
 
+    def retake(self) -> float:
+        """The call at hand found its slot past its margin (`is_late`): this reservation's slots left are no better
+        (consecutive, they are as stale, and a stale slot's call goes at once, in the seconds of the slots after
+        it). Its call and every call still reserved move to the end of the line together: as many fresh
+        consecutive slots, reserved at once (the stale ones left unused), waited for as long as the first could
+        have waited (`latest`; further: `OverBudget`, nothing sent). Sleep until the first, return its due time."""
+        if self.pair is None or self.latest is None:
+            return self.use()
+        calls = 1 + len(self._slots)
+        moved = reserve(self.pair, calls, wait=max(0.0, self.latest - time.monotonic()), what="semrush (late)")
+        self._slots = moved._slots or [time.monotonic()] * calls
+        due = self._slots.pop(0)
+        delay = due - time.monotonic()
+        self.waited += max(0.0, delay)
+        if delay > 0:
+            time.sleep(delay)
+        return due
+
     def use(self) -> float:
         """Take the next slot, reserved or one more: sleep until it (no database connection held), then return its
         due time (`time.monotonic()`; the caller sends)."""

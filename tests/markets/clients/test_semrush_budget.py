@@ -307,3 +307,25 @@ def test_a_reserved_call_that_would_go_late_takes_one_more_slot_instead(recorder
     # One more slot taken, at the end of the line (after the others' second), and the call sent at it.
     assert SemrushRateBudget.objects.get(pair="semrush").next_slot_us == taken + semrush_budget.interval_us()
     assert len(recorder.calls) == 1 and recorder.calls[0][0] - started >= 0.5
+
+
+def test_a_late_reservation_moves_its_calls_to_the_end_of_the_line_and_none_goes_at_its_stale_slots(recorder):
+    """A delivery that reaches its reserved slots late (its exchange, its checkpoint, a burst's first seconds on a
+    busy machine) finds every slot it holds stale, not only the first: none of its calls goes at one of them, in
+    the seconds of other callers' slots. The calls move to the end of the line together, at fresh consecutive
+    slots, each one slot apart."""
+    reservation = semrush_budget.reserve("semrush", 4, wait=5)
+    semrush_budget.reserve("semrush", 2 * BUDGET, wait=5)  # the next two seconds' slots are other callers'
+    time.sleep(reservation.starts_in() + 3 / BUDGET + 2 * reservation.margin)  # stalled past all four and margin
+    client = SemrushClient("Bearer-late", pair="semrush", reservation=reservation)
+    taken = SemrushRateBudget.objects.get(pair="semrush").next_slot_us
+
+    started = time.time()
+    for _call in range(4):
+        client.publish_status(project_id="p")
+
+    # Four fresh slots at the end of the line, after the others' (more than a second of them still ahead).
+    assert SemrushRateBudget.objects.get(pair="semrush").next_slot_us == taken + 4 * semrush_budget.interval_us()
+    arrivals = sorted(arrived for arrived, _b, _s in recorder.calls)
+    assert len(arrivals) == 4 and arrivals[0] - started >= 1.0, [a - started for a in arrivals]
+    assert all(later - earlier >= 1 / BUDGET - 0.02 for earlier, later in itertools.pairwise(arrivals))
