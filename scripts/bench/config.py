@@ -154,6 +154,7 @@ try:
 except Exception as unreachable:
     MACHINE, SIZES_REFUSED = None, f"PostgreSQL could not be read ({type(unreachable).__name__}: {unreachable})"
 try:
+    sizes_set(SIZE, SIZES_SET)  # a BENCH_SET that does not parse is named first, whatever the machine holds
     if MACHINE is not None and PROFILE == "full":
         SIZE = fit.fit(SIZE, MACHINE)
     SIZE = sizes_set(SIZE, SIZES_SET)

@@ -9,6 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from jobs.outcomes import COMPLETED
 from jobs.services.runner import job_run
+from markets.clients import semrush_budget
 from sandbox.semrush import state as semrush
 from tests.markets.generation.test_handler import start_job
 
@@ -16,7 +17,10 @@ from tests.markets.generation.test_handler import start_job
 MAX_STATEMENTS_PER_JOB = 25
 
 
-def test_one_delivery_of_a_job_sends_at_most_25_sql_statements_and_small_checkpoints(world, async_on):
+def test_one_delivery_of_a_job_sends_at_most_25_sql_statements_and_small_checkpoints(world, async_on, monkeypatch):
+    # A loaded machine can stall a thread past a reserved slot's margin, and a late call moves its reservation (one
+    # statement more, tests/markets/clients/test_semrush_budget.py): counted here is a delivery that is never late.
+    monkeypatch.setattr(semrush_budget, "LATE_MARGIN_FLOOR_SECONDS", 60.0)
     job, _market = start_job(world)
     calls_before = len(semrush.calls())
 

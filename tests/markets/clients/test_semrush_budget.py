@@ -124,7 +124,7 @@ def test_callers_on_real_threads_never_pass_the_budget_in_any_second(recorder):
 def test_callers_in_two_processes_never_pass_the_budget_in_any_second(recorder):
     """Two OS processes of four threads each, three calls a thread, started at the same moment: 24 calls in all,
     both processes' calls sharing seconds, and no second with more than the budget."""
-    start = time.time() + 4  # both processes set up first, then call together
+    start = time.time() + 10  # both processes set up first (a loaded machine takes seconds), then call together
     procs = [fleet_process(recorder, "semrush", start, 4, "3", f"process-{n}") for n in (1, 2)]
     results = [fleet.result(p) for p in procs]
 
