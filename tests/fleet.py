@@ -11,37 +11,20 @@ from django.conf import settings
 REPO = Path(__file__).resolve().parents[1]
 
 
-def environment(env: dict | None = None) -> dict[str, str]:
-    """Our environment on this test's database, with `env` (values as text) on top."""
-    db = settings.DATABASES["default"]
-    return {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        **{k: str(v) for k, v in (env or {}).items()},
-    }
-
-
 def start(kind: str, at: float, threads: int, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     """`fleet_process.py kind at threads args…` with this test's database and `env` on top of ours."""
+    db = settings.DATABASES["default"]
     return subprocess.Popen(
         [sys.executable, str(REPO / "tests" / "fleet_process.py"), kind, str(at), str(threads), *args],
-        env=environment(env),
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+            **(env or {}),
+        },
         cwd=REPO,
         stdout=subprocess.PIPE,
         text=True,
-    )
-
-
-def worker(**env) -> subprocess.Popen:
-    """A real worker process (tests/crashing_worker.py, crashing nowhere) on this test's database, with `env` on
-    top of ours; its output discarded."""
-    return subprocess.Popen(
-        [sys.executable, str(REPO / "tests" / "crashing_worker.py"), "never"],
-        env=environment(env),
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
     )
 
 

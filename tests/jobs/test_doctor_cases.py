@@ -10,6 +10,8 @@ last beat), and the doctor runs in this process with the same setting.
 import json
 import os
 import signal
+import subprocess
+import sys
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -27,7 +29,6 @@ from jobs.services import doctor, producer
 from sandbox.drs import controls as drs_controls
 from sandbox.drs import state as drs
 from serenity.celery import app
-from tests import fleet
 from tests.jobs.conftest import celery_body, run
 from tests.markets.generation.test_handler import start_job
 from tests.markets.test_worker_crash import KILLED_FAST, crash_worker
@@ -100,8 +101,21 @@ def live_worker(queues=(MARKET_JOBS, MAINTENANCE), concurrency=2):
 def worker_process(**env):
     """A real worker process on both queues (tests/crashing_worker.py, crashing nowhere), beating every second;
     yields the process once its heartbeat says it is alive. Killed on the way out if still running."""
-    process = fleet.worker(
-        **{**env, "WORKER_HEARTBEAT_SECONDS": 1, "TEST_WORKER_QUEUES": f"{MARKET_JOBS},{MAINTENANCE}"}
+    db = django_settings.DATABASES["default"]
+    env = {
+        **os.environ,
+        **{k: str(v) for k, v in env.items()},
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "WORKER_HEARTBEAT_SECONDS": "1",
+        "TEST_WORKER_QUEUES": f"{MARKET_JOBS},{MAINTENANCE}",
+    }
+    process = subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "crashing_worker.py"), "never"],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         wait_until(lambda: selectors.workers_alive(MARKET_JOBS) >= 1, timeout=60)

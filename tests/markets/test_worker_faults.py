@@ -5,6 +5,8 @@ unreachable when a job is enqueued."""
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,7 +20,6 @@ from sandbox.drs import controls as drs_controls
 from sandbox.drs import state as drs
 from sandbox.semrush import state as semrush
 from serenity.celery import app
-from tests import fleet
 from tests.failover import terminate_every_other_backend
 from tests.markets.generation.test_handler import start_job
 from tests.waits import wait_terminal, wait_until
@@ -68,12 +69,29 @@ def test_a_delivery_out_of_time_hands_the_job_back_and_a_redelivery_completes_it
     assert "delivery budget spent before writing" in list(released)
 
 
+def worker_process(extra_env: dict) -> subprocess.Popen:
+    db = django_settings.DATABASES["default"]
+    env = {
+        **os.environ,
+        **{k: str(v) for k, v in extra_env.items()},
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+    }
+    return subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "crashing_worker.py"), "never"],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def test_a_worker_stopped_mid_drs_call_hands_its_job_to_another_worker_before_the_visibility_timeout(
     world, async_on, queues
 ):
     drs_controls.set_latency(8000, remaining=1)
     job, market = start_job(world)
-    stopping = fleet.worker(WORKER_STOP_GRACE_SECONDS=1, WORKER_STOP_DRAIN_SECONDS=1)
+    stopping = worker_process({"WORKER_STOP_GRACE_SECONDS": 1, "WORKER_STOP_DRAIN_SECONDS": 1})
     try:
         wait_for_phase(job, "generating", timeout=30)
         os.kill(stopping.pid, signal.SIGTERM)

@@ -4,6 +4,8 @@ is three beats old, and a worker whose consumer loop stops turning withholds its
 
 import os
 import signal
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,7 +18,6 @@ from jobs import selectors
 from jobs.models import WorkerHeartbeat
 from jobs.worker.heartbeats import HeartbeatWriter, heartbeats_forget_silent
 from serenity.celery import app
-from tests import fleet
 from tests.waits import wait_until
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -26,6 +27,24 @@ REPO = Path(__file__).resolve().parents[3]
 
 def both_queues() -> list[str]:
     return [django_settings.MARKET_JOBS_QUEUE, django_settings.MAINTENANCE_QUEUE]
+
+
+def worker_process(**env) -> subprocess.Popen:
+    """A real worker process (tests/crashing_worker.py, crashing nowhere) on this test database."""
+    db = django_settings.DATABASES["default"]
+    env = {
+        **os.environ,
+        **{k: str(v) for k, v in env.items()},
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+    }
+    return subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "crashing_worker.py"), "never"],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def test_a_running_worker_keeps_a_heartbeat_for_the_queues_it_consumes_and_a_warm_stop_removes_it(queues, settings):
@@ -63,7 +82,7 @@ def test_a_worker_consuming_one_queue_is_no_consumer_of_the_other(queues, settin
 
 def test_a_sigkilled_worker_stops_counting_as_alive_once_its_heartbeat_is_three_beats_old(queues, settings):
     settings.WORKER_HEARTBEAT_SECONDS = 1
-    worker = fleet.worker(WORKER_HEARTBEAT_SECONDS=1, TEST_WORKER_QUEUES=",".join(both_queues()))
+    worker = worker_process(WORKER_HEARTBEAT_SECONDS=1, TEST_WORKER_QUEUES=",".join(both_queues()))
     try:
         wait_until(lambda: selectors.workers_alive(django_settings.MARKET_JOBS_QUEUE) == 1, timeout=60)
         os.kill(worker.pid, signal.SIGKILL)
