@@ -24,12 +24,18 @@ class MergedCheckpoints(Func):
 
     def __init__(self, values: dict[str, Any]) -> None:
         super().__init__(F("checkpoints"))
-        self.sets = {key: value for key, value in values.items() if value is not None}
-        self.drops = [key for key, value in values.items() if value is None]
+        self.sets_json, self.drops = split(values)
+
+    @classmethod
+    def encoded(cls, sets_json: str, drops: tuple[str, ...]) -> "MergedCheckpoints":
+        """The merge of `split(values)`'s two parts: the keys set (as one JSON object's text) and those removed."""
+        merged = cls({})
+        merged.sets_json, merged.drops = sets_json, drops
+        return merged
 
     def as_postgresql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any) -> "_AsSqlType":
         column, params = compiler.compile(self.source_expressions[0])
-        sql, params = f"(COALESCE({column}, '{{}}'::jsonb) || %s::jsonb)", (*params, json.dumps(self.sets))
+        sql, params = f"(COALESCE({column}, '{{}}'::jsonb) || %s::jsonb)", (*params, self.sets_json)
         for key in self.drops:
             sql, params = f"({sql} - %s)", (*params, key)
         return sql, params
@@ -37,9 +43,10 @@ class MergedCheckpoints(Func):
     def as_sqlite(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any) -> "_AsSqlType":
         column, params = compiler.compile(self.source_expressions[0])
         sql = f"COALESCE({column}, '{{}}')"
-        if self.sets:
-            sql = f"json_set({sql}" + ", %s, json(%s)" * len(self.sets) + ")"
-            for key, value in self.sets.items():
+        sets = json.loads(self.sets_json)
+        if sets:
+            sql = f"json_set({sql}" + ", %s, json(%s)" * len(sets) + ")"
+            for key, value in sets.items():
                 params = (*params, _path(key), json.dumps(value))
         if self.drops:
             sql = f"json_remove({sql}" + ", %s" * len(self.drops) + ")"
@@ -56,6 +63,12 @@ class MergedCheckpoints(Func):
         **extra: Any,
     ) -> "_AsSqlType":
         raise NotImplementedError(f"checkpoint merge is not written for {connection.vendor}")
+
+
+def split(values: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """`values` as a merge sends them: the keys set, as one JSON object's text, and the keys a None removes."""
+    sets = {key: value for key, value in values.items() if value is not None}
+    return json.dumps(sets), tuple(key for key, value in values.items() if value is None)
 
 
 def _path(key: str) -> str:

@@ -14,17 +14,37 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from jobs import checkpoints as merge
 from jobs import states
 from jobs.checkpoints import MergedCheckpoints
 from jobs.exceptions import LeaseLost, OutOfTime, WorkerStopping
 from jobs.leases import lease_live_q
 from jobs.models import AsyncJob, JobStatus
+from serenity.compiled import Compiled, update_sql
 from serenity.db import DISCONNECTED, retry_once_on_disconnect
 from tokens import services as grants
 from tokens.services import LoadedGrant
 from tokens.types import PromiseToken
 
 log = logging.getLogger(__name__)
+
+
+def _fenced_job(job_id: uuid.UUID, token: uuid.UUID | None, now: Any) -> "QuerySet[AsyncJob]":
+    """The job row, only while the delivery holding `token` holds its lease and the lease has not expired."""
+    return AsyncJob.objects.filter(lease_live_q(now=now), id=job_id, status=JobStatus.IN_PROGRESS, lease_token=token)
+
+
+# A delivery's fenced writes of the job row, compiled once (serenity/compiled.py): a checkpoint (its keys merged
+# in the database, its phase moved when it names one) and a confirmation that the lease is still ours.
+_CHECKPOINT = Compiled(
+    lambda job_id, token, now, sets, drops, phase: update_sql(
+        _fenced_job(job_id, token, now),
+        checkpoints=MergedCheckpoints.encoded(sets, drops),
+        updated_at=now,
+        **({"phase": phase} if phase else {}),
+    )
+)
+_CONFIRM = Compiled(lambda job_id, token, now: update_sql(_fenced_job(job_id, token, now), updated_at=now))
 
 # When this worker process began a warm stop (jobs/worker/stop.py), on the monotonic clock; None: not stopping.
 # From then on it claims nothing new; past WORKER_STOP_GRACE_SECONDS it starts no new phase of a running delivery
@@ -91,11 +111,10 @@ class JobContext:
         if self.remaining() < seconds:
             raise OutOfTime(before)
 
-    def _fenced(self) -> "QuerySet[AsyncJob]":
-        """The job row, only while this delivery's lease is the job's lease and has not expired."""
-        return AsyncJob.objects.filter(
-            lease_live_q(), id=self.job.id, status=JobStatus.IN_PROGRESS, lease_token=self.lease_token
-        )
+    def _fenced_write(self, statement: Compiled, **values: Any) -> int:
+        """Run one of the fenced UPDATEs below on the job row; the rows it changed (0: the lease is not ours)."""
+        job_id = self.job.id if isinstance(self.job.id, uuid.UUID) else uuid.UUID(str(self.job.id))
+        return statement.execute(job_id=job_id, token=self.lease_token, now=timezone.now(), **values)
 
     def _merged(self, values: dict[str, Any]) -> dict[str, Any]:
         """The job's checkpoints with `values` merged in; a None value removes its key."""
@@ -106,10 +125,8 @@ class JobContext:
         """Merge `values` into the job's checkpoints (a None value removes its key) and move its phase.
         Fenced on the lease; raises LeaseLost."""
         checkpoints = self._merged(values)
-        fields: dict[str, Any] = {"checkpoints": MergedCheckpoints(values), "updated_at": timezone.now()}
-        if phase:
-            fields["phase"] = phase
-        if retry_once_on_disconnect(lambda: self._fenced().update(**fields)) != 1:
+        sets, drops = merge.split(values)
+        if retry_once_on_disconnect(lambda: self._fenced_write(_CHECKPOINT, sets=sets, drops=drops, phase=phase)) != 1:
             raise self.lost("checkpoint")
         self.job.checkpoints = checkpoints
         if phase:
@@ -125,7 +142,7 @@ class JobContext:
         (QUEUE_VISIBILITY_TIMEOUT_SECONDS) would make the redelivery of a crashed worker's message find the
         lease still held and drop it, leaving the job stranded (the system check keeps the three nested).
         """
-        if retry_once_on_disconnect(lambda: self._fenced().update(updated_at=timezone.now())) != 1:
+        if retry_once_on_disconnect(lambda: self._fenced_write(_CONFIRM)) != 1:
             raise self.lost("confirm")
 
     def store_rotated_token(self, *, exchanged: LoadedGrant, rotated: PromiseToken, **checkpoint_values: Any) -> None:
@@ -141,13 +158,11 @@ class JobContext:
         the rotated token: tokens.services.grant_rotate), so the token is kept.
         """
         checkpoints = self._merged(checkpoint_values)
+        sets, drops = merge.split(checkpoint_values)
 
         def store() -> bool:
             with transaction.atomic():
-                fenced = (
-                    self._fenced().update(checkpoints=MergedCheckpoints(checkpoint_values), updated_at=timezone.now())
-                    == 1
-                )
+                fenced = self._fenced_write(_CHECKPOINT, sets=sets, drops=drops, phase=None) == 1
                 stored = fenced and grants.grant_rotate(
                     job_id=self.job.id, expect_fingerprint=exchanged.fingerprint, token=rotated
                 )

@@ -19,6 +19,7 @@ from django.utils import timezone
 from jobs import states
 from jobs.exceptions import DeliveryNotStarted
 from jobs.models import AsyncJob, JobStatus, LeaseState
+from serenity.compiled import Compiled, update_sql
 from serenity.db import DISCONNECTED, retry_once_on_disconnect
 
 # Deliveries in a row that died without an outcome (an expired lease included) after which a job is taken for
@@ -120,9 +121,8 @@ def lease_claim(
     share = settings.JOB_ORG_FAIR_SHARE if fair_to is not None else 0
     if fair_to is None or share <= 0:
         return _claim(job_id, worker=worker, ttl=ttl)
-    now = timezone.now()
-    token = _claim(job_id, worker=worker, ttl=ttl, rule=share_rule(fair_to, share=share, now=now))
-    if token is None and lease_free(job_id) and not poorer_organization_waiting(fair_to, now=now):
+    token = _claim(job_id, worker=worker, ttl=ttl, fair_to=fair_to, share=share)
+    if token is None and lease_free(job_id) and not poorer_organization_waiting(fair_to, now=timezone.now()):
         token = _claim(job_id, worker=worker, ttl=ttl)
     return token
 
@@ -189,14 +189,16 @@ def lease_park(job_id: UUID | str, *, worker: str = "", final_receive: bool = Fa
     return parked == 1
 
 
-def _claim(job_id: UUID | str, *, worker: str, ttl: int | None, rule: Q | None = None) -> uuid.UUID | None:
+def _claim(
+    job_id: UUID | str, *, worker: str, ttl: int | None, fair_to: UUID | None = None, share: int = 0
+) -> uuid.UUID | None:
     """`_claim_as` with a new token. A connection that dies during the claim (a failover) leaves one question,
     answered by the job's row on a fresh connection: does it hold this token? Then the claim committed and is
     ours. Otherwise nothing was claimed, and the delivery has not started (DeliveryNotStarted: its message is
     made visible again at once, not after its visibility timeout)."""
     token = uuid.uuid4()
     try:
-        return _claim_as(token, job_id, worker=worker, ttl=ttl, rule=rule)
+        return _claim_as(token, job_id, worker=worker, ttl=ttl, fair_to=fair_to, share=share)
     except DISCONNECTED as exc:
         if connection.in_atomic_block:
             raise
@@ -207,8 +209,9 @@ def _claim(job_id: UUID | str, *, worker: str, ttl: int | None, rule: Q | None =
 
 
 def _claim_as(
-    token: uuid.UUID, job_id: UUID | str, *, worker: str, ttl: int | None, rule: Q | None = None
+    token: uuid.UUID, job_id: UUID | str, *, worker: str, ttl: int | None, fair_to: UUID | None, share: int
 ) -> uuid.UUID | None:
+    """Claim with `token`; with `fair_to`, under the fairness rule at `share` (`share_rule`)."""
     budget = settings.DRS_MAX_IN_FLIGHT
     # The budget holds under concurrent claims from every process: each budgeted claim first takes one
     # transaction-level advisory lock, so the claiming UPDATE (its snapshot taken after the lock) sees every
@@ -219,31 +222,49 @@ def _claim_as(
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [IN_FLIGHT_LOCK_KEY])
         now = timezone.now()
-        claimable = (
-            AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS)
-            .filter(lease_free_q(now=now))
-            .exclude(crash_looping_or_parked_q(now=now))  # parked instead (`lease_park`), never run
-        )
-        if rule is not None:
-            claimable = claimable.filter(rule)
-        if budget > 0:
-            claimable = claimable.filter(in_flight_rule(budget, now=now))
         expires = now + timedelta(seconds=ttl or settings.JOB_LEASE_TTL_SECONDS)
-        claimed = claimable.update(
-            lease_token=token,
-            lease_expires_at=expires,
-            lease_epoch=F("lease_epoch") + 1,
-            attempts=F("attempts") + 1,
-            # Taking over an expired lease: the delivery that held it died without an outcome.
-            lost_deliveries=F("lost_deliveries") + Case(When(lease_token__isnull=False, then=1), default=0),
-            updated_at=now,
-            started_at=Coalesce(F("started_at"), Value(now)),
+        claimed = _CLAIM.execute(
+            fixed={"budget": budget, "share": share if fair_to is not None else 0},
+            job_id=job_id if isinstance(job_id, uuid.UUID) else uuid.UUID(str(job_id)),
+            token=token,
+            now=now,
+            expires=expires,
+            fair_to=fair_to if fair_to is None or isinstance(fair_to, uuid.UUID) else uuid.UUID(str(fair_to)),
         )
     if claimed != 1:
         return None
     # The expiry goes into the history: when this delivery's worker dies, the job's waterfall draws it up to here.
     states.record(job_id, "lease_claimed", actor=worker, detail=f"lease until {expires:%Y-%m-%dT%H:%M:%S.%fZ}")
     return token
+
+
+def _claim_sql(
+    *, budget: int, share: int, job_id: UUID, token: UUID, now: datetime, expires: datetime, fair_to: UUID | None
+) -> tuple[str, Any]:
+    """The claiming UPDATE (compiled once per shape: serenity/compiled.py)."""
+    claimable = (
+        AsyncJob.objects.filter(id=job_id, status=JobStatus.IN_PROGRESS)
+        .filter(lease_free_q(now=now))
+        .exclude(crash_looping_or_parked_q(now=now))  # parked instead (`lease_park`), never run
+    )
+    if fair_to is not None:
+        claimable = claimable.filter(share_rule(fair_to, share=share, now=now))
+    if budget > 0:
+        claimable = claimable.filter(in_flight_rule(budget, now=now))
+    return update_sql(
+        claimable,
+        lease_token=token,
+        lease_expires_at=expires,
+        lease_epoch=F("lease_epoch") + 1,
+        attempts=F("attempts") + 1,
+        # Taking over an expired lease: the delivery that held it died without an outcome.
+        lost_deliveries=F("lost_deliveries") + Case(When(lease_token__isnull=False, then=1), default=0),
+        updated_at=now,
+        started_at=Coalesce(F("started_at"), Value(now)),
+    )
+
+
+_CLAIM = Compiled(_claim_sql)
 
 
 def running_q(now: datetime) -> Q:

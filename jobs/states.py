@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from jobs.models import AsyncJob, JobEvent, JobStatus
 from serenity import tracing
+from serenity.compiled import Compiled, insert_sql
 
 TERMINAL = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED})
 
@@ -76,20 +77,22 @@ def transition(
         qs = qs.filter(lease_token=lease_token)
     moved = qs.update(**values) == 1
     if moved:
-        JobEvent.objects.create(
-            job_id=job_id, kind=event, actor=actor, detail=detail[:500], at=now, trace_id=tracing.current_trace_id()
-        )
+        record(job_id, event, actor=actor, detail=detail, at=now)
     return moved
 
 
 def record(job_id: UUID | str, kind: str, *, actor: str = "", detail: str = "", at: datetime | None = None) -> None:
     """Append an event that is not a status change (lease claim/loss, retry, checkpoint); `at` when it happened
     before it could be written (a send is recorded once it returned, but happened when it began)."""
-    JobEvent.objects.create(
-        job_id=job_id,
+    _EVENT.execute(
+        job_id=job_id if isinstance(job_id, UUID) else UUID(str(job_id)),
         kind=kind,
         actor=actor,
         detail=detail[:500],
         trace_id=tracing.current_trace_id(),
         at=at or timezone.now(),
     )
+
+
+# Every history row, compiled once (serenity/compiled.py): a delivery writes several.
+_EVENT = Compiled(lambda **values: insert_sql(JobEvent, **values))

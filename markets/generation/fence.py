@@ -26,7 +26,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Exists, Q
@@ -37,6 +37,7 @@ from jobs.exceptions import JobFailed
 from jobs.models import AsyncJob, JobStatus
 from markets.generation import jobtype
 from markets.models import Market
+from serenity.compiled import Compiled, update_sql
 from serenity.db import release_pooled_connection
 
 log = logging.getLogger(__name__)
@@ -54,9 +55,32 @@ def write_record_seconds(timeout: float) -> float:
     return ATTEMPT_WAITS * timeout + CLOCK_MARGIN_SECONDS
 
 
-def market_open_q() -> Q:
-    """Markets no delete holds (a hold that expired counts as none: its delete died)."""
-    return Q(deletion_hold__isnull=True) | Q(deletion_hold_expires_at__lte=timezone.now())
+def market_open_q(*, now: datetime | None = None) -> Q:
+    """Markets no delete holds at `now` (a hold that expired counts as none: its delete died)."""
+    return Q(deletion_hold__isnull=True) | Q(deletion_hold_expires_at__lte=now or timezone.now())
+
+
+def _write_passes(market_id: uuid.UUID, job_id: uuid.UUID, token: uuid.UUID, now: datetime, until: datetime):
+    """The write's record on the market's row, set only while the market is open and the job is IN_PROGRESS under
+    the delivery's live lease (compiled once: serenity/compiled.py)."""
+    running = AsyncJob.objects.filter(
+        id=job_id, status=JobStatus.IN_PROGRESS, lease_token=token, lease_expires_at__gt=now
+    )
+    return update_sql(
+        Market.objects.filter(market_open_q(now=now), Exists(running), id=market_id),
+        generation_write_lease=token,
+        generation_write_until=until,
+    )
+
+
+_WRITE_PASS = Compiled(_write_passes)
+_WRITE_END = Compiled(
+    lambda market_id, token: update_sql(
+        Market.objects.filter(id=market_id, generation_write_lease=token),
+        generation_write_lease=None,
+        generation_write_until=None,
+    )
+)
 
 
 # --- The generation's side ----------------------------------------------------------------------------------------
@@ -69,15 +93,13 @@ def semrush_write(ctx: JobContext, *, timeout: float) -> Iterator[None]:
     over), JobFailed MARKET_DELETED when the job still is this delivery's but its market is gone or being deleted.
     The write is recorded as in flight on the market's row while the request runs; the record is cleared when it
     returns, whatever it answered."""
-    market_id = ctx.job.params.get("marketId")
+    market_id = _uuid(ctx.job.params.get("marketId"))
     now = timezone.now()
     until = now + timedelta(seconds=write_record_seconds(timeout))
-    running = AsyncJob.objects.filter(
-        id=ctx.job.id, status=JobStatus.IN_PROGRESS, lease_token=ctx.lease_token, lease_expires_at__gt=now
-    )
-    passed = market_id is not None and (
-        Market.objects.filter(market_open_q(), Exists(running), id=market_id).update(
-            generation_write_lease=ctx.lease_token, generation_write_until=until
+    passed = (
+        market_id is not None
+        and _WRITE_PASS.execute(
+            market_id=market_id, job_id=_uuid(ctx.job.id), token=ctx.lease_token, now=now, until=until
         )
         == 1
     )
@@ -92,12 +114,14 @@ def semrush_write(ctx: JobContext, *, timeout: float) -> Iterator[None]:
         yield
     finally:
         try:
-            Market.objects.filter(id=market_id, generation_write_lease=ctx.lease_token).update(
-                generation_write_lease=None, generation_write_until=None
-            )
+            _WRITE_END.execute(market_id=market_id, token=ctx.lease_token)
         except Exception:  # the record ends by itself at `until`; a delete waits for it until then
             log.warning("generation write record not cleared", extra={"market_id": str(market_id)}, exc_info=True)
         release_pooled_connection()
+
+
+def _uuid(value: object) -> uuid.UUID | None:
+    return value if value is None or isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
 
 # --- The delete's side ------------------------------------------------------------------------------------------
