@@ -47,7 +47,8 @@ def test_a_parameter_it_cannot_prove_leaves_the_shape_to_the_orm(db):
     assert list(statement._templates.values()) == [None]
     token = uuid.uuid4()
     sql, params = statement.statement(job_id=second, token=token, now=now, phase="a")
-    assert uuid.UUID(second) in params or second in params
+    expected_sql, expected_params = _lease_update(job_id=second, token=token, now=now, phase="a")
+    assert (sql, params) == (expected_sql, list(expected_params)) and uuid.UUID(first) not in params
 
 
 def test_a_reused_statement_changes_the_rows_its_call_names_and_no_other(db):
