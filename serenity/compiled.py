@@ -25,6 +25,7 @@ from typing import Any, cast
 
 from django.db import connections, transaction
 from django.db.models import Model, QuerySet
+from django.db.models.query import ModelIterable
 from django.db.models.sql import InsertQuery, UpdateQuery
 
 Build = Callable[..., tuple[str, Sequence[Any]]]
@@ -66,11 +67,7 @@ class Compiled:
         """The SQL and parameters for `values`; `fixed` are arguments of `build` that the SQL depends on beyond
         its parameters (a LIMIT): each of their values is a shape of its own."""
         fixed = fixed or {}
-        key = (
-            connections[using].vendor,
-            *sorted(fixed.items()),
-            *(_kind(name, value) for name, value in sorted(values.items())),
-        )
+        key = _key(using, fixed, values)
         template = self._templates.get(key, _UNKNOWN)
         if template is _UNKNOWN:
             sql, params = self.build(**fixed, **values)
@@ -90,6 +87,64 @@ class Compiled:
         with transaction.mark_for_rollback_on_error(using), connections[using].cursor() as cursor:
             cursor.execute(sql, params)
             return int(cursor.rowcount)
+
+
+def select_sql(queryset: QuerySet) -> tuple[str, Sequence[Any]]:
+    """The SQL and parameters of `queryset`'s SELECT, without sending it."""
+    return queryset.query.get_compiler(queryset.db).as_sql()
+
+
+class CompiledRead:
+    """A read of at most one row, built by `build(**values)` as a QuerySet (of model instances, or a `values_list`;
+    sliced `[:1]`), compiled once per shape as `Compiled` does; `first` answers what the QuerySet's first row would
+    be, or None. Its rows are decoded as the ORM decodes them (JSON, SQLite's dates), with the same compiler's
+    converters."""
+
+    def __init__(self, build: Callable[..., QuerySet]):
+        self.build = build
+        self.statement = Compiled(lambda **values: select_sql(build(**values)))
+        self._decoders: dict[Hashable, Callable[[tuple], Any]] = {}
+
+    def first(self, *, fixed: dict[str, Hashable] | None = None, using: str = "default", **values: Any) -> Any:
+        fixed = fixed or {}
+        sql, params = self.statement.statement(fixed=fixed, using=using, **values)
+        with connections[using].cursor() as cursor:
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        key = _key(using, fixed, values)
+        decode = self._decoders.get(key)
+        if decode is None:
+            decode = self._decoders[key] = self._decoder(self.build(**fixed, **values), using)
+        return decode(row)
+
+    @staticmethod
+    def _decoder(queryset: QuerySet, using: str) -> Callable[[tuple], Any]:
+        connection = connections[using]
+        compiler = queryset.query.get_compiler(using)
+        compiler.as_sql()
+        columns = [column for column, _sql, _alias in compiler.select]
+        converters = list(compiler.get_converters(columns).items())
+        model = queryset.model if issubclass(queryset._iterable_class, ModelIterable) else None
+        attnames = [column.target.attname for column in columns] if model else []
+
+        def decode(row: tuple) -> Any:
+            values = list(row)
+            for index, (functions, expression) in converters:
+                for convert in functions:
+                    values[index] = convert(values[index], expression, connection)
+            return model.from_db(using, attnames, values) if model else tuple(values)
+
+        return decode
+
+
+def _key(using: str, fixed: dict[str, Hashable], values: dict[str, Any]) -> Hashable:
+    return (
+        connections[using].vendor,
+        *sorted(fixed.items()),
+        *(_kind(name, value) for name, value in sorted(values.items())),
+    )
 
 
 class _Template:

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from serenity import metrics
 from serenity.clients.http import ClientError, TransientError
+from serenity.compiled import CompiledRead
 from serenity.db import DISCONNECTED, release_connection, retry_once_on_disconnect
 from tokens import crypto
 from tokens.clients import ims
@@ -93,15 +94,22 @@ def grant_store(*, job_id: UUID | str, pair: ClientPair, token: PromiseToken) ->
 def grant_load(job_id: UUID | str) -> LoadedGrant | None:
     """The job's pair, token and token fingerprint; None when it has no grant, or one no configured key
     can open (logged: such a grant can never be used, the job needs re-authorisation)."""
-    grant = PromiseGrant.objects.filter(job_id=job_id).first()
-    if grant is None:
+    row = _GRANT.first(job_id=job_id if isinstance(job_id, UUID) else UUID(str(job_id)))
+    if row is None:
         return None
+    pair, ciphertext, fingerprint = row
     try:
-        token = crypto.unseal(grant.ciphertext)
+        token = crypto.unseal(ciphertext)
     except (crypto.InvalidToken, InvalidPromiseToken):
         log.error("stored grant cannot be opened", extra={"job_id": str(job_id)})
         return None
-    return LoadedGrant(pair=get_pair(grant.pair), token=token, fingerprint=grant.fingerprint)
+    return LoadedGrant(pair=get_pair(pair), token=token, fingerprint=fingerprint)
+
+
+# A delivery reads its grant at its IMS exchange: compiled once (serenity/compiled.py).
+_GRANT = CompiledRead(
+    lambda job_id: PromiseGrant.objects.filter(job_id=job_id).values_list("pair", "ciphertext", "fingerprint")[:1]
+)
 
 
 def grant_exists(job_id: UUID | str) -> bool:

@@ -31,9 +31,13 @@ from jobs.outcomes import COMPLETED, Outcome
 from jobs.services.endings import job_finish
 from jobs.services.producer import job_publish
 from serenity import context, metrics, tracing
+from serenity.compiled import CompiledRead
 from serenity.db import DISCONNECTED, retry_once_on_disconnect, retry_write_once_on_disconnect
 
 log = logging.getLogger(__name__)
+
+# The job's row, read twice by every delivery (before and after its claim): compiled once (serenity/compiled.py).
+_JOB = CompiledRead(lambda job_id: AsyncJob.objects.filter(id=job_id)[:1])
 
 LEASE_LOST = Outcome("stopped", "lease_lost")
 HELD_BACK = Outcome("held", "fair_share")
@@ -108,7 +112,7 @@ def _job_run(job_id: object, message_type: str | None, *, worker: str, final_rec
     try:
         # The delivery's first statement: a connection the database dropped is met here, before anything of
         # the job ran, and the read is tried once more on a fresh one.
-        job = retry_once_on_disconnect(lambda: AsyncJob.objects.filter(id=job_id).first())
+        job = retry_once_on_disconnect(lambda: _JOB.first(job_id=job_id))
     except DISCONNECTED as exc:
         raise DeliveryNotStarted(f"database unavailable before the claim: {type(exc).__name__}") from exc
     if job is None:
@@ -138,7 +142,9 @@ def _job_run(job_id: object, message_type: str | None, *, worker: str, final_rec
         raise DeliveryNotStarted(f"database unavailable at the claim: {type(exc).__name__}") from exc
     if lease is None:
         return _unclaimed(job, worker=worker)
-    job.refresh_from_db()
+    job = _JOB.first(job_id=job_id)
+    if job is None:  # deleted under the lease just taken: as `refresh_from_db` would
+        raise AsyncJob.DoesNotExist(f"job {job_id} deleted at its claim")
     tracing.set_attributes(
         **{
             "job.id": job.id,

@@ -21,6 +21,7 @@ holding it. A market deleted meanwhile cancels the job (LeaseLost here) or ends 
 import logging
 import math
 import time
+import uuid
 from contextlib import nullcontext
 
 from django.conf import settings
@@ -38,12 +39,17 @@ from markets.models import Market
 from serenity import metrics, tracing
 from serenity.clients import http
 from serenity.clients.http import ClientError, PermanentError, ReauthRequired, TransientError
+from serenity.compiled import CompiledRead
 from serenity.db import release_connection
 from tokens import services as grants
 from tokens.exceptions import NeedsReauth
 from tokens.types import InvalidPromiseToken
 
 log = logging.getLogger(__name__)
+
+# The market's Semrush project, read before the prompts are written and again before publishing: compiled once
+# (serenity/compiled.py).
+_PROJECT = CompiledRead(lambda market_id: Market.objects.filter(id=market_id).values_list("semrush_project_id")[:1])
 
 SOURCE_TAG = ("source", "semrush")
 # A wait for the phase's first Semrush slot longer than this is made under a lease heartbeat.
@@ -271,12 +277,13 @@ class MarketGenerationHandler:
         found by its slice, which after a delete and a re-create of the market would be the new market's.
         JobFailed MARKET_DELETED when the market is gone; RetryLater while it has no project yet."""
         market_id = ctx.job.params.get("marketId")
-        market = Market.objects.filter(id=market_id).first() if market_id else None
-        if market is None:
+        row = _PROJECT.first(market_id=uuid.UUID(str(market_id))) if market_id else None
+        if row is None:
             raise JobFailed(jobtype.MARKET_DELETED, "The market was deleted before its prompts were written.")
-        if not market.semrush_project_id:
+        (project_id,) = row
+        if not project_id:
             raise RetryLater(jobtype.SEMRUSH_PROJECT_MISSING, "The market's Semrush project does not exist yet.")
-        return market.semrush_project_id
+        return str(project_id)
 
     def write(self, ctx: JobContext, semrush: SemrushClient, prompts: list[str], project_id: str) -> None:
         params = ctx.job.params

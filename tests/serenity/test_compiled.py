@@ -11,7 +11,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobEvent
-from serenity.compiled import Compiled, insert_sql, update_sql
+from serenity.compiled import Compiled, CompiledRead, insert_sql, update_sql
 from tests.jobs.factories import AsyncJobFactory
 
 
@@ -99,3 +99,17 @@ def test_threads_learning_the_same_shape_at_once_each_send_their_own_values(tran
     assert changed == [1] * len(jobs)
     phases = dict(AsyncJob.objects.values_list("id", "phase"))
     assert [phases[job.id] for job in jobs] == [f"t{i}" for i in range(len(jobs))]
+
+
+def test_a_compiled_read_answers_what_the_querysets_first_row_would_be(db):
+    jobs = [AsyncJobFactory(params={"marketId": str(uuid.uuid4()), "n": i}, checkpoints={"phase": i}) for i in range(3)]
+    read = CompiledRead(lambda job_id: AsyncJob.objects.filter(id=job_id)[:1])
+    columns = CompiledRead(lambda job_id: AsyncJob.objects.filter(id=job_id).values_list("status", "params")[:1])
+
+    for job in jobs:
+        got, expected = read.first(job_id=job.id), AsyncJob.objects.get(id=job.id)
+        assert {f.attname: getattr(got, f.attname) for f in AsyncJob._meta.concrete_fields} == {
+            f.attname: getattr(expected, f.attname) for f in AsyncJob._meta.concrete_fields
+        }
+        assert columns.first(job_id=job.id) == (expected.status, expected.params)
+    assert read.first(job_id=uuid.uuid4()) is None and columns.first(job_id=uuid.uuid4()) is None
