@@ -245,9 +245,9 @@ def redact_every_pattern(text):
         "/a/%65yJhbGciOiJSUzI1NiJ9.eyJ1c2VyX2lkIjoidSJ9.c2lnbmF0dXJlLXZhbHVl/b",
         "/a%2Fb/c?x=%41%42",
         "100% of it, %zz and %4",
-        "paſſword=hunter2",  # a non-ASCII letter IGNORECASE reads as `s`
-        "KEY: not a credential, KEY=secret-value",  # a Kelvin sign
-        "tokİn and cookİe=abc",
+        "pa\u017f\u017fword=hunter2",  # a long s, which IGNORECASE reads as `s`
+        "api_\u212aey: not ASCII, X-API-\u212aEY=abc",  # a Kelvin sign, read as `k`
+        "tok\u0130n and cook\u0130e=abc",  # a dotted capital I, read as `i`
         "",
     ],
 )
