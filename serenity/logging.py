@@ -83,6 +83,7 @@ _QUERY = re.compile(r"\?[^\s\"'<>#]*")
 _PAIR = re.compile(r"(?P<sep>^\?|[&;])(?P<name>[^=&;]*)=(?P<value>[^&;]*)")
 # A run of text holding percent-escapes (a path segment, a cookie, a header value).
 _ESCAPED = re.compile(r"[^\s\"'<>]*%[0-9A-Fa-f]{2}[^\s\"'<>]*")
+_AN_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 
 
 def is_credential_parameter(name: str) -> bool:
@@ -90,7 +91,29 @@ def is_credential_parameter(name: str) -> bool:
     return name in CREDENTIAL_PARAMETERS or name.endswith(_CREDENTIAL_SUFFIXES)
 
 
+# A literal every match of _PATTERNS holds (compared case-insensitively): ASCII text holding none of them is left as it
+# is without running the patterns. Each pattern tries its alternatives at every position, so a long URL or SQL
+# statement (a span's `db.statement`, every access log line) cost a hundred times the check.
+_TRIGGERS = (
+    "bearer",
+    "basic",
+    "eyj",
+    "token",
+    "secret",
+    "authorization",
+    "cookie",
+    "password",
+    "api_key",
+    "apikey",
+    "api-key",
+)
+
+
 def _redact_plain(text: str) -> str:
+    if text.isascii():  # ASCII only: `lower()` then matches exactly what the patterns' IGNORECASE matches
+        lowered = text.lower()
+        if not any(trigger in lowered for trigger in _TRIGGERS):
+            return text
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text
@@ -121,8 +144,10 @@ def redact(text: str) -> str:
     it (percent-escapes and `+` decoded) before it is matched: the value of a credential-named parameter is
     redacted whatever it is, any other value when, decoded, it holds something token-shaped. Any other run of
     percent-escaped text is decoded and matched too."""
-    text = _QUERY.sub(_redact_query, text)
-    text = _ESCAPED.sub(_redact_escaped, text)
+    if "?" in text:
+        text = _QUERY.sub(_redact_query, text)
+    if _AN_ESCAPE.search(text):  # every match holds one; without, the pattern still tried every run at every position
+        text = _ESCAPED.sub(_redact_escaped, text)
     return _redact_plain(text)
 
 

@@ -216,3 +216,42 @@ def test_a_bearer_rejected_line_keeps_its_words(capture):
     first, second = lines(stream)
     assert (first["message"], first["reason"]) == ("bearer rejected", "Bearer token expired")
     assert second["message"] == "Bearer rejected: Bearer [REDACTED]"
+
+
+def redact_every_pattern(text):
+    """`redact` as it was before it skipped the patterns a text cannot match: every pattern run on every text."""
+    from serenity import logging as scrubber
+
+    text = scrubber._QUERY.sub(scrubber._redact_query, text)
+    text = scrubber._ESCAPED.sub(scrubber._redact_escaped, text)
+    for pattern, replacement in scrubber._PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'SELECT "async_jobs"."id" FROM "async_jobs" WHERE ("async_jobs"."id" = %s AND EXISTS(SELECT %s AS "a"))',
+        "/v2/orgs/29a3d785-b2a2-4e75-8370-086d64cd50f6/brands/78d8/serenity/markets/generation/jobs/a5a7",
+        "GET v2/orgs/<str:orgId>/brands/<str:brandId>/serenity/markets/generation/jobs/<str:jobId>",
+        f"Authorization: BEARER {JWT}",
+        f"a bare {JWT} in text",
+        "basic dXNlcjpwYXNzd29yZA==",
+        "Cookie: sessionid=abc123; csrftoken=xyz",
+        "X-API-Key: k-1234567890",
+        "client_secret='s3cr3t' and PassWord=hunter2",
+        "/callback?code=abc&state=1&next=%2Fhome",
+        "/a/%65yJhbGciOiJSUzI1NiJ9.eyJ1c2VyX2lkIjoidSJ9.c2lnbmF0dXJlLXZhbHVl/b",
+        "/a%2Fb/c?x=%41%42",
+        "100% of it, %zz and %4",
+        "pa\u017f\u017fword=hunter2",  # a long s, which IGNORECASE reads as `s`
+        "api_\u212aey: not ASCII, X-API-\u212aEY=abc",  # a Kelvin sign, read as `k`
+        "tok\u0130n and cook\u0130e=abc",  # a dotted capital I, read as `i`
+        "",
+    ],
+)
+def test_skipping_the_patterns_a_text_cannot_match_changes_no_output(text):
+    from serenity.logging import redact
+
+    assert redact(text) == redact_every_pattern(text)
