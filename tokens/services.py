@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from serenity import metrics
 from serenity.clients.http import ClientError, TransientError
-from serenity.compiled import CompiledRead
+from serenity.compiled import Compiled, CompiledRead, update_sql
 from serenity.db import DISCONNECTED, release_connection, retry_once_on_disconnect
 from tokens import crypto
 from tokens.clients import ims
@@ -122,14 +122,28 @@ def grant_rotate(*, job_id: UUID | str, expect_fingerprint: str, token: PromiseT
     a rotation that committed but whose answer was lost finds the grant holding `token`, which IMS issued
     for this exchange alone). Callers also fence this on their lease, in the same transaction."""
     now = timezone.now()
-    stored = PromiseGrant.objects.filter(job_id=job_id, fingerprint=expect_fingerprint).update(
+    stored = _ROTATE.execute(
+        job_id=job_id if isinstance(job_id, UUID) else UUID(str(job_id)),
+        expect_fingerprint=expect_fingerprint,
         ciphertext=crypto.seal(token),
         fingerprint=token_fingerprint(token.promise_token),
         expires_at=now + timedelta(seconds=token.expires_in),
+        now=now,
+    )
+    return stored == 1 or grant_holds(job_id, token)
+
+
+# Every delivery's IMS exchange stores the token it rotated to: compiled once (serenity/compiled.py).
+_ROTATE = Compiled(
+    lambda job_id, expect_fingerprint, ciphertext, fingerprint, expires_at, now: update_sql(
+        PromiseGrant.objects.filter(job_id=job_id, fingerprint=expect_fingerprint),
+        ciphertext=ciphertext,
+        fingerprint=fingerprint,
+        expires_at=expires_at,
         updated_at=now,
         rotations=F("rotations") + 1,
     )
-    return stored == 1 or grant_holds(job_id, token)
+)
 
 
 def grant_holds(job_id: UUID | str, token: PromiseToken) -> bool:
