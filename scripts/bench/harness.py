@@ -118,6 +118,12 @@ class Harness:
                 # The simulator is not Semrush: the fleet's Semrush budget stays on (each call takes its slot, a
                 # statement counted apart) but out of the scenarios' reach.
                 "SEMRUSH_MAX_CALLS_PER_SECOND": "100000",
+                # The wait scenario's clients are one user of one organization (a brand's bearer): the per-caller
+                # shares of waiting polls would answer all but 64 of its waits at once as plain polls (304). Each
+                # share is the process's whole total here, so the scenario measures the wait itself; the shares
+                # are tested on their own (tests/markets/generation/test_waiting.py).
+                "POLL_WAIT_MAX_WAITERS_PER_USER": "640",
+                "POLL_WAIT_MAX_WAITERS_PER_ORG": "640",
                 # The APIs' pools (the simulators, beat, the harness and the workers set their own): what each
                 # process holds is counted against PostgreSQL's max_connections (scripts/bench/fit.py).
                 "DB_POOL_MAX_SIZE": str(SIZE.api_pool),
