@@ -212,9 +212,8 @@ def test_a_promise_token_no_job_took_is_invalidated_when_the_request_ends(world,
     assert ledger.live_tokens() == 0
 
 
-def test_a_session_callers_job_is_reauthorised_by_the_same_user_with_a_promise_token(
-    world, session, promise, async_on, queues
-):
+def market_awaiting_reauth(world, promise, queues):
+    """A market created with generation by the session caller, its job ended FAILED awaiting re-authorisation."""
     from jobs.services import job_finish
     from markets.generation import jobtype
 
@@ -224,6 +223,7 @@ def test_a_session_callers_job_is_reauthorised_by_the_same_user_with_a_promise_t
         **SEMRUSH,
         **{"x-promise-token": promise()},
     )
+    assert created.status_code == 201, created.content
     job = AsyncJob.objects.get(id=created.json()["promptGeneration"]["jobId"])
     job_finish(
         job.id,
@@ -232,6 +232,13 @@ def test_a_session_callers_job_is_reauthorised_by_the_same_user_with_a_promise_t
         error={"code": jobtype.NEEDS_REAUTH, "message": "refused", "retryable": False, "needsReauth": True},
     )
     queues.drain()
+    return job
+
+
+def test_a_session_callers_job_is_reauthorised_by_the_same_user_with_a_promise_token(
+    world, session, promise, async_on, queues
+):
+    job = market_awaiting_reauth(world, promise, queues)
     reauth = f"{world.url('markets')}/generation/jobs/{job.id}/reauth"
     stranger = issue_session_token(user_id="someone-else", org_ids=[world.org.ims_org_id])
 
@@ -377,24 +384,7 @@ def test_a_promise_token_acts_for_an_organization_its_bearer_named_among_others(
 def test_every_route_that_forwards_a_promise_token_binds_it_to_the_organization(
     world, session, bearer, promise, async_on, queues, route
 ):
-    from jobs.services import job_finish
-    from markets.generation import jobtype
-
-    created = world.post(
-        world.url("markets"),
-        {**world.brand_fields, "market": "FR", "languageCode": "fr", "generatePrompts": True},
-        **SEMRUSH,
-        **{"x-promise-token": promise()},
-    )
-    assert created.status_code == 201, created.content
-    job = AsyncJob.objects.get(id=created.json()["promptGeneration"]["jobId"])
-    job_finish(
-        job.id,
-        to="FAILED",
-        event="failed",
-        error={"code": jobtype.NEEDS_REAUTH, "message": "refused", "retryable": False, "needsReauth": True},
-    )
-    queues.drain()
+    job = market_awaiting_reauth(world, promise, queues)
     market = Market.objects.get()
     forwarded = {"x-promise-token": promise(bearer(user_id=world.user_id, org_ids=[ORG_B])), **SEMRUSH}
     headers = {f"HTTP_{k.upper().replace('-', '_')}": v for k, v in forwarded.items()}
