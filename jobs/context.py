@@ -20,7 +20,7 @@ from jobs.checkpoints import MergedCheckpoints
 from jobs.exceptions import LeaseLost, OutOfTime, WorkerStopping
 from jobs.leases import lease_live_q
 from jobs.models import AsyncJob, JobStatus
-from serenity.compiled import Compiled, update_sql
+from serenity.compiled import Compiled, as_uuid, update_sql
 from serenity.db import DISCONNECTED, retry_once_on_disconnect
 from tokens import services as grants
 from tokens.services import LoadedGrant
@@ -113,8 +113,7 @@ class JobContext:
 
     def _fenced_write(self, statement: Compiled, **values: Any) -> int:
         """Run one of the fenced UPDATEs below on the job row; the rows it changed (0: the lease is not ours)."""
-        job_id = self.job.id if isinstance(self.job.id, uuid.UUID) else uuid.UUID(str(self.job.id))
-        return statement.execute(job_id=job_id, token=self.lease_token, now=timezone.now(), **values)
+        return statement.execute(job_id=as_uuid(self.job.id), token=self.lease_token, now=timezone.now(), **values)
 
     def _merged(self, values: dict[str, Any]) -> dict[str, Any]:
         """The job's checkpoints with `values` merged in; a None value removes its key."""
@@ -126,6 +125,7 @@ class JobContext:
         Fenced on the lease; raises LeaseLost."""
         checkpoints = self._merged(values)
         sets, drops = merge.split(values)
+        phase = phase or None  # an empty name moves no phase, as None: one shape of the statement for both
         if retry_once_on_disconnect(lambda: self._fenced_write(_CHECKPOINT, sets=sets, drops=drops, phase=phase)) != 1:
             raise self.lost("checkpoint")
         self.job.checkpoints = checkpoints

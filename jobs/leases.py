@@ -19,7 +19,7 @@ from django.utils import timezone
 from jobs import states
 from jobs.exceptions import DeliveryNotStarted
 from jobs.models import AsyncJob, JobStatus, LeaseState
-from serenity.compiled import Compiled, update_sql
+from serenity.compiled import Compiled, as_uuid, update_sql
 from serenity.db import DISCONNECTED, retry_once_on_disconnect
 
 # Deliveries in a row that died without an outcome (an expired lease included) after which a job is taken for
@@ -225,11 +225,11 @@ def _claim_as(
         expires = now + timedelta(seconds=ttl or settings.JOB_LEASE_TTL_SECONDS)
         claimed = _CLAIM.execute(
             fixed={"budget": budget, "share": share if fair_to is not None else 0},
-            job_id=job_id if isinstance(job_id, uuid.UUID) else uuid.UUID(str(job_id)),
+            job_id=as_uuid(job_id),
             token=token,
             now=now,
             expires=expires,
-            fair_to=fair_to if fair_to is None or isinstance(fair_to, uuid.UUID) else uuid.UUID(str(fair_to)),
+            fair_to=as_uuid(fair_to),
         )
     if claimed != 1:
         return None

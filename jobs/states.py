@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from jobs.models import AsyncJob, JobEvent, JobStatus
 from serenity import tracing
-from serenity.compiled import Compiled, insert_sql
+from serenity.compiled import Compiled, as_uuid, insert_sql
 
 TERMINAL = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED})
 
@@ -85,7 +85,7 @@ def record(job_id: UUID | str, kind: str, *, actor: str = "", detail: str = "", 
     """Append an event that is not a status change (lease claim/loss, retry, checkpoint); `at` when it happened
     before it could be written (a send is recorded once it returned, but happened when it began)."""
     _EVENT.execute(
-        job_id=job_id if isinstance(job_id, UUID) else UUID(str(job_id)),
+        job_id=as_uuid(job_id),
         kind=kind,
         actor=actor,
         detail=detail[:500],

@@ -33,6 +33,12 @@ Build = Callable[..., tuple[str, Sequence[Any]]]
 _UNKNOWN = object()
 
 
+def as_uuid(value: Any) -> uuid.UUID | None:
+    """`value` as the UUID the ORM would pass for a UUID column (text parsed), None kept: what a compiled
+    statement's UUID parameter must be to be substituted (a text value would leave its shape to the ORM)."""
+    return value if value is None or isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+
 def update_sql(queryset: QuerySet, **values: Any) -> tuple[str, Sequence[Any]]:
     """The SQL and parameters `queryset.update(**values)` would send, without sending them."""
     query = cast(UpdateQuery, queryset.query.chain(UpdateQuery))
@@ -67,7 +73,9 @@ class Compiled:
         """The SQL and parameters for `values`; `fixed` are arguments of `build` that the SQL depends on beyond
         its parameters (a LIMIT): each of their values is a shape of its own."""
         fixed = fixed or {}
-        key = _key(using, fixed, values)
+        return self._statement(_key(using, fixed, values), fixed, values)
+
+    def _statement(self, key: Hashable, fixed: dict[str, Hashable], values: dict[str, Any]) -> tuple[str, list[Any]]:
         template = self._templates.get(key, _UNKNOWN)
         if template is _UNKNOWN:
             sql, params = self.build(**fixed, **values)
@@ -107,13 +115,13 @@ class CompiledRead:
 
     def first(self, *, fixed: dict[str, Hashable] | None = None, using: str = "default", **values: Any) -> Any:
         fixed = fixed or {}
-        sql, params = self.statement.statement(fixed=fixed, using=using, **values)
+        key = _key(using, fixed, values)
+        sql, params = self.statement._statement(key, fixed, values)
         with connections[using].cursor() as cursor:
             cursor.execute(sql, params)
             row = cursor.fetchone()
         if row is None:
             return None
-        key = _key(using, fixed, values)
         decode = self._decoders.get(key)
         if decode is None:
             decode = self._decoders[key] = self._decoder(self.build(**fixed, **values), using)

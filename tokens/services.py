@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from serenity import metrics
 from serenity.clients.http import ClientError, TransientError
-from serenity.compiled import Compiled, CompiledRead, update_sql
+from serenity.compiled import Compiled, CompiledRead, as_uuid, update_sql
 from serenity.db import DISCONNECTED, release_connection, retry_once_on_disconnect
 from tokens import crypto
 from tokens.clients import ims
@@ -94,7 +94,7 @@ def grant_store(*, job_id: UUID | str, pair: ClientPair, token: PromiseToken) ->
 def grant_load(job_id: UUID | str) -> LoadedGrant | None:
     """The job's pair, token and token fingerprint; None when it has no grant, or one no configured key
     can open (logged: such a grant can never be used, the job needs re-authorisation)."""
-    row = _GRANT.first(job_id=job_id if isinstance(job_id, UUID) else UUID(str(job_id)))
+    row = _GRANT.first(job_id=as_uuid(job_id))
     if row is None:
         return None
     pair, ciphertext, fingerprint = row
@@ -123,7 +123,7 @@ def grant_rotate(*, job_id: UUID | str, expect_fingerprint: str, token: PromiseT
     for this exchange alone). Callers also fence this on their lease, in the same transaction."""
     now = timezone.now()
     stored = _ROTATE.execute(
-        job_id=job_id if isinstance(job_id, UUID) else UUID(str(job_id)),
+        job_id=as_uuid(job_id),
         expect_fingerprint=expect_fingerprint,
         ciphertext=crypto.seal(token),
         fingerprint=token_fingerprint(token.promise_token),

@@ -37,7 +37,7 @@ from jobs.exceptions import JobFailed
 from jobs.models import AsyncJob, JobStatus
 from markets.generation import jobtype
 from markets.models import Market
-from serenity.compiled import Compiled, update_sql
+from serenity.compiled import Compiled, as_uuid, update_sql
 from serenity.db import release_pooled_connection
 
 log = logging.getLogger(__name__)
@@ -93,13 +93,13 @@ def semrush_write(ctx: JobContext, *, timeout: float) -> Iterator[None]:
     over), JobFailed MARKET_DELETED when the job still is this delivery's but its market is gone or being deleted.
     The write is recorded as in flight on the market's row while the request runs; the record is cleared when it
     returns, whatever it answered."""
-    market_id = _uuid(ctx.job.params.get("marketId"))
+    market_id = as_uuid(ctx.job.params.get("marketId"))
     now = timezone.now()
     until = now + timedelta(seconds=write_record_seconds(timeout))
     passed = (
         market_id is not None
         and _WRITE_PASS.execute(
-            market_id=market_id, job_id=_uuid(ctx.job.id), token=ctx.lease_token, now=now, until=until
+            market_id=market_id, job_id=as_uuid(ctx.job.id), token=ctx.lease_token, now=now, until=until
         )
         == 1
     )
@@ -118,10 +118,6 @@ def semrush_write(ctx: JobContext, *, timeout: float) -> Iterator[None]:
         except Exception:  # the record ends by itself at `until`; a delete waits for it until then
             log.warning("generation write record not cleared", extra={"market_id": str(market_id)}, exc_info=True)
         release_pooled_connection()
-
-
-def _uuid(value: object) -> uuid.UUID | None:
-    return value if value is None or isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
 
 # --- The delete's side ------------------------------------------------------------------------------------------

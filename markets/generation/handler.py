@@ -21,7 +21,6 @@ holding it. A market deleted meanwhile cancels the job (LeaseLost here) or ends 
 import logging
 import math
 import time
-import uuid
 from contextlib import nullcontext
 
 from django.conf import settings
@@ -39,7 +38,7 @@ from markets.models import Market
 from serenity import metrics, tracing
 from serenity.clients import http
 from serenity.clients.http import ClientError, PermanentError, ReauthRequired, TransientError
-from serenity.compiled import CompiledRead
+from serenity.compiled import CompiledRead, as_uuid
 from serenity.db import release_connection
 from tokens import services as grants
 from tokens.exceptions import NeedsReauth
@@ -277,7 +276,7 @@ class MarketGenerationHandler:
         found by its slice, which after a delete and a re-create of the market would be the new market's.
         JobFailed MARKET_DELETED when the market is gone; RetryLater while it has no project yet."""
         market_id = ctx.job.params.get("marketId")
-        row = _PROJECT.first(market_id=uuid.UUID(str(market_id))) if market_id else None
+        row = _PROJECT.first(market_id=as_uuid(market_id)) if market_id else None
         if row is None:
             raise JobFailed(jobtype.MARKET_DELETED, "The market was deleted before its prompts were written.")
         (project_id,) = row
