@@ -95,11 +95,7 @@ class _Session:
                 # record cleared): the slots it still holds are as stale.
                 if due is not None and _late < LATE_SLOTS_RETAKEN and self._reservation.is_late(due):  # type: ignore[union-attr]
                     continue
-                try:
-                    response = self._pool.request(method, url, headers={**self._headers, **(headers or {})}, **kwargs)
-                finally:
-                    if reserved:
-                        self._reservation.answered()  # type: ignore[union-attr]
+                response = self._pool.request(method, url, headers={**self._headers, **(headers or {})}, **kwargs)
             break
         if response.status_code == 429 and self._pair is not None:
             semrush_budget.pause(self._pair, http.retry_after_seconds(response))

@@ -38,8 +38,12 @@ WAIT_IN_PLACE_SECONDS = 5.0
 # A 429 without Retry-After pauses the pair this long.
 PAUSE_WITHOUT_RETRY_AFTER_SECONDS = 1.0
 
-# How many slot intervals after its slot a reserved call may still go (`Reservation.margin`).
-LATE_MARGIN_INTERVALS = 1.5
+# How many slot intervals after its slot a reserved call may still go (`Reservation.margin`). Semrush counts a call
+# when it arrives; a call arriving e after its slot, with e anywhere between e_min and e_max for the fleet's calls,
+# puts in one second the calls of slots spread over 1 + (e_max - e_min) seconds. At the default budget (8 of
+# Semrush's 10) that is at most 10 while e_max - e_min <= 2 intervals: one for this margin, one for the way to
+# Semrush varying (seen up to 95 ms on a loaded two-core machine, docs/benchmarks.md).
+LATE_MARGIN_INTERVALS = 1.0
 LATE_MARGIN_FLOOR_SECONDS = 0.05
 
 TABLE = "semrush_rate_budgets"
@@ -76,6 +80,36 @@ _PAUSE = (
 )
 
 
+class _Clock:
+    """The database's clock against this process's `time.monotonic()`: slots are on the database's clock, a thread
+    sleeps on its own. Each budget statement returns the database's time, read somewhere between the moment the
+    statement was sent and the moment its answer was read. Taking that reading as the moment the answer was read
+    puts the process's slots late by at most the statement's round trip, never early (a call never arrives before
+    its slot, in the second of the slots before it): so the offset is taken from the statement whose round trip
+    was shortest, its round trip growing with its age by CLOCK_DRIFT so that a fresher sample with a slightly
+    longer one replaces it in time. Taken from each reservation's own statement instead, every slot of a
+    reservation was late by whatever its thread waited for after the answer (the GIL, the pool), unseen by the
+    lateness check: 7 ms typically on a loaded two-core machine, 135 ms at worst."""
+
+    def __init__(self):
+        self._best: tuple[float, float, float] | None = None  # offset, its round trip, when (monotonic)
+
+    def offset(self, sent: float, received: float, db_us: int) -> float:
+        """Take one sample (the statement sent at `sent`, answered by `received`, read the database's `db_us`) and
+        return the offset to use now: database seconds minus `time.monotonic()`."""
+        trip = received - sent
+        best = self._best
+        if best is None or trip <= best[1] + (received - best[2]) * CLOCK_DRIFT:
+            best = self._best = (db_us / 1_000_000 - received, trip, received)
+        return best[0]
+
+
+# How fast the error of a clock sample grows with its age: clocks drift, and NTP slews the database's by up to
+# 500 ppm.
+CLOCK_DRIFT = 5e-4
+_clock = _Clock()
+
+
 class OverBudget(Throttled):
     """The fleet's budget has no slot for this call within the wait allowed: nothing was sent. Semrush did not
     refuse anything, so it carries no HTTP status; `retry_after` is the seconds until a slot would be free."""
@@ -104,8 +138,10 @@ def take_slot(pair: str, *, deadline: float | None = None, what: str = "semrush"
     wait = WAIT_IN_PLACE_SECONDS if deadline is None else min(WAIT_IN_PLACE_SECONDS, deadline - time.monotonic())
     params: dict[str, str | int] = {"pair": pair, "iv": interval_us(), "wait": max(0, int(wait * 1_000_000))}
     with connection.cursor() as cursor:
+        sent = time.monotonic()
         cursor.execute(_TAKE, params)
         row = cursor.fetchone()
+        received = time.monotonic()
         if row is None:  # over the wait: how long until a slot would be free (the rare path)
             cursor.execute(_WAIT, params)
             waiting = cursor.fetchone()
@@ -116,8 +152,9 @@ def take_slot(pair: str, *, deadline: float | None = None, what: str = "semrush"
             f"{what}: over the fleet's Semrush rate budget for {retry_after:.1f}s", retry_after=retry_after
         )
     slot_us, now_us = row
-    if slot_us > now_us:
-        time.sleep((slot_us - now_us) / 1_000_000)
+    delay = slot_us / 1_000_000 - _clock.offset(sent, received, now_us) - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
 
 
 class Reservation:
@@ -133,12 +170,9 @@ class Reservation:
         self._slots = slots  # `time.monotonic()` of each slot, in order
         self.pair, self.latest = pair, latest
         self.waited = 0.0
-        self._answered = 0.0
-        # How late a call may go after its slot: sent later, it would join the calls of the slots after it in one
-        # second of Semrush's count. Half the headroom the default budget leaves under Semrush's limit (8 of 10:
-        # calls at most 1.5 intervals late put at most 9.5 in any second).
-        # Never under LATE_MARGIN_FLOOR_SECONDS: a call always goes a little after its slot (the thread's wake-up,
-        # the write's fence), and a budget of hundreds a second has intervals of a few milliseconds.
+        # How late a call may go after its slot (`LATE_MARGIN_INTERVALS`). Never under LATE_MARGIN_FLOOR_SECONDS: a
+        # call always goes a little after its slot (the thread's wake-up, the write's fence), and a budget of
+        # hundreds a second has intervals of a few milliseconds.
         self.margin = (
             max(LATE_MARGIN_INTERVALS * interval_us() / 1_000_000, LATE_MARGIN_FLOOR_SECONDS)
             if enabled()
@@ -146,15 +180,10 @@ class Reservation:
         )
 
     def is_late(self, due: float) -> bool:
-        """Whether a call whose slot was due at `due` (`use`'s answer) would go too late now (`margin`): later than
-        its slot and than its previous call's answer (`answered`) by more than the margin. A delivery whose calls
-        take longer than an interval each goes after its slots for that alone, by no more than its own calls; what
-        is counted late is a stall between them (a wait for the database, for the CPU)."""
-        return time.monotonic() - max(due, self._answered) > self.margin
-
-    def answered(self) -> None:
-        """The previous call's answer came (or it failed): the next one may go at once from here."""
-        self._answered = time.monotonic()
+        """Whether a call whose slot was due at `due` (`use`'s answer) would go too late now: more than `margin` after
+        its slot, whatever made it late (a wait for the database or the CPU, or its delivery's previous call
+        answering slowly). Sent, it would be counted by Semrush in the second of the slots after it."""
+        return time.monotonic() - due > self.margin
 
     def starts_in(self) -> float:
         """Seconds until its next slot (0 when due, or when it has none left)."""
@@ -217,8 +246,10 @@ def reserve(pair: str, calls: int, *, wait: float, what: str = "semrush") -> Res
         "wait": max(0, int(wait * 1_000_000)),
     }
     with connection.cursor() as cursor:
+        sent = time.monotonic()
         cursor.execute(_RESERVE, params)
         row = cursor.fetchone()
+        received = time.monotonic()
         if row is None:
             cursor.execute(_WAIT, params)
             waiting = cursor.fetchone()
@@ -228,9 +259,10 @@ def reserve(pair: str, calls: int, *, wait: float, what: str = "semrush") -> Res
         raise OverBudget(
             f"{what}: over the fleet's Semrush rate budget for {retry_after:.1f}s", retry_after=retry_after
         )
-    first_us, now_us, interval, base = row[0], row[1], interval_us(), time.monotonic()
-    slots = [base + (first_us + i * interval - now_us) / 1_000_000 for i in range(calls)]
-    return Reservation(slots, pair=pair, latest=base + wait)
+    first_us, now_us, interval = row[0], row[1], interval_us()
+    offset = _clock.offset(sent, received, now_us)
+    slots = [(first_us + i * interval) / 1_000_000 - offset for i in range(calls)]
+    return Reservation(slots, pair=pair, latest=time.monotonic() + wait)
 
 
 def pause(pair: str, retry_after: float | None) -> None:

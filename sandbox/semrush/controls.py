@@ -65,6 +65,7 @@ def set_rate_limit(
                 "rate_seconds": per_seconds,
                 "rate_path": path or "",
                 "rate_method": (method or "").upper(),
+                "rate_peak": 0,
             },
         )
         RateHit.objects.all().delete()
@@ -99,13 +100,23 @@ def take_rate_slot(pair: str, method: str, path: str) -> int | None:
         now = timezone.now()
         since = now - timedelta(seconds=board.rate_seconds)
         admitted = RateHit.objects.filter(pair=pair, at__gt=since).order_by("at")
-        if admitted.count() >= board.rate_requests:
+        in_window = admitted.count()
+        if in_window >= board.rate_requests:
             oldest = admitted.first()
             frees_at = (oldest.at if oldest else now) + timedelta(seconds=board.rate_seconds)
             return max(1, math.ceil((frees_at - now).total_seconds()))
         RateHit.objects.filter(pair=pair, at__lte=since).delete()
         RateHit.objects.create(pair=pair, at=now)
+        if in_window + 1 > board.rate_peak:
+            Switchboard.objects.filter(id=1).update(rate_peak=in_window + 1)
     return None
+
+
+def rate_peak() -> int:
+    """The most calls of one pair the rate limit admitted within one of its windows since it was set (0 without
+    a limit): how close the callers came to it, where its 429s only say whether they passed it."""
+    board = Switchboard.objects.filter(id=1, rate_requests__isnull=False).first()
+    return board.rate_peak if board else 0
 
 
 def fail_next(

@@ -154,6 +154,8 @@ class Switchboard(models.Model):
     rate_seconds = models.PositiveIntegerField(default=1)
     rate_path = models.CharField(max_length=300, blank=True)
     rate_method = models.CharField(max_length=8, blank=True)
+    # The most calls of one pair admitted within one window since the limit was set: how close the callers came.
+    rate_peak = models.PositiveIntegerField(default=0)
 
     def __str__(self):
         return f"latency {self.latency_ms} ms"

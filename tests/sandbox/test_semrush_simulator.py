@@ -563,6 +563,27 @@ def test_calls_above_the_rate_limit_of_a_pair_get_429_with_retry_after_and_other
     assert [c["status"] for c in state.calls()].count(429) == extra
 
 
+def test_the_rate_limit_keeps_the_most_calls_it_admitted_within_one_window(anonymous):
+    """How close the callers came to the limit, which its 429s alone do not say: refused calls are not counted,
+    and setting the limit again starts over."""
+    from sandbox.ims import keys
+
+    bearer = keys.issue_access_token(
+        user_id="user-7", org_ids=["ORG1@AdobeOrg"], client_id="semrush-consumer", scope="semrush.read,semrush.write"
+    )
+    controls.set_rate_limit(3, per_seconds=600)
+    assert controls.rate_peak() == 0
+    for _ in range(2):
+        anonymous.get("/v1/workspaces/ws_1/tags", headers={"Authorization": f"Bearer {bearer}"})
+    assert controls.rate_peak() == 2
+    for _ in range(3):
+        anonymous.get("/v1/workspaces/ws_1/tags", headers={"Authorization": f"Bearer {bearer}"})
+    assert controls.rate_peak() == 3  # the limit's, never the refused calls'
+    controls.set_rate_limit(3, per_seconds=600)
+    assert controls.rate_peak() == 0
+    controls.set_rate_limit(None)
+
+
 def test_a_rate_limit_on_one_path_and_method_leaves_the_other_calls_alone(api):
     api.post("/v1/workspaces/ws_1/ai-projects", json={"name": "France", "geoTargetId": 2250, "languageCode": "fr"})
     answer = api.post(
