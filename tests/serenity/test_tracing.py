@@ -9,6 +9,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from serenity import tracing
 from serenity.tracing import JsonLinesExporter, ScrubbingExporter, sampler
 
 JWT = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ1c2VyLTEifQ.c2lnbmF0dXJlLXZhbHVl"
@@ -54,6 +55,24 @@ def test_an_exported_span_keeps_no_token_and_no_query_string(exported):
     assert span.attributes["http.target"] == "/v2/orgs/1"
     assert span.attributes["url.query"] == ""
     assert (span.attributes["job.id"], span.attributes["job.attempt"]) == ("8f2c", 2)
+
+
+def test_a_text_seen_again_is_scrubbed_as_the_first_time_and_a_token_is_never_remembered(exported):
+    # The scrubber remembers the texts it found clean (the same SQL in every delivery's spans): one that held a token
+    # is scrubbed every time it is seen, whichever spans carried it before.
+    tracer, memory = exported
+    statement = 'UPDATE "async_jobs" SET "phase" = %s WHERE "async_jobs"."id" = %s'
+    for _ in range(3):
+        with (
+            tracer.start_as_current_span("run/jobs.run", kind=SpanKind.CONSUMER),
+            tracer.start_as_current_span("UPDATE", kind=SpanKind.CLIENT) as span,
+        ):
+            span.set_attributes({"db.statement": statement, "note": f"Bearer {JWT}"})
+
+    updates = [s for s in memory.get_finished_spans() if s.name == "UPDATE"]
+    assert [s.attributes["db.statement"] for s in updates] == [statement] * 3
+    assert [s.attributes["note"] for s in updates] == ["Bearer [REDACTED]"] * 3
+    assert statement in tracing._CLEAN and not any(JWT in text for text in tracing._CLEAN)
 
 
 def test_no_trace_starts_with_a_bare_client_call_but_a_requests_calls_are_kept(exported):
