@@ -272,6 +272,34 @@ def _instrument() -> None:
     settings.MIDDLEWARE.insert(otel_at, "serenity.middleware.RequestTargetMiddleware")
     CeleryInstrumentor().instrument()
     HTTPXClientInstrumentor().instrument()
+    _no_unread_header_copies()
     # No SQL comments: prepared statements (DB_SERVER_SIDE_BINDING) are reused only when the text is the same.
     PsycopgInstrumentor().instrument(enable_commenter=False, skip_dep_check=True)
     BotocoreInstrumentor().instrument()
+
+
+def _no_unread_header_copies() -> None:
+    """httpx's instrumentation copies every request's and every response's headers (a dict of lists, each value split
+    at its commas: about 0.1 ms of CPU a request, 0.8 ms over a delivery's seven calls) to pick out the headers it is
+    told to capture, then finds it is told to capture none and drops the copy. It is told to capture headers only by
+    OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_CLIENT_REQUEST / _RESPONSE, which this service does not set (a header
+    may carry a credential): with both unset, the copy is not made, and every span keeps exactly the attributes it
+    had (a request's method, URL and status). Set either and the instrumentation is left as it ships."""
+    from opentelemetry.instrumentation import httpx as instrumentation
+    from opentelemetry.util.http import (
+        OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_CLIENT_REQUEST,
+        OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_CLIENT_RESPONSE,
+        get_custom_headers,
+    )
+
+    if get_custom_headers(OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_CLIENT_REQUEST) or get_custom_headers(
+        OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_CLIENT_RESPONSE
+    ):
+        return
+    if callable(getattr(instrumentation, "_normalize_headers", None)):  # a release without it is left as it is
+        instrumentation._normalize_headers = _no_headers
+
+
+def _no_headers(headers, module) -> dict:
+    """What httpx's instrumentation hands the header capture when it captures none: nothing."""
+    return {}

@@ -118,3 +118,24 @@ def test_the_span_file_gets_one_whole_line_per_span_from_each_writer(tmp_path):
     assert [line["name"] for line in lines] == [f"step {i}" for i in range(10)]
     assert {line["attributes"]["n"] for line in lines} == set(range(10))
     assert all(len(line["traceId"]) == 32 and len(line["spanId"]) == 16 for line in lines)
+
+
+def test_an_outside_calls_span_keeps_its_attributes_without_the_header_copies_nobody_reads(spans, live_server):
+    # No header is captured (OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_CLIENT_* unset): httpx's instrumentation makes
+    # no copy of them (serenity.tracing._no_unread_header_copies), and its span says what it said with them.
+    import httpx
+    from opentelemetry.instrumentation import httpx as instrumentation
+
+    from serenity.tracing import span
+
+    assert instrumentation._normalize_headers is tracing._no_headers
+    with span("semrush.publish"), httpx.Client() as client:
+        client.get(f"{live_server.url}/healthz?token={PROMISE}", headers={"Authorization": f"Bearer {JWT}"})
+
+    [call] = [s for s in spans.get_finished_spans() if s.kind == SpanKind.CLIENT]
+    assert call.name == "GET"
+    assert dict(call.attributes) == {
+        "http.method": "GET",
+        "http.url": f"{live_server.url}/healthz",
+        "http.status_code": 200,
+    }
