@@ -16,6 +16,7 @@ lease token): zero rows means someone else moved the job first, and the caller m
 Statuses are `jobs.models.JobStatus`, the one name for each.
 """
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -24,7 +25,7 @@ from django.utils import timezone
 
 from jobs.models import AsyncJob, JobEvent, JobStatus
 from serenity import tracing
-from serenity.compiled import Compiled, as_uuid, insert_sql
+from serenity.compiled import Compiled, as_uuid, insert_sql, update_sql
 
 TERMINAL = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED})
 
@@ -72,10 +73,18 @@ def transition(
         values.update(lease_token=None, lease_expires_at=None, ended_at=now)
     else:
         values.update(ended_at=None)
-    qs = AsyncJob.objects.filter(id=job_id, status__in=expected, **(extra_filter or {}))
-    if lease_token is not None:
-        qs = qs.filter(lease_token=lease_token)
-    moved = qs.update(**values) == 1
+    if extra_filter:
+        qs = AsyncJob.objects.filter(id=job_id, status__in=expected, **extra_filter)
+        if lease_token is not None:
+            qs = qs.filter(lease_token=lease_token)
+        moved = qs.update(**values) == 1
+    else:
+        moved = (
+            _TRANSITION.execute(
+                fixed={"expected": tuple(sorted(expected))}, job_id=as_uuid(job_id), holder=lease_token, **values
+            )
+            == 1
+        )
     if moved:
         record(job_id, event, actor=actor, detail=detail, at=now)
     return moved
@@ -93,6 +102,20 @@ def record(job_id: UUID | str, kind: str, *, actor: str = "", detail: str = "", 
         at=at or timezone.now(),
     )
 
+
+def _transition_sql(
+    *, expected: tuple[str, ...], job_id: UUID, holder: UUID | None, **values: Any
+) -> tuple[str, Sequence[Any]]:
+    """`transition`'s UPDATE: the job in one of the `expected` statuses, held by `holder` when given."""
+    qs = AsyncJob.objects.filter(id=job_id, status__in=expected)
+    if holder is not None:
+        qs = qs.filter(lease_token=holder)
+    return update_sql(qs, **values)
+
+
+# Every delivery ends with a transition (its result or error a JSON parameter), without `extra_filter` (a
+# cancellation's narrowing is left to the ORM): compiled once per shape (serenity/compiled.py).
+_TRANSITION = Compiled(_transition_sql)
 
 # Every history row, compiled once (serenity/compiled.py): a delivery writes several.
 _EVENT = Compiled(lambda **values: insert_sql(JobEvent, **values))

@@ -12,6 +12,9 @@ It learns only what it can prove: a parameter that is neither the same in both c
 statement) nor exactly one marker that the first compilation passed through unchanged (the value itself) leaves
 that shape to the ORM for good. On PostgreSQL the ORM passes UUIDs, datetimes, strings and numbers through to
 psycopg as they are; on SQLite it converts them to text, so there every call compiles (as the plain ORM does).
+A JSON value (a dict or a list) is passed wrapped, in psycopg's `Jsonb` with the field's `dumps`: a parameter that
+wraps that very object, and whose marked compilation wraps the marker itself, is that value, wrapped the same way
+for each later call.
 
 What the SQL itself depends on besides the values is the shape: the values' types, which are None (compiled as
 `IS NULL` or `NULL`), the booleans and the tuples are part of it; the caller names the rest (`fixed`: a LIMIT).
@@ -26,7 +29,16 @@ from typing import Any, cast
 from django.db import connections, transaction
 from django.db.models import Model, QuerySet
 from django.db.models.query import ModelIterable
-from django.db.models.sql import InsertQuery, UpdateQuery
+from django.db.models.sql import DeleteQuery, InsertQuery, UpdateQuery
+
+try:  # the ORM's JSON parameters on PostgreSQL (psycopg 3); without psycopg no parameter is one
+    from psycopg.types.json import _JsonWrapper
+except ImportError:  # pragma: no cover
+
+    class _JsonWrapper:  # type: ignore[no-redef]
+        obj: Any
+        dumps: Any
+
 
 Build = Callable[..., tuple[str, Sequence[Any]]]
 
@@ -44,6 +56,13 @@ def update_sql(queryset: QuerySet, **values: Any) -> tuple[str, Sequence[Any]]:
     query = cast(UpdateQuery, queryset.query.chain(UpdateQuery))
     query.add_update_values(values)
     query.annotations = {}
+    return query.get_compiler(queryset.db).as_sql()
+
+
+def delete_sql(queryset: QuerySet) -> tuple[str, Sequence[Any]]:
+    """The SQL and parameters of the one DELETE `queryset.delete()` sends when it deletes without collecting (a model
+    no other row points to and no signal watches: `QuerySet._raw_delete`), without sending it."""
+    query = queryset.query.chain(DeleteQuery)
     return query.get_compiler(queryset.db).as_sql()
 
 
@@ -158,10 +177,18 @@ def _key(using: str, fixed: dict[str, Hashable], values: dict[str, Any]) -> Hash
 class _Template:
     def __init__(self, sql: str, slots: list[tuple[str | None, Any]]):
         self.sql = sql
-        self.slots = slots  # per parameter: (the value's name, None) or (None, a constant of the statement)
+        # Per parameter: (the value's name, None), (None, a constant of the statement), or (the value's name, the JSON
+        # wrapper type and `dumps` the ORM used): the value wrapped the same way.
+        self.slots = slots
+        self._plain = all(name is None or wrapper is None for name, wrapper in slots)
 
     def params(self, values: dict[str, Any]) -> list[Any]:
-        return [constant if name is None else values[name] for name, constant in self.slots]
+        if self._plain:
+            return [constant if name is None else values[name] for name, constant in self.slots]
+        return [
+            constant if name is None else values[name] if constant is None else constant[0](values[name], constant[1])
+            for name, constant in self.slots
+        ]
 
     @classmethod
     def learn(cls, build: Build, values: dict[str, Any], sql: str, params: Sequence[Any]) -> "_Template | None":
@@ -180,6 +207,15 @@ class _Template:
             return None
         slots: list[tuple[str | None, Any]] = []
         for param, marked in zip(params, marked_params, strict=True):
+            if isinstance(param, _JsonWrapper) or isinstance(marked, _JsonWrapper):
+                # The ORM's JSON wrapper around the very value in both compilations, with the same `dumps`.
+                names = [name for name, marker in markers.items() if _wraps(marked, marker)]
+                if len(names) != 1 or not _wraps(param, values[names[0]]):
+                    return None
+                if type(param) is not type(marked) or param.dumps is not marked.dumps:
+                    return None
+                slots.append((names[0], (type(param), param.dumps)))
+                continue
             names = [name for name, marker in markers.items() if _same(marked, marker)]
             if not names and _same(param, marked):
                 slots.append((None, param))
@@ -188,6 +224,11 @@ class _Template:
             else:
                 return None
         return cls(sql, slots)
+
+
+def _wraps(param: Any, value: Any) -> bool:
+    """`param` is a JSON wrapper around `value` itself (not a copy, not its text)."""
+    return isinstance(param, _JsonWrapper) and param.obj is value
 
 
 def _fixed(value: Any) -> bool:
@@ -214,4 +255,8 @@ def _marker(value: Any, index: int) -> Any:
         return f"\x00marker {index} {uuid.uuid4().hex}"
     if isinstance(value, int):
         return -(10**15) - index
+    if isinstance(value, dict):
+        return {"\x00marker": index, "id": uuid.uuid4().hex}
+    if isinstance(value, list):
+        return ["\x00marker", index, uuid.uuid4().hex]
     return None

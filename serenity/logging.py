@@ -109,11 +109,14 @@ _TRIGGERS = (
 )
 
 
+# The triggers as one search: a single scan of the text instead of one per trigger (and a generator's steps).
+_A_TRIGGER = re.compile("|".join(re.escape(trigger) for trigger in _TRIGGERS))
+
+
 def _redact_plain(text: str) -> str:
-    if text.isascii():  # ASCII only: `lower()` then matches exactly what the patterns' IGNORECASE matches
-        lowered = text.lower()
-        if not any(trigger in lowered for trigger in _TRIGGERS):
-            return text
+    # ASCII only: `lower()` then matches exactly what the patterns' IGNORECASE matches.
+    if text.isascii() and _A_TRIGGER.search(text.lower()) is None:
+        return text
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text

@@ -10,9 +10,11 @@ from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
-from jobs.models import AsyncJob, JobEvent
-from serenity.compiled import Compiled, CompiledRead, insert_sql, update_sql
+from jobs import states
+from jobs.models import AsyncJob, JobEvent, JobStatus
+from serenity.compiled import Compiled, CompiledRead, delete_sql, insert_sql, update_sql
 from tests.jobs.factories import AsyncJobFactory
+from tokens.models import PromiseGrant
 
 
 def _lease_update(job_id, token, now, phase):
@@ -113,3 +115,90 @@ def test_a_compiled_read_answers_what_the_querysets_first_row_would_be(db):
         }
         assert columns.first(job_id=job.id) == (expected.status, expected.params)
     assert read.first(job_id=uuid.uuid4()) is None and columns.first(job_id=uuid.uuid4()) is None
+
+
+def _sent(sql, params):
+    """A statement as sent, JSON parameters as what they wrap and how (psycopg's wrappers compare by identity)."""
+    return sql, [(type(p), p.obj, p.dumps) if hasattr(p, "obj") and hasattr(p, "dumps") else p for p in params]
+
+
+def _ending(job_id, token, now, result, error):
+    return update_sql(
+        AsyncJob.objects.filter(id=job_id, status__in=("IN_PROGRESS",), lease_token=token),
+        status="COMPLETED",
+        updated_at=now,
+        result=result,
+        error=error,
+        lease_token=None,
+    )
+
+
+def test_a_json_value_is_sent_wrapped_as_the_orm_wraps_it_for_each_call(db):
+    statement = Compiled(_ending)
+    now = timezone.now()
+    calls = [
+        {
+            "job_id": uuid.uuid4(),
+            "token": uuid.uuid4(),
+            "now": now,
+            "result": {"n": i, "items": [i, "x"]},
+            "error": None,
+        }
+        for i in range(3)
+    ]
+    calls.append({**calls[0], "result": None, "error": {"code": "E", "message": "m"}})  # None: a shape of its own
+    calls.append({**calls[1], "result": [1, 2, 3]})  # a JSON list
+    for values in calls:
+        assert _sent(*statement.statement(**values)) == _sent(*_ending(**values))
+    assert all(template is not None for template in statement._templates.values()) or connection.vendor != "postgresql"
+
+
+def test_a_compiled_ending_stores_each_calls_json_as_the_orm_does(db):
+    now = timezone.now()
+    jobs = [AsyncJobFactory(lease_token=uuid.uuid4(), lease_expires_at=now + timedelta(minutes=5)) for _ in range(4)]
+    for i, job in enumerate(jobs[:3]):
+        assert states.transition(
+            job.id, to=JobStatus.COMPLETED, lease_token=job.lease_token, event="completed", result={"n": i}, error=None
+        )
+    assert not states.transition(
+        jobs[3].id, to=JobStatus.COMPLETED, lease_token=uuid.uuid4(), event="completed", result={"n": 3}, error=None
+    )
+    orm = AsyncJobFactory()
+    AsyncJob.objects.filter(id=orm.id).update(result={"n": 0})
+
+    rows = {j.id: j for j in AsyncJob.objects.filter(id__in=[j.id for j in [*jobs, orm]])}
+    assert [(rows[j.id].status, rows[j.id].result, rows[j.id].lease_token) for j in jobs] == [
+        ("COMPLETED", {"n": 0}, None),
+        ("COMPLETED", {"n": 1}, None),
+        ("COMPLETED", {"n": 2}, None),
+        ("IN_PROGRESS", None, jobs[3].lease_token),
+    ]
+    assert rows[jobs[0].id].result == rows[orm.id].result  # the same JSON the ORM stores
+    ending = [t for key, t in states._TRANSITION._templates.items() if ("result", dict, None) in key]
+    assert ending and (all(t is not None for t in ending) or connection.vendor != "postgresql")
+
+
+def _grant(job_id):
+    return PromiseGrant.objects.create(
+        job_id=job_id, pair="p", ciphertext="c", fingerprint=uuid.uuid4().hex, expires_at=timezone.now()
+    )
+
+
+def test_a_compiled_delete_sends_what_the_querysets_delete_sends_and_deletes_only_its_row(db):
+    statement = Compiled(lambda job_id: delete_sql(PromiseGrant.objects.filter(job_id=job_id)))
+    grants = [_grant(uuid.uuid4()) for _ in range(4)]
+    sent = []
+
+    def capture(execute, sql, params, many, context):
+        sent.append((sql, list(params or ())))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        PromiseGrant.objects.filter(job_id=grants[0].job_id).delete()
+    assert len(sent) == 1  # the ORM deletes a grant in one statement: nothing points to it, no signal watches it
+    assert statement.statement(job_id=grants[0].job_id) == sent[0]
+
+    deleted = [statement.execute(job_id=g.job_id) for g in grants[1:3]]
+    assert deleted == [1, 1] and statement.execute(job_id=uuid.uuid4()) == 0
+    assert list(PromiseGrant.objects.values_list("job_id", flat=True)) == [grants[3].job_id]
+    assert all(template is not None for template in statement._templates.values()) or connection.vendor != "postgresql"
