@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from jobs.models import AsyncJob, JobEvent, JobStatus
@@ -74,10 +75,7 @@ def transition(
     else:
         values.update(ended_at=None)
     if extra_filter:
-        qs = AsyncJob.objects.filter(id=job_id, status__in=expected, **extra_filter)
-        if lease_token is not None:
-            qs = qs.filter(lease_token=lease_token)
-        moved = qs.update(**values) == 1
+        moved = _moving(job_id, expected, lease_token, **extra_filter).update(**values) == 1
     else:
         moved = (
             _TRANSITION.execute(
@@ -106,11 +104,14 @@ def record(job_id: UUID | str, kind: str, *, actor: str = "", detail: str = "", 
 def _transition_sql(
     *, expected: tuple[str, ...], job_id: UUID, holder: UUID | None, **values: Any
 ) -> tuple[str, Sequence[Any]]:
-    """`transition`'s UPDATE: the job in one of the `expected` statuses, held by `holder` when given."""
-    qs = AsyncJob.objects.filter(id=job_id, status__in=expected)
-    if holder is not None:
-        qs = qs.filter(lease_token=holder)
-    return update_sql(qs, **values)
+    """`transition`'s UPDATE without `extra_filter`."""
+    return update_sql(_moving(job_id, expected, holder), **values)
+
+
+def _moving(job_id: UUID | str, expected: Any, holder: UUID | None, **extra_filter: Any) -> "QuerySet[AsyncJob]":
+    """The job `transition` moves: in one of the `expected` statuses, held by `holder` when given."""
+    qs = AsyncJob.objects.filter(id=job_id, status__in=expected, **extra_filter)
+    return qs if holder is None else qs.filter(lease_token=holder)
 
 
 # Every delivery ends with a transition (its result or error a JSON parameter), without `extra_filter` (a

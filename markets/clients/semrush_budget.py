@@ -137,22 +137,7 @@ def take_slot(pair: str, *, deadline: float | None = None, what: str = "semrush"
         return
     wait = WAIT_IN_PLACE_SECONDS if deadline is None else min(WAIT_IN_PLACE_SECONDS, deadline - time.monotonic())
     params: dict[str, str | int] = {"pair": pair, "iv": interval_us(), "wait": max(0, int(wait * 1_000_000))}
-    with connection.cursor() as cursor:
-        sent = time.monotonic()
-        cursor.execute(_TAKE, params)
-        row = cursor.fetchone()
-        received = time.monotonic()
-        if row is None:  # over the wait: how long until a slot would be free (the rare path)
-            cursor.execute(_WAIT, params)
-            waiting = cursor.fetchone()
-    release_pooled_connection()  # the wait and the call hold no database connection
-    if row is None:
-        retry_after = max(0.0, (waiting[0] if waiting else 0) / 1_000_000)
-        raise OverBudget(
-            f"{what}: over the fleet's Semrush rate budget for {retry_after:.1f}s", retry_after=retry_after
-        )
-    slot_us, now_us = row
-    delay = slot_us / 1_000_000 - _clock.offset(sent, received, now_us) - time.monotonic()
+    delay = _first_slot(_TAKE, params, what) - time.monotonic()
     if delay > 0:
         time.sleep(delay)
 
@@ -245,9 +230,19 @@ def reserve(pair: str, calls: int, *, wait: float, what: str = "semrush") -> Res
         "n": calls,
         "wait": max(0, int(wait * 1_000_000)),
     }
+    first = _first_slot(_RESERVE, params, what)
+    slots = [first + i * interval_us() / 1_000_000 for i in range(calls)]
+    return Reservation(slots, pair=pair, latest=time.monotonic() + wait)
+
+
+def _first_slot(statement: str, params: dict[str, str | int], what: str) -> float:
+    """Run `_TAKE` or `_RESERVE` and return the first slot it took, on this process's clock (`time.monotonic()`,
+    through `_clock`). Raises `OverBudget`, nothing taken, when that slot is further than the wait: then a second
+    statement reads how long until a slot would be free (the rare path). No database connection is held after it:
+    neither the wait nor the call holds one."""
     with connection.cursor() as cursor:
         sent = time.monotonic()
-        cursor.execute(_RESERVE, params)
+        cursor.execute(statement, params)
         row = cursor.fetchone()
         received = time.monotonic()
         if row is None:
@@ -259,10 +254,8 @@ def reserve(pair: str, calls: int, *, wait: float, what: str = "semrush") -> Res
         raise OverBudget(
             f"{what}: over the fleet's Semrush rate budget for {retry_after:.1f}s", retry_after=retry_after
         )
-    first_us, now_us, interval = row[0], row[1], interval_us()
-    offset = _clock.offset(sent, received, now_us)
-    slots = [(first_us + i * interval) / 1_000_000 - offset for i in range(calls)]
-    return Reservation(slots, pair=pair, latest=time.monotonic() + wait)
+    first_us, now_us = row
+    return first_us / 1_000_000 - _clock.offset(sent, received, now_us)
 
 
 def pause(pair: str, retry_after: float | None) -> None:
