@@ -344,6 +344,7 @@ def test_a_reserved_call_after_a_slow_answer_past_its_slot_moves_to_the_end_of_t
     on-time calls, were a 429 of the bench's `semrush` scenario). It moves to a fresh slot at the end of the line."""
     reservation = semrush_budget.reserve("semrush", 2, wait=5)
     semrush_budget.reserve("semrush", BUDGET, wait=5)  # the next second's slots are other callers'
+    others_end = SemrushRateBudget.objects.get(pair="semrush").next_slot_us / 1_000_000
     recorder.answer_next(200, stall=1 / BUDGET + 2 * reservation.margin)  # answered past the second slot's margin
     client = SemrushClient("Bearer-slow", pair="semrush", reservation=reservation)
 
@@ -353,7 +354,8 @@ def test_a_reserved_call_after_a_slow_answer_past_its_slot_moves_to_the_end_of_t
 
     assert SemrushRateBudget.objects.get(pair="semrush").next_slot_us == taken + semrush_budget.interval_us()
     arrivals = sorted(arrived for arrived, _b, _s in recorder.calls)
-    assert len(arrivals) == 2 and arrivals[1] - arrivals[0] >= 1.0, arrivals  # after the others' second
+    # After the others' second, on the database's clock (the machine's): not at its own, stale, slot.
+    assert len(arrivals) == 2 and arrivals[1] >= others_end, [a - others_end for a in arrivals]
 
 
 def test_a_wait_after_the_reservations_answer_does_not_move_its_slots(recorder, monkeypatch):
@@ -364,7 +366,7 @@ def test_a_wait_after_the_reservations_answer_does_not_move_its_slots(recorder, 
 
     def release_then_wait():
         release()
-        time.sleep(0.3)
+        time.sleep(1.0)
 
     monkeypatch.setattr(semrush_budget, "release_pooled_connection", release_then_wait)
     reservation = semrush_budget.reserve("semrush", 3, wait=5)
@@ -375,9 +377,10 @@ def test_a_wait_after_the_reservations_answer_does_not_move_its_slots(recorder, 
         (now_us,) = cursor.fetchone()
         received = time.monotonic()
 
-    # The first slot, on this process's clock, as the database's own clock places it (within the round trips).
+    # The first slot, on this process's clock, as the database's own clock places it: within the statements' round
+    # trips (far less than the second waited after the answer, however loaded the machine), never early.
     expected = first_us / 1_000_000 - (now_us / 1_000_000 - (sent + received) / 2)
-    assert abs(reservation._slots[0] - expected) < 0.05 + (received - sent), reservation._slots[0] - expected
+    assert abs(reservation._slots[0] - expected) < 0.5, reservation._slots[0] - expected
     assert reservation._slots[0] > expected - (received - sent)  # never early
 
 
